@@ -1,0 +1,75 @@
+# p4lb. `make` prints this help. Every target works the same natively and in the VM.
+SHELL := /bin/bash
+PY ?= python3
+VENV ?= .venv
+VPY := $(VENV)/bin/python
+BUILD := build
+P4SRC := p4src
+COMPILED := $(P4SRC)/compiled
+P4_SOURCES := $(shell find $(P4SRC) -name '*.p4' -not -path '*/compiled/*')
+P4C_FLAGS := --target bmv2 --arch v1model --Werror --std p4-16
+QUICK ?=
+
+.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench clean
+
+help:
+	@echo "p4lb make targets:"
+	@echo "  deps       install everything (p4lang packages, Mininet, ab, Python venv)"
+	@echo "  venv       create $(VENV) with the p4lb package and test tools"
+	@echo "  build      compile p4src/lb.p4 (and the baseline) into $(BUILD)/"
+	@echo "  artifacts  build, then refresh $(COMPILED)/ (P4Info, BMv2 JSON, source stamp)"
+	@echo "  run        start the Mininet topology + BMv2 + controller, open the CLI"
+	@echo "  stop       stop everything 'make run' started (by PID) and remove its interfaces"
+	@echo "  test       lint + the whole test suite (layers without their tools are skipped)"
+	@echo "  bench      ApacheBench runs for every algorithm (QUICK=1 for a smoke run)"
+	@echo "  lint       ruff + mypy + shellcheck"
+	@echo "  clean      remove $(BUILD)/ and caches"
+
+deps:
+	bash scripts/install-deps.sh
+
+$(VPY): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet -e '.[test,bench]'
+	touch $(VPY)
+
+venv: $(VPY)
+
+$(BUILD)/lb.json: $(P4_SOURCES)
+	@command -v p4c >/dev/null || { echo "make build: p4c is not installed (run 'make deps' or use the VM)"; exit 1; }
+	mkdir -p $(BUILD)
+	p4c $(P4C_FLAGS) -o $(BUILD) --p4runtime-files $(BUILD)/lb.p4info.txtpb $(P4SRC)/lb.p4
+	p4c $(P4C_FLAGS) -o $(BUILD) --p4runtime-files $(BUILD)/baseline.p4info.txtpb $(P4SRC)/baseline.p4
+
+build: $(BUILD)/lb.json
+
+artifacts: build
+	cp $(BUILD)/lb.json $(BUILD)/lb.p4info.txtpb $(BUILD)/baseline.json $(BUILD)/baseline.p4info.txtpb $(COMPILED)/
+	{ $(PY) scripts/p4_sources_hash.py; p4c --version | tail -1; } > $(COMPILED)/SOURCES.sha256
+	@echo "refreshed $(COMPILED)/ — commit it together with the P4 change"
+
+lint: $(VPY)
+	$(VENV)/bin/ruff check controller tests topology scripts
+	$(VENV)/bin/ruff format --check controller tests topology scripts
+	$(VENV)/bin/mypy
+	shellcheck scripts/*.sh vagrant/*.sh .ci/run
+
+test: lint
+	$(VPY) -m pytest tests
+
+test-unit: $(VPY)
+	$(VPY) -m pytest tests/unit
+
+run: $(VPY)
+	@$(MAKE) --no-print-directory -s build >/dev/null 2>&1 || true
+	$(VPY) -m topology.run $(RUN_ARGS)
+
+stop:
+	$(PY) -m topology.stop
+
+bench: $(VPY)
+	$(VPY) -m topology.bench $(if $(QUICK),--quick,)
+
+clean:
+	rm -rf $(BUILD) .pytest_cache .mypy_cache .ruff_cache

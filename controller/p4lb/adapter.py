@@ -1,0 +1,262 @@
+"""The one place that talks P4Runtime, through p4runtime-shell's client.
+
+Everything else hands this module Entry values and gets Entry values back."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from p4.v1 import p4runtime_pb2
+from p4runtime_sh import p4runtime as shp4rt
+
+from p4lb.entries import MULTICAST, OWNED_TABLES, Entry, Update
+from p4lb.p4info import BMV2_JSON_NAME, P4INFO_NAME, Schema, compiled_dir, load_p4info, schema
+
+log = logging.getLogger("p4lb")
+
+CONNECT_TIMEOUT_S = 3.0
+RPC_TIMEOUT_S = 10.0
+
+
+class SwitchError(Exception):
+    """The switch could not be reached or refused a request; the message is one line."""
+
+
+@contextmanager
+def _quiet_shell() -> Iterator[None]:
+    # p4runtime-shell logs at CRITICAL and calls sys.exit() on a failed handshake;
+    # we turn both into one SwitchError line.
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+class _Client(shp4rt.P4RuntimeClient):  # type: ignore[misc]
+    """p4runtime-shell's client, remembering whether we won the arbitration."""
+
+    is_primary = False
+
+    def handshake(self) -> None:
+        req = p4runtime_pb2.StreamMessageRequest()
+        req.arbitration.device_id = self.device_id
+        req.arbitration.election_id.high = self.election_id[0]
+        req.arbitration.election_id.low = self.election_id[1]
+        self.stream_out_q.put(req)
+        rep = self.get_stream_packet("arbitration", timeout=CONNECT_TIMEOUT_S)
+        if rep is None:
+            raise SwitchError("no arbitration answer")
+        self.is_primary = rep.arbitration.status.code == 0
+
+
+@dataclass
+class CounterValue:
+    packets: int
+    bytes: int
+
+
+class Switch:
+    """A P4Runtime session with one switch (device) as one election id."""
+
+    def __init__(
+        self, address: str, device_id: int, election_id: int, info: Schema | None = None
+    ) -> None:
+        self.address = address
+        self.device_id = device_id
+        self.schema = info or schema()
+        try:
+            grpc.channel_ready_future(grpc.insecure_channel(address)).result(
+                timeout=CONNECT_TIMEOUT_S
+            )
+        except grpc.FutureTimeoutError:
+            raise SwitchError(
+                f"switch at {address} is unreachable (no P4Runtime server "
+                f"answered within {CONNECT_TIMEOUT_S:.0f} s)"
+            ) from None
+        try:
+            with _quiet_shell():
+                self.client = _Client(device_id, address, (0, election_id))
+        except (SystemExit, SwitchError, shp4rt.P4RuntimeException) as e:
+            raise SwitchError(f"switch at {address}: P4Runtime session failed ({e})") from None
+        self.is_primary = bool(self.client.is_primary)
+
+    def close(self) -> None:
+        with _quiet_shell():
+            self.client.tear_down()
+
+    def __enter__(self) -> Switch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ pipeline
+
+    def ensure_pipeline(self, directory: Path | None = None) -> bool:
+        """Push our P4Info + BMv2 JSON unless the switch already runs exactly them."""
+        d = directory or compiled_dir()
+        ours = load_p4info(d / P4INFO_NAME)
+        try:
+            with _quiet_shell():
+                theirs = self.client.get_p4info()
+            if theirs == ours:
+                return False
+        except shp4rt.P4RuntimeException:
+            pass  # no pipeline yet
+        self._require_primary("set the pipeline")
+        try:
+            with _quiet_shell():
+                self.client.set_fwd_pipe_config(str(d / P4INFO_NAME), str(d / BMV2_JSON_NAME))
+        except shp4rt.P4RuntimeException as e:
+            raise SwitchError(f"switch at {self.address} refused the pipeline: {e}") from None
+        return True
+
+    def _require_primary(self, what: str) -> None:
+        if not self.is_primary:
+            raise SwitchError(
+                f"cannot {what}: another controller with a higher election id "
+                f"is primary on {self.address}"
+            )
+
+    # ------------------------------------------------------------ reads
+
+    def _read(self, entity: p4runtime_pb2.Entity) -> list[p4runtime_pb2.Entity]:
+        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
+        req.entities.append(entity)
+        try:
+            out: list[p4runtime_pb2.Entity] = []
+            for rep in self.client.stub.Read(req, timeout=RPC_TIMEOUT_S):
+                out.extend(rep.entities)
+            return out
+        except grpc.RpcError as e:
+            raise SwitchError(f"read from {self.address} failed: {e.details()}") from None
+
+    def read_entries(self, tables: tuple[str, ...] = OWNED_TABLES) -> list[Entry]:
+        """Every entry of the given tables (and the flood group), as Entry values."""
+        out: list[Entry] = []
+        for name in tables:
+            ent = p4runtime_pb2.Entity()
+            ent.table_entry.table_id = self.schema.table(name).id
+            out.extend(self.schema.decode(e.table_entry) for e in self._read(ent))
+        out.extend(self._read_multicast())
+        return out
+
+    def _read_multicast(self) -> list[Entry]:
+        ent = p4runtime_pb2.Entity()
+        ent.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
+        try:
+            found = self._read(ent)
+        except SwitchError:
+            return []
+        out = []
+        for e in found:
+            g = e.packet_replication_engine_entry.multicast_group_entry
+            ports = sorted(r.egress_port for r in g.replicas)
+            out.append(
+                Entry(
+                    MULTICAST,
+                    (("group_id", g.multicast_group_id),),
+                    "replicate",
+                    tuple((f"port{p}", p) for p in ports),
+                )
+            )
+        return out
+
+    def read_counter(self, name: str) -> dict[int, CounterValue]:
+        """All cells of an indirect counter, by index."""
+        ent = p4runtime_pb2.Entity()
+        ent.counter_entry.counter_id = self.schema.counter_id(name)
+        out = {}
+        for e in self._read(ent):
+            c = e.counter_entry
+            out[c.index.index] = CounterValue(c.data.packet_count, c.data.byte_count)
+        return out
+
+    # ------------------------------------------------------------ writes
+
+    def _entity(self, entry: Entry) -> p4runtime_pb2.Entity:
+        ent = p4runtime_pb2.Entity()
+        if entry.table == MULTICAST:
+            g = ent.packet_replication_engine_entry.multicast_group_entry
+            g.multicast_group_id = entry.exact("group_id")
+            for rid, (_, port) in enumerate(entry.params):
+                g.replicas.add(egress_port=port, instance=rid + 1)
+        else:
+            ent.table_entry.CopyFrom(self.schema.encode(entry))
+        return ent
+
+    def write(self, batch: list[Update], idle_timeout_ns: int = 0) -> None:
+        """One WriteRequest; on failure, name the first update the switch refused."""
+        self._require_primary("write")
+        req = p4runtime_pb2.WriteRequest()
+        for u in batch:
+            upd = req.updates.add()
+            upd.type = getattr(p4runtime_pb2.Update, u.op)
+            upd.entity.CopyFrom(self._entity(u.entry))
+            if idle_timeout_ns and upd.entity.HasField("table_entry"):
+                upd.entity.table_entry.idle_timeout_ns = idle_timeout_ns
+        try:
+            self.client.write(req)
+        except shp4rt.P4RuntimeWriteException as e:
+            raise SwitchError(_describe_write_error(e, batch)) from None
+        except grpc.RpcError as e:
+            raise SwitchError(f"write to {self.address} failed: {e.details()}") from None
+
+    def write_plan(self, batches: list[list[Update]]) -> int:
+        for b in batches:
+            self.write(b)
+        return sum(len(b) for b in batches)
+
+    # ------------------------------------------------------------ stream
+
+    def enable_digest(self, name: str = "conn_digest_t") -> None:
+        """Ask for digests at once (no batching delay), so collision entries land fast."""
+        digest = self.schema.digests.get(name)
+        if digest is None:
+            raise SwitchError(f"P4Info has no digest {name!r}")
+        ent = p4runtime_pb2.Entity()
+        d = ent.digest_entry
+        d.digest_id = digest.preamble.id
+        d.config.max_timeout_ns = 0
+        d.config.max_list_size = 1
+        d.config.ack_timeout_ns = 1_000_000_000
+        for op in ("INSERT", "MODIFY"):
+            req = p4runtime_pb2.WriteRequest()
+            upd = req.updates.add()
+            upd.type = getattr(p4runtime_pb2.Update, op)
+            upd.entity.CopyFrom(ent)
+            try:
+                self.client.write(req)
+                return
+            except shp4rt.P4RuntimeWriteException:
+                continue
+        raise SwitchError(f"switch at {self.address} refused the digest configuration")
+
+    def next_stream_message(self, kind: str, timeout: float) -> Any:
+        """The next digest / idle-timeout message, or None after `timeout` seconds."""
+        return self.client.get_stream_packet(kind, timeout=timeout)
+
+    def ack_digest(self, digest_id: int, list_id: int) -> None:
+        req = p4runtime_pb2.StreamMessageRequest()
+        req.digest_ack.digest_id = digest_id
+        req.digest_ack.list_id = list_id
+        self.client.stream_out_q.put(req)
+
+
+def _describe_write_error(e: Any, batch: list[Update]) -> str:
+    errors = getattr(e, "errors", [])
+    for idx, p4err in errors:
+        if 0 <= idx < len(batch):
+            u = batch[idx]
+            return (
+                f"switch refused {u.op} {u.entry.table} {dict(u.entry.match)}: "
+                f"{p4err.message or p4err.canonical_code}"
+            )
+    return f"switch refused a write: {e}"

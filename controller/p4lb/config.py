@@ -1,0 +1,471 @@
+"""The load-balancing intent: a TOML file of VIPs, backends and hosts, validated whole.
+
+Nothing here knows about P4 tables. Errors name the file and the key and end up as one
+line for the user; the switch is never touched before a config is valid.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import tempfile
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from p4lb.schedules import smooth_wrr
+
+ALGORITHMS = ("iphash", "wrr")
+PROTOCOLS = ("tcp", "udp")
+MAX_WEIGHT = 1000
+_MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class ConfigError(Exception):
+    """A config the user wrote (or asked for) is not valid; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Capacities of the data plane, read from the P4Info (defaults: the P4 constants)."""
+
+    max_services: int = 256
+    max_backends: int = 1024
+    pool_table_size: int = 8192
+    wrr_table_size: int = 65536
+    route_table_size: int = 1024
+    max_slots_per_vip: int = 65535
+
+
+@dataclass(frozen=True)
+class SwitchConfig:
+    address: str = "127.0.0.1:9559"
+    device_id: int = 0
+    election_id: int = 1
+    mac: str = "00:00:00:00:01:00"
+    # Ports that take part in ARP flooding; empty: every port named in the config.
+    ports: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Host:
+    """A machine the switch routes to that is not a backend (a client, a router)."""
+
+    name: str
+    address: str
+    mac: str
+    switch_port: int
+    prefix_len: int = 32
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    address: str
+    port: int
+    weight: int
+    mac: str
+    switch_port: int
+
+    @property
+    def active(self) -> bool:
+        return self.weight > 0
+
+
+@dataclass(frozen=True)
+class Vip:
+    name: str
+    address: str
+    protocol: str
+    port: int
+    algorithm: str
+    mac: str
+    backends: tuple[Backend, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.address, self.protocol, self.port)
+
+    def backend(self, name: str) -> Backend:
+        for b in self.backends:
+            if b.name == name:
+                return b
+        raise ConfigError(f"VIP {self.name!r} has no backend {name!r}")
+
+
+@dataclass(frozen=True)
+class Config:
+    switch: SwitchConfig = field(default_factory=SwitchConfig)
+    hosts: tuple[Host, ...] = ()
+    vips: tuple[Vip, ...] = ()
+    source: str = "<config>"
+
+    def vip(self, name: str) -> Vip:
+        for v in self.vips:
+            if v.name == name or f"{v.address}:{v.port}" == name:
+                return v
+        raise ConfigError(f"{self.source}: no VIP {name!r}")
+
+    def with_vip(self, vip: Vip) -> Config:
+        """A copy with `vip` replacing the VIP of the same name (or appended)."""
+        vips = [vip if v.name == vip.name else v for v in self.vips]
+        if not any(v.name == vip.name for v in self.vips):
+            vips.append(vip)
+        return replace(self, vips=tuple(vips))
+
+    def without_vip(self, name: str) -> Config:
+        self.vip(name)
+        return replace(self, vips=tuple(v for v in self.vips if v.name != name))
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def load(path: str | os.PathLike[str], limits: Limits | None = None) -> Config:
+    """Read and validate a config file; raise ConfigError with one line on any problem."""
+    src = str(path)
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{src}: file not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{src}: not valid TOML: {e}") from None
+    return parse(data, src, limits)
+
+
+def parse(data: dict[str, Any], source: str = "<config>", limits: Limits | None = None) -> Config:
+    """Turn decoded TOML into a validated Config."""
+    _only(data, {"switch", "host", "vip"}, source, "")
+    sw = _switch(data.get("switch", {}), source)
+    hosts = tuple(
+        _host(h, source, f"host[{i}]") for i, h in enumerate(_list(data, "host", source, ""))
+    )
+    vips_raw = data.get("vip", {})
+    if not isinstance(vips_raw, dict):
+        raise ConfigError(f"{source}: vip: must be a table of named VIPs ([vip.NAME])")
+    vips = tuple(_vip(name, v, source, sw.mac) for name, v in vips_raw.items())
+    cfg = Config(switch=sw, hosts=hosts, vips=vips, source=source)
+    validate(cfg, limits or Limits())
+    return cfg
+
+
+def _only(table: dict[str, Any], allowed: set[str], src: str, where: str) -> None:
+    for k in table:
+        if k not in allowed:
+            key = f"{where}.{k}" if where else k
+            raise ConfigError(f"{src}: {key}: unknown key (expected one of {sorted(allowed)})")
+
+
+def _list(table: dict[str, Any], key: str, src: str, where: str) -> list[dict[str, Any]]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(x, dict) for x in value):
+        raise ConfigError(f"{src}: {where}{key}: must be an array of tables ([[{key}]])")
+    return value
+
+
+def _get(
+    table: dict[str, Any], key: str, typ: type, src: str, where: str, default: Any = None
+) -> Any:
+    if key not in table:
+        if default is None:
+            raise ConfigError(f"{src}: {where}.{key}: missing")
+        return default
+    value = table[key]
+    if typ is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ConfigError(f"{src}: {where}.{key}: must be an integer, got {value!r}")
+    if typ is str and not isinstance(value, str):
+        raise ConfigError(f"{src}: {where}.{key}: must be a string, got {value!r}")
+    return value
+
+
+def _ipv4(value: str, src: str, where: str) -> str:
+    try:
+        return str(ipaddress.IPv4Address(value))
+    except ValueError:
+        raise ConfigError(f"{src}: {where}: not an IPv4 address: {value!r}") from None
+
+
+def _mac(value: str, src: str, where: str) -> str:
+    if not _MAC_RE.match(value):
+        raise ConfigError(f"{src}: {where}: not a MAC address (aa:bb:cc:dd:ee:ff): {value!r}")
+    return value.lower()
+
+
+def _range(value: int, lo: int, hi: int, src: str, where: str) -> int:
+    if not lo <= value <= hi:
+        raise ConfigError(f"{src}: {where}: {value} is outside {lo}..{hi}")
+    return value
+
+
+def _name(value: str, src: str, where: str) -> str:
+    if not _NAME_RE.match(value):
+        raise ConfigError(f"{src}: {where}: bad name {value!r} (letters, digits, _ . -)")
+    return value
+
+
+def _switch(t: Any, src: str) -> SwitchConfig:
+    if not isinstance(t, dict):
+        raise ConfigError(f"{src}: switch: must be a table")
+    _only(t, {"address", "device_id", "election_id", "mac", "ports"}, src, "switch")
+    d = SwitchConfig()
+    address = _get(t, "address", str, src, "switch", d.address)
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{src}: switch.address: expected HOST:PORT, got {address!r}")
+    ports = t.get("ports", [])
+    if not isinstance(ports, list) or not all(
+        isinstance(p, int) and not isinstance(p, bool) and 0 <= p < 511 for p in ports
+    ):
+        raise ConfigError(f"{src}: switch.ports: must be a list of port numbers 0..510")
+    return SwitchConfig(
+        address=address,
+        device_id=_range(
+            _get(t, "device_id", int, src, "switch", 0), 0, 2**64 - 1, src, "switch.device_id"
+        ),
+        election_id=_range(
+            _get(t, "election_id", int, src, "switch", 1), 1, 2**64 - 1, src, "switch.election_id"
+        ),
+        mac=_mac(_get(t, "mac", str, src, "switch", d.mac), src, "switch.mac"),
+        ports=tuple(ports),
+    )
+
+
+def _host(t: dict[str, Any], src: str, where: str) -> Host:
+    _only(t, {"name", "address", "mac", "switch_port", "prefix_len"}, src, where)
+    return Host(
+        name=_name(_get(t, "name", str, src, where), src, f"{where}.name"),
+        address=_ipv4(_get(t, "address", str, src, where), src, f"{where}.address"),
+        mac=_mac(_get(t, "mac", str, src, where), src, f"{where}.mac"),
+        switch_port=_range(
+            _get(t, "switch_port", int, src, where), 0, 510, src, f"{where}.switch_port"
+        ),
+        prefix_len=_range(
+            _get(t, "prefix_len", int, src, where, 32), 0, 32, src, f"{where}.prefix_len"
+        ),
+    )
+
+
+def _vip(name: str, t: Any, src: str, default_mac: str) -> Vip:
+    where = f"vip.{name}"
+    if not isinstance(t, dict):
+        raise ConfigError(f"{src}: {where}: must be a table")
+    _name(name, src, where)
+    _only(t, {"address", "protocol", "port", "algorithm", "mac", "backend"}, src, where)
+    protocol = _get(t, "protocol", str, src, where, "tcp").lower()
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"{src}: {where}.protocol: {protocol!r} is not one of {PROTOCOLS}")
+    algorithm = _get(t, "algorithm", str, src, where, "wrr").lower()
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(
+            f"{src}: {where}.algorithm: unknown algorithm {algorithm!r} "
+            f"(known: {', '.join(ALGORITHMS)})"
+        )
+    backends = tuple(
+        _backend(b, src, f"{where}.backend[{i}]")
+        for i, b in enumerate(_list(t, "backend", src, f"{where}."))
+    )
+    return Vip(
+        name=name,
+        address=_ipv4(_get(t, "address", str, src, where), src, f"{where}.address"),
+        protocol=protocol,
+        port=_range(_get(t, "port", int, src, where), 1, 65535, src, f"{where}.port"),
+        algorithm=algorithm,
+        mac=_mac(_get(t, "mac", str, src, where, default_mac), src, f"{where}.mac"),
+        backends=backends,
+    )
+
+
+def _backend(t: dict[str, Any], src: str, where: str) -> Backend:
+    _only(t, {"name", "address", "port", "weight", "mac", "switch_port"}, src, where)
+    address = _ipv4(_get(t, "address", str, src, where), src, f"{where}.address")
+    return Backend(
+        name=_name(_get(t, "name", str, src, where, address), src, f"{where}.name"),
+        address=address,
+        port=_range(_get(t, "port", int, src, where), 1, 65535, src, f"{where}.port"),
+        weight=_range(_get(t, "weight", int, src, where, 1), 0, MAX_WEIGHT, src, f"{where}.weight"),
+        mac=_mac(_get(t, "mac", str, src, where), src, f"{where}.mac"),
+        switch_port=_range(
+            _get(t, "switch_port", int, src, where), 0, 510, src, f"{where}.switch_port"
+        ),
+    )
+
+
+# ---------------------------------------------------------------- validation
+
+
+def wrr_slot_count(vip: Vip) -> int:
+    return len(smooth_wrr([b.weight for b in vip.backends]))
+
+
+def validate(cfg: Config, limits: Limits) -> None:
+    """Check everything that spans keys: duplicates, totals, capacities, route conflicts."""
+    src = cfg.source
+    names: set[str] = set()
+    for h in cfg.hosts:
+        if h.name in names:
+            raise ConfigError(f"{src}: host {h.name!r}: duplicate host name")
+        names.add(h.name)
+
+    seen_vips: dict[tuple[str, str, int], str] = {}
+    seen_backends: dict[tuple[str, str, int], str] = {}
+    routes: dict[str, tuple[str, int, str]] = {}
+    for h in cfg.hosts:
+        routes[h.address] = (h.mac, h.switch_port, f"host {h.name!r}")
+    total_backends = 0
+    total_slots = 0
+    max_slots = 0
+    total_pool = 0
+    max_pool = 0
+    vip_addresses = {v.address for v in cfg.vips}
+    for v in cfg.vips:
+        where = f"vip.{v.name}"
+        if v.key in seen_vips:
+            raise ConfigError(
+                f"{src}: {where}: duplicate VIP {v.address}:{v.port}/{v.protocol} "
+                f"(also vip.{seen_vips[v.key]})"
+            )
+        seen_vips[v.key] = v.name
+        if v.address in routes:
+            raise ConfigError(f"{src}: {where}.address: {v.address} is also a host address")
+        if not v.backends:
+            raise ConfigError(f"{src}: {where}: no backends")
+        bnames: set[str] = set()
+        baddrs: set[tuple[str, int]] = set()
+        for b in v.backends:
+            bwhere = f"{where}.backend {b.name!r}"
+            if b.name in bnames:
+                raise ConfigError(f"{src}: {bwhere}: duplicate backend name")
+            bnames.add(b.name)
+            if (b.address, b.port) in baddrs:
+                raise ConfigError(f"{src}: {bwhere}: duplicate backend {b.address}:{b.port}")
+            baddrs.add((b.address, b.port))
+            if b.address in vip_addresses:
+                raise ConfigError(f"{src}: {bwhere}: {b.address} is a VIP address")
+            bkey = (b.address, v.protocol, b.port)
+            if bkey in seen_backends and seen_backends[bkey] != v.name:
+                raise ConfigError(
+                    f"{src}: {bwhere}: {b.address}:{b.port}/{v.protocol} already serves "
+                    f"vip.{seen_backends[bkey]} (replies could not be mapped back to one VIP)"
+                )
+            seen_backends[bkey] = v.name
+            route = (b.mac, b.switch_port)
+            if b.address in routes and routes[b.address][:2] != route:
+                raise ConfigError(
+                    f"{src}: {bwhere}: {b.address} has a different mac/switch_port "
+                    f"in {routes[b.address][2]}"
+                )
+            routes.setdefault(b.address, (b.mac, b.switch_port, bwhere))
+        if sum(b.weight for b in v.backends) == 0:
+            raise ConfigError(
+                f"{src}: {where}: total weight is 0 (at least one backend needs a weight above 0)"
+            )
+        slots = wrr_slot_count(v)
+        if slots > limits.max_slots_per_vip:
+            raise ConfigError(
+                f"{src}: {where}: weights need {slots} WRR slots, more than "
+                f"{limits.max_slots_per_vip}; use smaller or more even weights"
+            )
+        total_backends += len(v.backends)
+        total_slots += slots
+        max_slots = max(max_slots, slots)
+        active = sum(1 for b in v.backends if b.active)
+        total_pool += active
+        max_pool = max(max_pool, active)
+
+    if len(cfg.vips) > limits.max_services - 1:
+        raise ConfigError(
+            f"{src}: vip: {len(cfg.vips)} VIPs, the switch holds at most {limits.max_services - 1}"
+        )
+    if total_backends > limits.max_backends - 1:
+        raise ConfigError(
+            f"{src}: vip: {total_backends} backends in all, the switch holds at "
+            f"most {limits.max_backends - 1}"
+        )
+    # One VIP at a time changes version, so the tables need room for all slots plus one
+    # more copy of the largest VIP.
+    if total_slots + max_slots > limits.wrr_table_size:
+        raise ConfigError(
+            f"{src}: vip: the weights need {total_slots} WRR slots (+{max_slots} "
+            f"to change one VIP), the switch holds {limits.wrr_table_size}"
+        )
+    if total_pool + max_pool > limits.pool_table_size:
+        raise ConfigError(
+            f"{src}: vip: {total_pool} pool members (+{max_pool} to change one "
+            f"VIP), the switch holds {limits.pool_table_size}"
+        )
+    if len(routes) > limits.route_table_size:
+        raise ConfigError(
+            f"{src}: {len(routes)} routes, the switch holds {limits.route_table_size}"
+        )
+
+
+# ---------------------------------------------------------------- writing back
+
+
+def dumps(cfg: Config) -> str:
+    """TOML text for a config; parse(tomllib.loads(dumps(c))) == c."""
+    out = [
+        "# p4lb config. Runtime commands (p4lb weight/backend/vip/algorithm) rewrite this",
+        "# file so that `p4lb apply` never undoes them; comments are not kept.",
+        "",
+        "[switch]",
+    ]
+    s = cfg.switch
+    out += [
+        f'address = "{s.address}"',
+        f"device_id = {s.device_id}",
+        f"election_id = {s.election_id}",
+        f'mac = "{s.mac}"',
+    ]
+    if s.ports:
+        out.append(f"ports = [{', '.join(str(p) for p in s.ports)}]")
+    for h in cfg.hosts:
+        out += [
+            "",
+            "[[host]]",
+            f'name = "{h.name}"',
+            f'address = "{h.address}"',
+            f'mac = "{h.mac}"',
+            f"switch_port = {h.switch_port}",
+        ]
+        if h.prefix_len != 32:
+            out.append(f"prefix_len = {h.prefix_len}")
+    for v in cfg.vips:
+        out += [
+            "",
+            f"[vip.{v.name}]",
+            f'address = "{v.address}"',
+            f'protocol = "{v.protocol}"',
+            f"port = {v.port}",
+            f'algorithm = "{v.algorithm}"',
+            f'mac = "{v.mac}"',
+        ]
+        for b in v.backends:
+            out += [
+                "",
+                f"[[vip.{v.name}.backend]]",
+                f'name = "{b.name}"',
+                f'address = "{b.address}"',
+                f"port = {b.port}",
+                f"weight = {b.weight}",
+                f'mac = "{b.mac}"',
+                f"switch_port = {b.switch_port}",
+            ]
+    return "\n".join(out) + "\n"
+
+
+def save(cfg: Config, path: str | os.PathLike[str]) -> None:
+    """Write atomically (temp file + rename) so a crash never leaves half a config."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(dumps(cfg))
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,320 @@
+"""Config (intent) -> the table entries the switch should hold, and the ordered plan of
+writes that takes the switch from what it holds to that, never showing a half-applied
+change. Pure: no sockets; entries are plain values."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from p4lb.config import Config, Vip
+from p4lb.schedules import smooth_wrr
+
+MatchValue = int | tuple[int, int]  # exact value, or (value, prefix_len) for LPM
+
+ALGORITHM_CODES = {"iphash": 0, "wrr": 1}
+PROTOCOL_CODES = {"tcp": 6, "udp": 17}
+PROTOCOL_NAMES = {v: k for k, v in PROTOCOL_CODES.items()}
+FLOOD_GROUP = 1
+
+# Tables the reconcile loop owns; conn_table belongs to the digest handler.
+OWNED_TABLES = (
+    "ipv4_route_table",
+    "backend_table",
+    "reverse_nat_table",
+    "pool_table",
+    "wrr_table",
+    "vip_table",
+    "vip_address_table",
+)
+MULTICAST = "multicast_group"  # pseudo-table for the packet replication engine
+
+
+@dataclass(frozen=True, order=True)
+class Entry:
+    table: str
+    match: tuple[tuple[str, MatchValue], ...]
+    action: str
+    params: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def key(self) -> tuple[str, tuple[tuple[str, MatchValue], ...]]:
+        return (self.table, self.match)
+
+    def m(self, name: str) -> MatchValue:
+        return dict(self.match)[name]
+
+    def exact(self, name: str) -> int:
+        value = dict(self.match)[name]
+        if isinstance(value, tuple):
+            raise TypeError(f"{self.table}.{name} is an LPM field")
+        return value
+
+    def p(self, name: str) -> int:
+        return dict(self.params)[name]
+
+
+@dataclass(frozen=True)
+class Update:
+    op: str  # INSERT | MODIFY | DELETE
+    entry: Entry
+
+
+VipKey = tuple[int, int, int]  # (address, protocol code, port)
+BackendKey = tuple[VipKey, int, int]  # (vip, backend address, backend port)
+
+
+@dataclass(frozen=True)
+class Ids:
+    """Service and backend ids. Stable: an id never moves while its VIP/backend lives,
+    because connection state in the data plane stores backend ids."""
+
+    services: dict[VipKey, int] = field(default_factory=dict)
+    backends: dict[BackendKey, int] = field(default_factory=dict)
+
+
+def ip(addr: str) -> int:
+    return int(ipaddress.IPv4Address(addr))
+
+
+def mac(text: str) -> int:
+    return int(text.replace(":", ""), 16)
+
+
+def vip_key(v: Vip) -> VipKey:
+    return (ip(v.address), PROTOCOL_CODES[v.protocol], v.port)
+
+
+def backend_key(v: Vip, address: str, port: int) -> BackendKey:
+    return (vip_key(v), ip(address), port)
+
+
+def ids_on_switch(current: Iterable[Entry]) -> Ids:
+    """Recover the id assignment from what the switch holds."""
+    services: dict[VipKey, int] = {}
+    backends: dict[BackendKey, int] = {}
+    for e in current:
+        if e.table == "vip_table":
+            k = (e.exact("addr"), e.exact("protocol"), e.exact("port"))
+            services[k] = e.p("service_id")
+        elif e.table == "reverse_nat_table":
+            proto = e.exact("protocol")
+            vk = (e.p("vip_addr"), proto, e.p("vip_port"))
+            bk = (vk, e.exact("addr"), e.exact("port"))
+            backends[bk] = e.p("backend_id")
+    return Ids(services, backends)
+
+
+def assign_ids(cfg: Config, existing: Ids) -> Ids:
+    """Keep every id the switch already uses for a VIP/backend still in the config; give
+    new ones the lowest free id (0 is reserved in both spaces)."""
+    services: dict[VipKey, int] = {}
+    backends: dict[BackendKey, int] = {}
+    want_s = [vip_key(v) for v in cfg.vips]
+    want_b = [backend_key(v, b.address, b.port) for v in cfg.vips for b in v.backends]
+    for k in want_s:
+        if k in existing.services:
+            services[k] = existing.services[k]
+    for bk in want_b:
+        if bk in existing.backends:
+            backends[bk] = existing.backends[bk]
+    used_s = set(services.values())
+    used_b = set(backends.values())
+    next_s = next_b = 1
+    for k in want_s:
+        if k not in services:
+            while next_s in used_s:
+                next_s += 1
+            services[k] = next_s
+            used_s.add(next_s)
+    for bk in want_b:
+        if bk not in backends:
+            while next_b in used_b:
+                next_b += 1
+            backends[bk] = next_b
+            used_b.add(next_b)
+    return Ids(services, backends)
+
+
+def pool_members(v: Vip, ids: Ids) -> list[int]:
+    """Backend ids IP hash chooses among: the active (weight > 0) backends, config order."""
+    return [ids.backends[backend_key(v, b.address, b.port)] for b in v.backends if b.active]
+
+
+def wrr_slots(v: Vip, ids: Ids) -> list[int]:
+    """Backend id of each WRR slot: one smooth-WRR cycle of the weights."""
+    order = smooth_wrr([b.weight for b in v.backends])
+    return [ids.backends[backend_key(v, v.backends[i].address, v.backends[i].port)] for i in order]
+
+
+def _pool_entries(table: str, sid: int, version: int, members: list[int]) -> list[Entry]:
+    index = "index" if table == "pool_table" else "slot"
+    return [
+        Entry(
+            table,
+            (("service_id", sid), ("version", version), (index, i)),
+            "set_member",
+            (("backend_id", bid),),
+        )
+        for i, bid in enumerate(members)
+    ]
+
+
+def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
+    """Everything but the versioned pool/slot tables and the VIP flip entries."""
+    out: list[Entry] = []
+    sw_mac = mac(cfg.switch.mac)
+    routes: dict[tuple[int, int], Entry] = {}
+    for h in cfg.hosts:
+        net = ipaddress.IPv4Network(f"{h.address}/{h.prefix_len}", strict=False)
+        routes[(int(net.network_address), h.prefix_len)] = Entry(
+            "ipv4_route_table",
+            (("dst_addr", (int(net.network_address), h.prefix_len)),),
+            "forward",
+            (("port", h.switch_port), ("src_mac", sw_mac), ("dst_mac", mac(h.mac))),
+        )
+    for v in cfg.vips:
+        proto = PROTOCOL_CODES[v.protocol]
+        for b in v.backends:
+            bid = ids.backends[backend_key(v, b.address, b.port)]
+            routes.setdefault(
+                (ip(b.address), 32),
+                Entry(
+                    "ipv4_route_table",
+                    (("dst_addr", (ip(b.address), 32)),),
+                    "forward",
+                    (("port", b.switch_port), ("src_mac", sw_mac), ("dst_mac", mac(b.mac))),
+                ),
+            )
+            out.append(
+                Entry(
+                    "backend_table",
+                    (("backend_id", bid),),
+                    "set_backend",
+                    (("addr", ip(b.address)), ("port", b.port)),
+                )
+            )
+            out.append(
+                Entry(
+                    "reverse_nat_table",
+                    (("addr", ip(b.address)), ("protocol", proto), ("port", b.port)),
+                    "set_vip_source",
+                    (("vip_addr", ip(v.address)), ("vip_port", v.port), ("backend_id", bid)),
+                )
+            )
+    out.extend(routes.values())
+    addresses: dict[int, int] = {}
+    for v in cfg.vips:
+        addresses.setdefault(ip(v.address), mac(v.mac))
+    for addr, vmac in addresses.items():
+        out.append(
+            Entry("vip_address_table", (("addr", addr),), "vip_address", (("vip_mac", vmac),))
+        )
+    ports = cfg.switch.ports or sorted(
+        {h.switch_port for h in cfg.hosts} | {b.switch_port for v in cfg.vips for b in v.backends}
+    )
+    out.append(
+        Entry(
+            MULTICAST,
+            (("group_id", FLOOD_GROUP),),
+            "replicate",
+            tuple((f"port{p}", p) for p in ports),
+        )
+    )
+    return out
+
+
+def vip_entry(v: Vip, sid: int, version: int, pool_size: int, slot_count: int) -> Entry:
+    return Entry(
+        "vip_table",
+        (("addr", ip(v.address)), ("protocol", PROTOCOL_CODES[v.protocol]), ("port", v.port)),
+        "set_vip",
+        (
+            ("service_id", sid),
+            ("algorithm", ALGORITHM_CODES[v.algorithm]),
+            ("version", version),
+            ("pool_size", pool_size),
+            ("slot_count", slot_count),
+        ),
+    )
+
+
+def _members_at(current: Iterable[Entry], table: str, sid: int, version: int) -> list[int]:
+    index = "index" if table == "pool_table" else "slot"
+    found = {
+        e.exact(index): e.p("backend_id")
+        for e in current
+        if e.table == table and e.m("service_id") == sid and e.m("version") == version
+    }
+    return [found[i] for i in range(len(found))] if set(found) == set(range(len(found))) else []
+
+
+def desired_entries(cfg: Config, current: list[Entry]) -> tuple[Ids, list[Entry]]:
+    """Every entry the switch should hold for `cfg`, given what it holds now (which decides
+    ids and which version each VIP's pools are written under)."""
+    ids = assign_ids(cfg, ids_on_switch(current))
+    live_by_key = {
+        (e.m("addr"), e.m("protocol"), e.m("port")): e for e in current if e.table == "vip_table"
+    }
+    out = static_entries(cfg, ids)
+    for v in cfg.vips:
+        key = vip_key(v)
+        sid = ids.services[key]
+        pool = pool_members(v, ids)
+        slots = wrr_slots(v, ids)
+        old = live_by_key.get(key)
+        version = 0
+        if old is not None and old.p("service_id") == sid:
+            cv = old.p("version")
+            same = (
+                _members_at(current, "pool_table", sid, cv) == pool
+                and _members_at(current, "wrr_table", sid, cv) == slots
+            )
+            version = cv if same else 1 - cv
+        out += _pool_entries("pool_table", sid, version, pool)
+        out += _pool_entries("wrr_table", sid, version, slots)
+        out.append(vip_entry(v, sid, version, len(pool), len(slots)))
+    return ids, out
+
+
+# Write order. Each stage is one batch; a later stage is sent only after the earlier one
+# succeeded. Things are created bottom-up (routes and backends before the pools that name
+# them, pools before the VIP entry that flips to them) and removed top-down.
+_CREATE_STAGES = (
+    ("ipv4_route_table", "backend_table", "reverse_nat_table", MULTICAST),
+    ("pool_table", "wrr_table"),
+    ("vip_table", "vip_address_table"),
+)
+_DELETE_STAGES = (
+    ("vip_table", "vip_address_table"),
+    ("pool_table", "wrr_table"),
+    ("ipv4_route_table", "backend_table", "reverse_nat_table", MULTICAST),
+)
+
+
+def plan(desired: list[Entry], current: list[Entry]) -> list[list[Update]]:
+    """Ordered batches of writes taking `current` to `desired`; empty when they agree."""
+    want = {e.key: e for e in desired}
+    have = {e.key: e for e in current if e.table in OWNED_TABLES or e.table == MULTICAST}
+    batches: list[list[Update]] = []
+    for tables in _CREATE_STAGES:
+        batch = []
+        for k, e in sorted(want.items()):
+            if e.table not in tables:
+                continue
+            if k not in have:
+                batch.append(Update("INSERT", e))
+            elif have[k] != e:
+                batch.append(Update("MODIFY", e))
+        if batch:
+            batches.append(batch)
+    for tables in _DELETE_STAGES:
+        batch = [
+            Update("DELETE", e)
+            for k, e in sorted(have.items())
+            if e.table in tables and k not in want
+        ]
+        if batch:
+            batches.append(batch)
+    return batches

@@ -1,0 +1,51 @@
+/* IPv4 header checksum (verified on the way in, recomputed on the way out) and
+ * TCP/UDP checksums, recomputed only for packets whose addresses or ports were rewritten. */
+#ifndef P4LB_CHECKSUMS_P4
+#define P4LB_CHECKSUMS_P4
+
+control LbVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        verify_checksum(hdr.ipv4.isValid() && !hdr.ipv4_options.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+              hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+        verify_checksum(hdr.ipv4.isValid() && hdr.ipv4_options.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+              hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
+              hdr.ipv4_options.options },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+    }
+}
+
+control LbComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        update_checksum(hdr.ipv4.isValid() && !hdr.ipv4_options.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+              hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+        update_checksum(hdr.ipv4.isValid() && hdr.ipv4_options.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+              hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
+              hdr.ipv4_options.options },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+        // The payload is everything after the last parsed header: TCP options and data.
+        update_checksum_with_payload(hdr.tcp.isValid() && meta.l4_rewritten == 1,
+            { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, meta.l4_len,
+              hdr.tcp.src_port, hdr.tcp.dst_port, hdr.tcp.seq_no, hdr.tcp.ack_no,
+              hdr.tcp.data_offset, hdr.tcp.res, hdr.tcp.flags, hdr.tcp.window,
+              hdr.tcp.urgent_ptr },
+            hdr.tcp.checksum, HashAlgorithm.csum16);
+        // A UDP checksum of 0 means "none" and stays 0.
+        update_checksum_with_payload(hdr.udp.isValid() && meta.l4_rewritten == 1
+                                     && hdr.udp.checksum != 0,
+            { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, meta.l4_len,
+              hdr.udp.src_port, hdr.udp.dst_port, hdr.udp.length },
+            hdr.udp.checksum, HashAlgorithm.csum16);
+    }
+}
+
+#endif

@@ -1,0 +1,119 @@
+/* Headers and the metadata the stages share. */
+#ifndef P4LB_HEADERS_P4
+#define P4LB_HEADERS_P4
+
+header ethernet_t {
+    mac_addr_t dst_addr;
+    mac_addr_t src_addr;
+    bit<16>    ether_type;
+}
+
+header arp_t {
+    bit<16>     htype;
+    bit<16>     ptype;
+    bit<8>      hlen;
+    bit<8>      plen;
+    bit<16>     oper;
+    mac_addr_t  sha;
+    ipv4_addr_t spa;
+    mac_addr_t  tha;
+    ipv4_addr_t tpa;
+}
+
+header ipv4_t {
+    bit<4>      version;
+    bit<4>      ihl;
+    bit<8>      diffserv;
+    bit<16>     total_len;
+    bit<16>     identification;
+    bit<3>      flags;
+    bit<13>     frag_offset;
+    bit<8>      ttl;
+    bit<8>      protocol;
+    bit<16>     hdr_checksum;
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
+}
+
+// Up to 40 bytes of options (IHL 6..15), kept so the header checksum covers them.
+header ipv4_options_t {
+    varbit<320> options;
+}
+
+header tcp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<32> seq_no;
+    bit<32> ack_no;
+    bit<4>  data_offset;
+    bit<4>  res;
+    bit<8>  flags;
+    bit<16> window;
+    bit<16> checksum;
+    bit<16> urgent_ptr;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+struct headers_t {
+    ethernet_t     ethernet;
+    arp_t          arp;
+    ipv4_t         ipv4;
+    ipv4_options_t ipv4_options;
+    tcp_t          tcp;
+    udp_t          udp;
+}
+
+// Sent to the controller when a new flow cannot be kept in the state registers.
+struct conn_digest_t {
+    ipv4_addr_t  src_addr;
+    ipv4_addr_t  dst_addr;
+    bit<8>       protocol;
+    bit<16>      src_port;
+    bit<16>      dst_port;
+    backend_id_t backend_id;
+}
+
+struct metadata_t {
+    bit<16>       l4_len;        // TCP/UDP length for the pseudo-header
+    bit<16>       l4_src_port;
+    bit<16>       l4_dst_port;
+    bit<1>        l4_rewritten;  // recompute TCP/UDP checksums on the way out
+    bit<1>        is_flood;
+    drop_reason_t drop_reason;
+    // VIP lookup
+    ipv4_addr_t   lookup_addr;
+    bit<1>        is_vip_addr;
+    ipv4_addr_t   vip_addr;      // the VIP as the client sent it (kept after NAT)
+    mac_addr_t    vip_mac;
+    service_id_t  service_id;
+    algorithm_t   algorithm;
+    version_t     version;
+    bit<16>       pool_size;
+    bit<16>       slot_count;
+    // affinity
+    bit<32>       flow_index;
+    bit<32>       flow_sig;
+    bit<1>        conn_entry_hit;
+    bit<1>        track_new;     // write the chosen backend into the state registers
+    bit<1>        collision;
+    // selection
+    bit<2>        select_mode;
+    member_index_t member_index;
+    backend_id_t  backend_id;
+    bit<1>        have_backend;
+    ipv4_addr_t   backend_addr;
+    bit<16>       backend_port;
+}
+
+// How the backend of a packet is chosen when no state names it.
+const bit<2> SELECT_NONE = 0;
+const bit<2> SELECT_POOL = 1;   // hash over the pool (IP hash, and the stateless fallback)
+const bit<2> SELECT_WRR  = 2;
+
+#endif
