@@ -70,7 +70,6 @@ class Switch:
     ) -> None:
         self.address = address
         self.device_id = device_id
-        self.schema = info or schema()
         try:
             grpc.channel_ready_future(grpc.insecure_channel(address)).result(
                 timeout=CONNECT_TIMEOUT_S
@@ -86,6 +85,7 @@ class Switch:
         except (SystemExit, SwitchError, shp4rt.P4RuntimeException) as e:
             raise SwitchError(f"switch at {address}: P4Runtime session failed ({e})") from None
         self.is_primary = bool(self.client.is_primary)
+        self.schema = info or schema()
 
     def close(self) -> None:
         with _quiet_shell():
