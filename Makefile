@@ -11,6 +11,7 @@ P4_SOURCES := $(shell find $(P4SRC) -name '*.p4' -not -path '*/compiled/*')
 P4C ?= p4c-bm2-ss
 P4C_FLAGS := --arch v1model --std p4-16 --Werror
 QUICK ?=
+PY_DIRS := $(wildcard controller tests topology scripts)
 
 .PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench clean
 
@@ -52,8 +53,8 @@ artifacts: build
 	@echo "refreshed $(COMPILED)/ — commit it together with the P4 change"
 
 lint: $(VPY)
-	$(VENV)/bin/ruff check controller tests topology scripts
-	$(VENV)/bin/ruff format --check controller tests topology scripts
+	$(VENV)/bin/ruff check $(PY_DIRS)
+	$(VENV)/bin/ruff format --check $(PY_DIRS)
 	$(VENV)/bin/mypy
 	shellcheck scripts/*.sh vagrant/*.sh .ci/run
 

@@ -28,8 +28,11 @@ def main(argv: list[str]) -> int:
     if "--check" in argv:
         stamped = STAMP.read_text().split()[0] if STAMP.exists() else "(none)"
         if stamped != digest:
-            print(f"p4src changed since the artifacts were compiled (stamp {stamped[:12]}, "
-                  f"sources {digest[:12]}): run `make artifacts`", file=sys.stderr)
+            print(
+                f"p4src changed since the artifacts were compiled (stamp {stamped[:12]}, "
+                f"sources {digest[:12]}): run `make artifacts`",
+                file=sys.stderr,
+            )
             return 1
         return 0
     print(digest)
