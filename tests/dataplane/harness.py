@@ -1,0 +1,268 @@
+"""A real simple_switch_grpc on veth pairs it creates, programmed by the controller, with
+scapy on the host ends. Everything is stopped by the PID it started and removed after."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from p4lb import config as cfgmod
+from p4lb import control
+from p4lb.adapter import Switch
+from p4lb.config import Config
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPILED = ROOT / "p4src" / "compiled"
+N_PORTS = 4
+GRPC_PORT = 29559
+THRIFT_PORT = 29090
+SWITCH_MAC = "00:00:00:00:01:00"
+VIP_MAC = "00:00:00:00:01:64"
+VIP = "10.0.0.100"
+
+
+def host_iface(port: int) -> str:
+    return f"p4lbt-h{port}"
+
+
+def switch_iface(port: int) -> str:
+    return f"p4lbt-s{port}"
+
+
+def host_mac(port: int) -> str:
+    return f"00:00:00:00:00:{port:02x}"
+
+
+def host_ip(port: int) -> str:
+    return f"10.0.0.{port}"
+
+
+CONFIG = (
+    f"""
+[switch]
+address = "127.0.0.1:{GRPC_PORT}"
+device_id = 0
+election_id = 10
+mac = "{SWITCH_MAC}"
+
+[[host]]
+name = "client"
+address = "10.0.0.1"
+mac = "{host_mac(1)}"
+switch_port = 1
+
+[vip.web]
+address = "{VIP}"
+protocol = "tcp"
+port = 80
+algorithm = "wrr"
+mac = "{VIP_MAC}"
+"""
+    + "".join(
+        f"""
+[[vip.web.backend]]
+name = "s{p}"
+address = "{host_ip(p)}"
+port = 8000
+weight = 1
+mac = "{host_mac(p)}"
+switch_port = {p}
+"""
+        for p in (2, 3, 4)
+    )
+    + f"""
+[vip.dns]
+address = "{VIP}"
+protocol = "udp"
+port = 53
+algorithm = "iphash"
+mac = "{VIP_MAC}"
+
+[[vip.dns.backend]]
+name = "d2"
+address = "{host_ip(2)}"
+port = 5353
+weight = 1
+mac = "{host_mac(2)}"
+switch_port = 2
+
+[[vip.dns.backend]]
+name = "d3"
+address = "{host_ip(3)}"
+port = 5353
+weight = 1
+mac = "{host_mac(3)}"
+switch_port = 3
+"""
+)
+
+
+def _run(*cmd: str) -> None:
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+def _wait_port(port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"simple_switch_grpc did not listen on 127.0.0.1:{port} in {timeout}s")
+
+
+@dataclass
+class Bmv2:
+    proc: subprocess.Popen[bytes]
+    log: Path
+    cfg: Config
+    sw: Switch
+    cfg_path: Path
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def apply(self, cfg: Config) -> control.ApplyResult:
+        self.cfg = cfg
+        cfgmod.save(cfg, self.cfg_path)
+        return control.apply(self.sw, cfg)
+
+    def counter(self, name: str, index: int) -> int:
+        cell = self.sw.read_counter(name).get(index)
+        return cell.packets if cell else 0
+
+    def wait_counter(self, name: str, index: int, at_least: int, timeout: float = 3.0) -> int:
+        """Poll a counter until it reaches `at_least` (the switch processed the packet)."""
+        deadline = time.monotonic() + timeout
+        value = self.counter(name, index)
+        while value < at_least and time.monotonic() < deadline:
+            time.sleep(0.02)
+            value = self.counter(name, index)
+        return value
+
+
+def start() -> Bmv2:
+    """veths + simple_switch_grpc + our pipeline and the test config applied."""
+    stop_leftovers()
+    for p in range(1, N_PORTS + 1):
+        _run("ip", "link", "add", host_iface(p), "type", "veth", "peer", "name", switch_iface(p))
+        for ifc in (host_iface(p), switch_iface(p)):
+            _run("sysctl", "-qw", f"net.ipv6.conf.{ifc}.disable_ipv6=1")
+            _run("ip", "link", "set", ifc, "up")
+    tmp = Path(tempfile.mkdtemp(prefix="p4lb-dp-"))
+    log = tmp / "switch.log"
+    binary = shutil.which("simple_switch_grpc") or "simple_switch_grpc"
+    args = [
+        binary,
+        "--device-id",
+        "0",
+        "--no-p4",
+        "--thrift-port",
+        str(THRIFT_PORT),
+        "--log-file",
+        str(tmp / "bmv2"),
+        "--log-flush",
+    ]
+    for p in range(1, N_PORTS + 1):
+        args += ["-i", f"{p}@{switch_iface(p)}"]
+    args += ["--", "--grpc-server-addr", f"127.0.0.1:{GRPC_PORT}"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        _wait_port(GRPC_PORT, 15.0)
+        cfg_path = tmp / "lb.toml"
+        cfg_path.write_text(CONFIG)
+        cfg = cfgmod.load(cfg_path)
+        sw = control.connect(cfg)
+        control.apply(sw, cfg)
+    except BaseException:
+        proc.terminate()
+        proc.wait(10)
+        remove_veths()
+        raise
+    return Bmv2(proc, log, cfg, sw, cfg_path)
+
+
+def stop(b: Bmv2) -> None:
+    b.sw.close()
+    b.proc.terminate()
+    try:
+        b.proc.wait(10)
+    except subprocess.TimeoutExpired:
+        b.proc.kill()
+        b.proc.wait(5)
+    remove_veths()
+
+
+def remove_veths() -> None:
+    for p in range(1, N_PORTS + 1):
+        subprocess.run(["ip", "link", "del", host_iface(p)], capture_output=True)
+
+
+def stop_leftovers() -> None:
+    """A previous run killed hard may have left our veths behind (never other processes)."""
+    if any(Path(f"/sys/class/net/{host_iface(p)}").exists() for p in range(1, N_PORTS + 1)):
+        remove_veths()
+
+
+class Wire:
+    """Send on one host port, collect what comes out of every host port."""
+
+    def __init__(self) -> None:
+        from scapy.config import conf
+        from scapy.sendrecv import AsyncSniffer
+
+        conf.verb = 0
+        self.got: list[tuple[int, bytes]] = []
+        self.sent: set[bytes] = set()
+        ifaces = {host_iface(p): p for p in range(1, N_PORTS + 1)}
+
+        def keep(pkt: Any) -> None:
+            raw = bytes(pkt)
+            if raw not in self.sent:
+                self.got.append((ifaces[pkt.sniffed_on], raw))
+
+        self.sniffer = AsyncSniffer(iface=list(ifaces), prn=keep, store=False)
+        self.sniffer.start()
+        deadline = time.monotonic() + 5
+        while not getattr(self.sniffer, "running", False) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def send(self, port: int, pkt: Any) -> None:
+        from scapy.sendrecv import sendp
+
+        raw = bytes(pkt)
+        self.sent.add(raw)
+        sendp(raw, iface=host_iface(port))
+
+    def expect(
+        self, n: int, timeout: float = 2.0, where: Callable[[int, bytes], bool] | None = None
+    ) -> list[tuple[int, bytes]]:
+        """Wait (bounded) until n packets matching `where` came out; return them."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            hits = [g for g in self.got if where is None or where(*g)]
+            if len(hits) >= n:
+                return hits
+            time.sleep(0.01)
+        return [g for g in self.got if where is None or where(*g)]
+
+    def clear(self) -> None:
+        self.got.clear()
+
+    def close(self) -> None:
+        self.sniffer.stop()
+
+
+def have_artifacts() -> bool:
+    return (COMPILED / "lb.json").exists() and (COMPILED / "lb.p4info.txtpb").exists()
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0

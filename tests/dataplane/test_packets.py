@@ -1,0 +1,345 @@
+"""Packet tests on a real simple_switch_grpc: whole packets in, whole packets out
+(checksums included), or a drop seen in the drop counter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from scapy.layers.inet import ICMP, IP, TCP, UDP
+from scapy.layers.l2 import ARP, Ether
+
+from p4lb import control, intent
+from p4lb.entries import Update
+from p4lb.model import Flow, iphash_member, state_index
+from tests.dataplane.harness import (
+    SWITCH_MAC,
+    VIP,
+    VIP_MAC,
+    Bmv2,
+    Wire,
+    host_ip,
+    host_mac,
+)
+
+CLIENT = host_ip(1)
+BACKEND_PORTS = (2, 3, 4)
+DROPS = {
+    "malformed": 1,
+    "bad_checksum": 2,
+    "ttl_expired": 3,
+    "vip_port_unknown": 4,
+    "no_route": 5,
+    "fragment": 7,
+    "unsupported": 8,
+}
+
+
+def syn(sport: int, flags: str = "S", dport: int = 80, ttl: int = 64) -> Any:
+    return (
+        Ether(src=host_mac(1), dst=VIP_MAC)
+        / IP(src=CLIENT, dst=VIP, ttl=ttl)
+        / TCP(sport=sport, dport=dport, flags=flags, seq=1000)
+    )
+
+
+def to_backend(pkt: Any, port: int) -> bytes:
+    """What the switch must emit toward backend `port` for client packet `pkt`."""
+    out = pkt.copy()
+    out[Ether].src, out[Ether].dst = SWITCH_MAC, host_mac(port)
+    out[IP].dst, out[IP].ttl = host_ip(port), pkt[IP].ttl - 1
+    out[TCP].dport = 8000
+    del out[IP].chksum, out[TCP].chksum
+    return bytes(Ether(bytes(out)))
+
+
+def backend_of(wire: Wire, sport: int) -> int:
+    got = wire.expect(
+        1,
+        where=lambda port, raw: TCP in Ether(raw) and Ether(raw)[TCP].sport == sport and port != 1,
+    )
+    assert len(got) == 1, f"SYN from port {sport} came out {len(got)} times"
+    return got[0][0]
+
+
+def test_arp_request_for_the_vip_is_answered_by_the_switch(bmv2: Bmv2, wire: Wire) -> None:
+    req = Ether(src=host_mac(1), dst="ff:ff:ff:ff:ff:ff") / ARP(
+        op=1, hwsrc=host_mac(1), psrc=CLIENT, pdst=VIP
+    )
+    wire.send(1, req)
+    want = Ether(src=VIP_MAC, dst=host_mac(1)) / ARP(
+        op=2, hwsrc=VIP_MAC, psrc=VIP, hwdst=host_mac(1), pdst=CLIENT
+    )
+    got = wire.expect(1)
+    assert got == [(1, bytes(want))]
+
+
+def test_arp_for_another_host_is_flooded_to_every_other_port(bmv2: Bmv2, wire: Wire) -> None:
+    req = Ether(src=host_mac(1), dst="ff:ff:ff:ff:ff:ff") / ARP(
+        op=1, hwsrc=host_mac(1), psrc=CLIENT, pdst=host_ip(3)
+    )
+    wire.send(1, req)
+    got = wire.expect(3)
+    assert sorted(p for p, _ in got) == [2, 3, 4]
+    assert all(raw == bytes(req) for _, raw in got)
+
+
+def test_nat_both_ways_with_valid_checksums(bmv2: Bmv2, wire: Wire) -> None:
+    s = syn(40000)
+    wire.send(1, s)
+    port = backend_of(wire, 40000)
+    assert wire.got[0][1] == to_backend(s, port)
+    reply = (
+        Ether(src=host_mac(port), dst=SWITCH_MAC)
+        / IP(src=host_ip(port), dst=CLIENT, ttl=64)
+        / TCP(sport=8000, dport=40000, flags="SA", seq=5, ack=1001)
+    )
+    wire.clear()
+    wire.send(port, reply)
+    got = wire.expect(1, where=lambda p, raw: p == 1)
+    want = (
+        Ether(src=SWITCH_MAC, dst=host_mac(1))
+        / IP(src=VIP, dst=CLIENT, ttl=63)
+        / TCP(sport=80, dport=40000, flags="SA", seq=5, ack=1001)
+    )
+    assert [raw for _, raw in got] == [bytes(want)]
+
+
+def test_wrr_equal_weights_is_exact_round_robin(bmv2: Bmv2, wire: Wire) -> None:
+    seen = []
+    for i in range(9):
+        wire.send(1, syn(41000 + i))
+        seen.append(backend_of(wire, 41000 + i))
+    assert seen == [2, 3, 4] * 3
+
+
+def test_wrr_weighted_shares_are_exact_per_cycle(bmv2: Bmv2, wire: Wire) -> None:
+    cfg = intent.set_weight(intent.set_weight(bmv2.cfg, "web", "s3", 2), "web", "s4", 2)
+    bmv2.apply(cfg)
+    seen = []
+    for i in range(10):
+        wire.send(1, syn(42000 + i))
+        seen.append(backend_of(wire, 42000 + i))
+    for cycle in (seen[:5], seen[5:]):
+        assert sorted(cycle) == [2, 3, 3, 4, 4]
+
+
+def test_retransmitted_syn_keeps_backend_and_does_not_advance(bmv2: Bmv2, wire: Wire) -> None:
+    wire.send(1, syn(43000))
+    first = backend_of(wire, 43000)
+    wire.clear()
+    wire.send(1, syn(43000) / b"")  # the same SYN again
+    assert backend_of(wire, 43000) == first
+    wire.clear()
+    wire.send(1, syn(43001))
+    assert backend_of(wire, 43001) == BACKEND_PORTS[(BACKEND_PORTS.index(first) + 1) % 3]
+
+
+def test_affinity_survives_a_weight_change_and_a_drain(bmv2: Bmv2, wire: Wire) -> None:
+    wire.send(1, syn(44000))
+    first = backend_of(wire, 44000)
+    name = f"s{first}"
+    cfg = intent.drain(bmv2.cfg, "web", name)
+    bmv2.apply(cfg)
+    wire.clear()
+    wire.send(1, syn(44000, flags="A"))
+    assert backend_of(wire, 44000) == first
+    for i in range(4):
+        wire.clear()
+        wire.send(1, syn(44100 + i))
+        assert backend_of(wire, 44100 + i) != first
+
+
+def test_affinity_survives_an_algorithm_change(bmv2: Bmv2, wire: Wire) -> None:
+    ports = {}
+    for i in range(6):
+        wire.send(1, syn(45000 + i))
+        ports[45000 + i] = backend_of(wire, 45000 + i)
+        wire.clear()
+    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "iphash"))
+    for sport, port in ports.items():
+        wire.send(1, syn(sport, flags="PA"))
+        assert backend_of(wire, sport) == port
+        wire.clear()
+
+
+@pytest.mark.parametrize("closer", ["F", "R"])
+def test_a_new_syn_after_fin_or_rst_is_a_new_connection(
+    bmv2: Bmv2, wire: Wire, closer: str
+) -> None:
+    wire.send(1, syn(46000))
+    first = backend_of(wire, 46000)
+    wire.clear()
+    wire.send(1, syn(46000, flags=closer + "A" if closer == "F" else closer))
+    assert backend_of(wire, 46000) == first
+    wire.clear()
+    wire.send(1, syn(46000))  # source-port reuse: a new connection, round robin moves on
+    assert backend_of(wire, 46000) == BACKEND_PORTS[(BACKEND_PORTS.index(first) + 1) % 3]
+
+
+def test_iphash_picks_the_member_the_model_predicts(bmv2: Bmv2, wire: Wire) -> None:
+    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "iphash"))
+    counts = {2: 0, 3: 0, 4: 0}
+    for i in range(60):
+        sport = 47000 + 7 * i
+        wire.send(1, syn(sport))
+        got = backend_of(wire, sport)
+        want = BACKEND_PORTS[iphash_member(Flow(CLIENT, VIP, 6, sport, 80), 3)]
+        assert got == want
+        counts[got] += 1
+        wire.clear()
+    assert all(c > 0 for c in counts.values())
+
+
+def test_udp_flow_sticks_to_its_first_backend(bmv2: Bmv2, wire: Wire) -> None:
+    def dgram(sport: int) -> Any:
+        return (
+            Ether(src=host_mac(1), dst=VIP_MAC)
+            / IP(src=CLIENT, dst=VIP)
+            / UDP(sport=sport, dport=53)
+            / b"query"
+        )
+
+    for sport in (5000, 5001, 5002):
+        wire.send(1, dgram(sport))
+        got = wire.expect(1, where=lambda p, raw: p != 1)
+        assert len(got) == 1
+        first = got[0][0]
+        assert Ether(got[0][1])[UDP].dport == 5353
+        wire.clear()
+        bmv2.apply(intent.drain(bmv2.cfg, "dns", f"d{first}"))
+        wire.send(1, dgram(sport))
+        assert [p for p, _ in wire.expect(1, where=lambda p, raw: p != 1)] == [first]
+        bmv2.apply(intent.set_weight(bmv2.cfg, "dns", f"d{first}", 1))
+        wire.clear()
+
+
+def _truncated() -> bytes:
+    return bytes(syn(48000))[: 14 + 12]
+
+
+def _bad_ihl() -> bytes:
+    raw = bytearray(bytes(syn(48003)))
+    raw[14] = 0x44  # version 4, IHL 4
+    return bytes(raw)
+
+
+def _bad_checksum() -> Any:
+    p = syn(48001)
+    p[IP].chksum = 0x1234
+    return p
+
+
+def _fragment() -> Any:
+    p = syn(48002)
+    p[IP].flags = "MF"
+    return p
+
+
+DROP_CASES = [
+    ("truncated IPv4 header", _truncated, "malformed", 0),
+    (
+        "IHL below 5",
+        lambda: _bad_ihl(),
+        "malformed",
+        0,
+    ),
+    ("bad IPv4 checksum", _bad_checksum, "bad_checksum", 0),
+    ("TTL 1", lambda: syn(48004, ttl=1), "ttl_expired", 0),
+    ("VIP on an unknown port", lambda: syn(48005, dport=443), "vip_port_unknown", 0),
+    (
+        "ICMP to the VIP",
+        lambda: Ether(src=host_mac(1), dst=VIP_MAC) / IP(src=CLIENT, dst=VIP) / ICMP(),
+        "vip_port_unknown",
+        0,
+    ),
+    (
+        "no route",
+        lambda: Ether(src=host_mac(1), dst=SWITCH_MAC) / IP(src=CLIENT, dst="192.0.2.1") / UDP(),
+        "no_route",
+        0,
+    ),
+    ("fragment to a VIP", _fragment, "fragment", 0),
+    (
+        "IPv6 frame",
+        lambda: Ether(src=host_mac(1), dst=SWITCH_MAC, type=0x86DD) / (b"\x60" + bytes(39)),
+        "unsupported",
+        0,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("desc", "make", "reason", "service"), DROP_CASES, ids=[c[0] for c in DROP_CASES]
+)
+def test_drops_are_counted_and_nothing_leaves(
+    bmv2: Bmv2, wire: Wire, desc: str, make: Any, reason: str, service: int
+) -> None:
+    index = service * 16 + DROPS[reason]
+    before = bmv2.counter("drops", index)
+    pkt = make()
+    wire.send(1, pkt)
+    assert bmv2.wait_counter("drops", index, before + 1) == before + 1
+    # The switch is done with the packet (counted); then a normal flow still works.
+    wire.send(1, syn(49000))
+    assert backend_of(wire, 49000) in BACKEND_PORTS
+    assert all(TCP in Ether(raw) and Ether(raw)[TCP].sport == 49000 for _, raw in wire.got)
+
+
+def _colliding_pair() -> tuple[Flow, Flow]:
+    seen: dict[int, Flow] = {}
+    for host in range(2, 250):
+        for sport in range(50000, 50400):
+            f = Flow(f"10.0.1.{host}", VIP, 6, sport, 80)
+            idx = state_index(f)
+            if idx in seen:
+                return seen[idx], f
+            seen[idx] = f
+    raise AssertionError("no colliding pair found")
+
+
+def flow_syn(f: Flow, flags: str = "S") -> Any:
+    return (
+        Ether(src=host_mac(1), dst=VIP_MAC)
+        / IP(src=f.src, dst=f.dst)
+        / TCP(sport=f.sport, dport=f.dport, flags=flags)
+    )
+
+
+def test_collision_is_detected_routed_statelessly_and_reported(bmv2: Bmv2, wire: Wire) -> None:
+    a, b = _colliding_pair()
+    bmv2.sw.enable_digest()
+    wire.send(1, flow_syn(a))
+    port_a = backend_of(wire, a.sport)
+    before = bmv2.counter("collisions", 1)
+    wire.clear()
+    wire.send(1, flow_syn(b))
+    port_b = backend_of(wire, b.sport)
+    assert port_b == BACKEND_PORTS[iphash_member(b, 3)]
+    assert bmv2.wait_counter("collisions", 1, before + 1) == before + 1
+    msg = bmv2.sw.next_stream_message("digest", timeout=3.0)
+    assert msg is not None
+    fields = control._digest_fields(msg.digest.data[0])
+    assert fields == {
+        "src_addr": int.from_bytes(bytes(map(int, b.src.split("."))), "big"),
+        "dst_addr": 0x0A000064,
+        "protocol": 6,
+        "src_port": b.sport,
+        "dst_port": 80,
+        "backend_id": port_b - 1,
+    }
+    # Before the controller's entry lands, later packets recompute the same choice ...
+    wire.clear()
+    wire.send(1, flow_syn(b, "A"))
+    assert backend_of(wire, b.sport) == port_b
+    # ... and after it, the entry decides; the first flow keeps its backend throughout.
+    bmv2.sw.write([Update("INSERT", control.conn_entry(fields))])
+    held = bmv2.sw.read_entries(("conn_table",))
+    assert [e.p("backend_id") for e in held if e.table == "conn_table"] == [port_b - 1]
+    bmv2.apply(intent.set_weight(bmv2.cfg, "web", f"s{port_b}", 0))
+    wire.clear()
+    wire.send(1, flow_syn(b, "A"))
+    assert backend_of(wire, b.sport) == port_b
+    wire.clear()
+    wire.send(1, flow_syn(a, "A"))
+    assert backend_of(wire, a.sport) == port_a
