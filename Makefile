@@ -34,7 +34,7 @@ deps:
 $(VPY): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install --quiet -e '.[test,bench]'
+	$(VPY) -m pip install --quiet -e '.[test,bench,topology]'
 	touch $(VPY)
 
 venv: $(VPY)

@@ -1,0 +1,76 @@
+"""`make run`: the topology, the switch, `p4lb apply`, `p4lb run`, servers, Mininet CLI."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+from topology.net import RUN_DIR, VIP_ADDR, VIP_PORT, Options, build, p4lb_cmd, start_servers, stop
+
+BANNER = """
+p4lb is running: VIP {vip}:{port} over {servers} ({algorithm}).
+  mininet> h1 curl -s http://{vip}:{port}/ | head -c 80        # one request through the VIP
+  mininet> h1 ab -n 300 -c 10 http://{vip}:{port}/              # load
+From another terminal:
+  .venv/bin/p4lb -c {config} weight set web h2 3
+  .venv/bin/p4lb -c {config} stats
+Controller log: {log}.  Type 'exit' to stop everything.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="make run")
+    p.add_argument("--servers", type=int, default=3)
+    p.add_argument("--clients", type=int, default=1)
+    p.add_argument("--bw", type=float, default=None, help="link bandwidth, Mbit/s")
+    p.add_argument("--delay", default=None, help="link delay, e.g. 1ms")
+    p.add_argument("--algorithm", default="wrr", choices=["wrr", "iphash"])
+    p.add_argument("--threaded", action="store_true", help="threaded HTTP servers")
+    p.add_argument("--switch-log", action="store_true", help="BMv2 logging on (slow)")
+    p.add_argument("--no-cli", action="store_true", help="start, check one request, stop")
+    a = p.parse_args(argv)
+    from mininet.cli import CLI
+
+    lab = build(
+        Options(
+            servers=a.servers,
+            clients=a.clients,
+            bw=a.bw,
+            delay=a.delay,
+            algorithm=a.algorithm,
+            threaded=a.threaded,
+            switch_log=a.switch_log,
+        )
+    )
+    try:
+        subprocess.run(p4lb_cmd(lab, "apply"), check=True)
+        log = RUN_DIR / "controller.log"
+        with open(log, "w") as out:
+            ctl = subprocess.Popen(p4lb_cmd(lab, "run"), stdout=out, stderr=subprocess.STDOUT)
+        lab.pids["controller"] = ctl.pid
+        start_servers(lab, a.threaded)
+        lab.save_state()
+        client = lab.clients[0]
+        if a.no_cli:
+            out = client.cmd(f"curl -s -m 5 http://{VIP_ADDR}:{VIP_PORT}/")
+            print(out[:200])
+            return 0 if "p4lb backend" in out else 1
+        print(
+            BANNER.format(
+                vip=VIP_ADDR,
+                port=VIP_PORT,
+                algorithm=a.algorithm,
+                servers=", ".join(s.name for s in lab.servers),
+                config=lab.config_path,
+                log=log,
+            )
+        )
+        CLI(lab.net)
+        return 0
+    finally:
+        stop(lab)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
