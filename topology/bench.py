@@ -1,0 +1,316 @@
+"""`make bench`: ApacheBench through the VIP for every algorithm and request count, plus the
+same load through a plain forwarding program on the same BMv2 binary (the baseline).
+
+Writes results/: raw ab text, runs.csv / runs.json, meta.json, PNG plots, README.md."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from p4lb import config as cfgmod
+from p4lb import control
+from p4lb.adapter import Switch
+from p4lb.entries import Entry, Update
+from p4lb.fairness import jain, weighted_jain
+from p4lb.p4info import Schema, load_p4info
+from topology import ab
+from topology.net import (
+    ROOT,
+    RUN_DIR,
+    SERVER_PORT,
+    SWITCH_MAC,
+    VIP_ADDR,
+    VIP_PORT,
+    Lab,
+    Options,
+    build,
+    mac,
+    p4lb_cmd,
+    start_servers,
+    stop,
+)
+
+RESULTS = ROOT / "results"
+COMPILED = ROOT / "p4src" / "compiled"
+PAPER_COUNTS = [20000, 40000, 60000, 80000, 100000]
+QUICK_COUNTS = [300, 600]
+
+
+@dataclass
+class Case:
+    name: str
+    algorithm: str  # iphash | wrr | baseline
+    weights: list[int]
+    change: bool = False  # weight change + drain in the middle
+
+
+CASES = [
+    Case("iphash", "iphash", [1, 1, 1]),
+    Case("wrr", "wrr", [1, 1, 1]),
+    Case("wrr-1:2:2", "wrr", [1, 2, 2]),
+    Case("wrr-change", "wrr", [1, 1, 1], change=True),
+    Case("baseline", "baseline", [1, 1, 1]),
+]
+
+
+@dataclass
+class Run:
+    case: str
+    algorithm: str
+    weights: str
+    n: int
+    concurrency: int
+    complete: int
+    failed: int
+    non_2xx: int
+    rps: float
+    transfer_kbps: float
+    mean_ms: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    served: str  # per-server counts from the access logs
+    switch: str  # per-server new connections from the switch counters
+    agree: bool
+    jain: float
+    weighted_jain: float
+    retransmissions: int
+    resets: int
+
+
+def tcp_counters(host: Any) -> tuple[int, int]:
+    """(retransmitted segments, resets sent) from the client's kernel counters."""
+    out = host.cmd("cat /proc/net/snmp")
+    lines = [line.split() for line in out.splitlines() if line.startswith("Tcp:")]
+    if len(lines) < 2:
+        return (0, 0)
+    row = dict(zip(lines[0][1:], lines[1][1:], strict=False))
+    return (int(row.get("RetransSegs", 0)), int(row.get("OutRsts", 0)))
+
+
+def program_baseline(lab: Lab) -> None:
+    """Load the plain forwarding program and route every host."""
+    schema = Schema(load_p4info(COMPILED / "baseline.p4info.txtpb"))
+    sw = Switch(lab.config.switch.address, 0, lab.config.switch.election_id, info=schema)
+    with sw:
+        sw.client.set_fwd_pipe_config(
+            str(COMPILED / "baseline.p4info.txtpb"), str(COMPILED / "baseline.json")
+        )
+        hosts = lab.clients + lab.servers
+        entries = [
+            Entry(
+                "ipv4_route_table",
+                (("dst_addr", (int.from_bytes(bytes(map(int, h.IP().split("."))), "big"), 32)),),
+                "forward",
+                (
+                    ("port", i + 1),
+                    ("src_mac", int(SWITCH_MAC.replace(":", ""), 16)),
+                    ("dst_mac", int(mac(i + 1).replace(":", ""), 16)),
+                ),
+            )
+            for i, h in enumerate(hosts)
+        ]
+        sw.write([Update("INSERT", e) for e in entries])
+    for i, h in enumerate(hosts):  # no ARP answering in the baseline program
+        for j, other in enumerate(hosts):
+            if i != j:
+                h.cmd(f"arp -s {other.IP()} {mac(j + 1)}")
+
+
+def one_run(case: Case, n: int, c: int, raw_dir: Path) -> Run:
+    algorithm = "wrr" if case.algorithm == "baseline" else case.algorithm
+    lab = build(Options(algorithm=algorithm, weights=case.weights))
+    try:
+        if case.algorithm == "baseline":
+            program_baseline(lab)
+            url = f"http://{lab.servers[0].IP()}:{SERVER_PORT}/"
+        else:
+            subprocess.run(p4lb_cmd(lab, "apply"), check=True, capture_output=True, timeout=120)
+            url = f"http://{VIP_ADDR}:{VIP_PORT}/"
+        start_servers(lab, threaded=False)
+        client = lab.clients[0]
+        r0, s0 = tcp_counters(client)
+        result: list[ab.AbResult] = []
+        t = threading.Thread(target=lambda: result.append(ab.run(client, url, n, c)))
+        t.start()
+        if case.change:
+            logs = {s.name: str(RUN_DIR / "access" / f"{s.name}.log") for s in lab.servers}
+            for _ in range(6000):  # bounded: at most ~5 min
+                if sum(ab.access_counts(logs).values()) >= n // 2 or not t.is_alive():
+                    break
+                t.join(0.05)
+            subprocess.run(
+                p4lb_cmd(lab, "weight", "set", "web", "h2", "3"), check=True, capture_output=True
+            )
+            subprocess.run(
+                p4lb_cmd(lab, "backend", "drain", "web", "h3"), check=True, capture_output=True
+            )
+        t.join(3600)
+        if not result:
+            raise RuntimeError(f"{case.name} n={n} c={c}: ab did not finish")
+        r = result[0]
+        r1, s1 = tcp_counters(client)
+        (raw_dir / f"{case.name}-n{n}-c{c}.txt").write_text(r.raw)
+        logs = {s.name: str(RUN_DIR / "access" / f"{s.name}.log") for s in lab.servers}
+        served = ab.access_counts(logs)
+        if case.algorithm == "baseline":
+            switch = dict(served)
+            cfg_weights = case.weights
+        else:
+            cfg = cfgmod.load(lab.config_path)
+            with control.connect(cfg) as sw:
+                st = control.read_stats(sw, cfg)
+            switch = {b.name: b.connections for b in st.vips[0].backends}
+            cfg_weights = [b.weight for b in st.vips[0].backends]
+        agree = switch == served
+        if not agree:
+            print(
+                f"!! MISMATCH {case.name} n={n}: switch {switch} vs access logs {served}",
+                file=sys.stderr,
+            )
+        values = [served[s.name] for s in lab.servers]
+        return Run(
+            case.name,
+            case.algorithm,
+            ":".join(map(str, case.weights)),
+            n,
+            c,
+            r.complete,
+            r.failed,
+            r.non_2xx,
+            r.rps,
+            r.transfer_kbps,
+            r.mean_ms,
+            r.p50_ms,
+            r.p95_ms,
+            r.p99_ms,
+            json.dumps(served),
+            json.dumps(switch),
+            agree,
+            jain(values) if case.algorithm != "baseline" else 1.0,
+            weighted_jain(values, cfg_weights) if case.algorithm != "baseline" else 1.0,
+            r1 - r0,
+            s1 - s0,
+        )
+    finally:
+        stop(lab)
+
+
+def versions() -> dict[str, str]:
+    def out(*cmd: str) -> str:
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
+        except OSError:
+            return "missing"
+
+    return {
+        "commit": out("git", "-C", str(ROOT), "rev-parse", "HEAD"),
+        "bmv2": out("simple_switch_grpc", "--version"),
+        "p4c": (COMPILED / "SOURCES.sha256").read_text().strip().replace("\n", " | "),
+        "ab": out("ab", "-V").splitlines()[0] if shutil.which("ab") else "missing",
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {out('nproc')} cores",
+    }
+
+
+def plots(runs: list[Run], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = sorted({r.case for r in runs if r.algorithm != "baseline"})
+    for metric, label in (
+        ("rps", "requests/s"),
+        ("mean_ms", "mean time per request (ms)"),
+        ("jain", "Jain's fairness index"),
+    ):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for case in sorted({r.case for r in runs}):
+            pts = sorted(
+                (r.n, getattr(r, metric))
+                for r in runs
+                if r.case == case and r.concurrency == max(x.concurrency for x in runs)
+            )
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=case)
+        ax.set_xlabel("requests (ab -n)")
+        ax.set_ylabel(label)
+        ax.legend()
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(out / f"{metric}.png", dpi=110)
+        plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    biggest = max(r.n for r in runs)
+    width = 0.8 / max(1, len(cases))
+    for k, case in enumerate(cases):
+        run = next((r for r in runs if r.case == case and r.n == biggest), None)
+        if run is None:
+            continue
+        served = json.loads(run.served)
+        xs = [i + k * width for i in range(len(served))]
+        ax.bar(xs, list(served.values()), width=width, label=case)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(served))], list(served))
+    ax.set_ylabel(f"requests served (n={biggest})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "distribution.png", dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="make bench")
+    p.add_argument("--quick", action="store_true", help=f"counts {QUICK_COUNTS}")
+    p.add_argument("--counts", type=int, nargs="*", default=None)
+    p.add_argument("--concurrency", type=int, nargs="*", default=[1, 10])
+    p.add_argument("--cases", nargs="*", default=[c.name for c in CASES])
+    p.add_argument("--out", default=str(RESULTS))
+    a = p.parse_args(argv)
+    counts = a.counts or (QUICK_COUNTS if a.quick else PAPER_COUNTS)
+    out = Path(a.out)
+    raw = out / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    plan = [(c, n, k) for c in CASES if c.name in a.cases for n in counts for k in a.concurrency]
+    runs: list[Run] = []
+    started = time.monotonic()
+    for i, (case, n, k) in enumerate(plan, start=1):
+        print(
+            f"[{i}/{len(plan)}] {case.name} ab -n {n} -c {k} "
+            f"({time.monotonic() - started:.0f}s elapsed)",
+            flush=True,
+        )
+        run = one_run(case, n, k, raw)
+        runs.append(run)
+        print(
+            f"    {run.rps:.1f} req/s, mean {run.mean_ms:.2f} ms, failed {run.failed}, "
+            f"served {run.served}, jain {run.jain:.4f}",
+            flush=True,
+        )
+        with open(out / "runs.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(asdict(runs[0])))
+            w.writeheader()
+            w.writerows(asdict(r) for r in runs)
+        (out / "runs.json").write_text(json.dumps([asdict(r) for r in runs], indent=1))
+    meta = versions() | {"counts": counts, "concurrency": a.concurrency, "cases": a.cases}
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))
+    plots(runs, out)
+    mismatches = [r for r in runs if not r.agree]
+    print(f"done: {len(runs)} runs, {len(mismatches)} counter/log mismatches -> {out}")
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
