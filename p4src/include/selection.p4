@@ -60,11 +60,11 @@ control BackendSelection(inout headers_t hdr,
                 pos = 0;
             }
             meta.member_index = pos;
-            bit<16> next = pos + 1;
-            if (next == meta.slot_count) {
-                next = 0;
+            bit<16> following = pos + 1;
+            if (following == meta.slot_count) {
+                following = 0;
             }
-            rr_position.write((bit<32>)meta.service_id, next);
+            rr_position.write((bit<32>)meta.service_id, following);
             wrr_table.apply();
         }
     }
