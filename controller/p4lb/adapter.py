@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from google.rpc import status_pb2
 from p4.v1 import p4runtime_pb2
 from p4runtime_sh import p4runtime as shp4rt
 
@@ -202,12 +203,18 @@ class Switch:
             upd.entity.CopyFrom(self._entity(u.entry))
             if idle_timeout_ns and upd.entity.HasField("table_entry"):
                 upd.entity.table_entry.idle_timeout_ns = idle_timeout_ns
+        self._send(req, batch)
+
+    def _send(self, req: p4runtime_pb2.WriteRequest, batch: list[Update] | None = None) -> None:
+        # Not p4runtime-shell's client.write(): its error parser (0.0.6) loops forever on a
+        # batch whose per-update statuses mix OK and errors, which is what BMv2 returns.
+        req.device_id = self.device_id
+        req.election_id.high = self.client.election_id[0]
+        req.election_id.low = self.client.election_id[1]
         try:
-            self.client.write(req)
-        except shp4rt.P4RuntimeWriteException as e:
-            raise SwitchError(_describe_write_error(e, batch)) from None
+            self.client.stub.Write(req, timeout=RPC_TIMEOUT_S)
         except grpc.RpcError as e:
-            raise SwitchError(f"write to {self.address} failed: {e.details()}") from None
+            raise SwitchError(_describe_write_error(e, batch or [], self.address)) from None
 
     def write_plan(self, batches: list[list[Update]]) -> int:
         for b in batches:
@@ -233,9 +240,9 @@ class Switch:
             upd.type = getattr(p4runtime_pb2.Update, op)
             upd.entity.CopyFrom(ent)
             try:
-                self.client.write(req)
+                self._send(req)
                 return
-            except shp4rt.P4RuntimeWriteException:
+            except SwitchError:
                 continue
         raise SwitchError(f"switch at {self.address} refused the digest configuration")
 
@@ -250,13 +257,21 @@ class Switch:
         self.client.stream_out_q.put(req)
 
 
-def _describe_write_error(e: Any, batch: list[Update]) -> str:
-    errors = getattr(e, "errors", [])
-    for idx, p4err in errors:
-        if 0 <= idx < len(batch):
-            u = batch[idx]
-            return (
-                f"switch refused {u.op} {u.entry.table} {dict(u.entry.match)}: "
-                f"{p4err.message or p4err.canonical_code}"
-            )
-    return f"switch refused a write: {e}"
+def _describe_write_error(e: Any, batch: list[Update], address: str) -> str:
+    """The first update the switch refused, from the per-update p4.Error details."""
+    details = b""
+    for key, value in e.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            details = value
+    if details:
+        status = status_pb2.Status()
+        status.ParseFromString(details)
+        for idx, anything in enumerate(status.details):
+            err = p4runtime_pb2.Error()
+            if anything.Unpack(err) and err.canonical_code != 0 and idx < len(batch):
+                u = batch[idx]
+                return (
+                    f"switch at {address} refused {u.op} {u.entry.table} "
+                    f"{dict(u.entry.match)}: {err.message or err.canonical_code}"
+                )
+    return f"write to {address} failed: {e.code().name} {e.details()}"
