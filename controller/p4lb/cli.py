@@ -214,7 +214,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     from p4lb import control
 
     if args.command == "apply":
-        with control.connect(cfg) as sw:
+        with control.connect(cfg, one_shot=True) as sw:
             result = control.apply(sw, cfg, dry_run=args.dry_run)
         for batch in result.batches:
             for u in batch:
@@ -237,7 +237,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return control.Controller(load).run(args.duration)
 
     new = _edit(args, cfg, limits)
-    with control.connect(new) as sw:
+    with control.connect(new, one_shot=True) as sw:
         result = control.apply(sw, new)
     configmod.save(new, path)  # only after the switch took it
     print(
@@ -252,7 +252,7 @@ def _stats(args: argparse.Namespace, cfg: Config, load: Callable[[], Config]) ->
     from p4lb.stats import render
 
     rounds = 0
-    with control.connect(cfg) as sw:
+    with control.connect(cfg, one_shot=True) as sw:
         while True:
             st = control.read_stats(sw, cfg)
             print(json.dumps(st.to_json()) if args.json else render(st), flush=True)

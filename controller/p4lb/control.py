@@ -30,9 +30,11 @@ class ApplyResult:
         return sum(len(b) for b in self.batches)
 
 
-def connect(cfg: Config) -> Switch:
+def connect(cfg: Config, one_shot: bool = False) -> Switch:
+    """A session as the config's election id; one-shot CLI commands use the id + 1 so they
+    can write while `p4lb run` holds the id (mastership returns to it when they close)."""
     s = cfg.switch
-    return Switch(s.address, s.device_id, s.election_id)
+    return Switch(s.address, s.device_id, s.election_id + (1 if one_shot else 0))
 
 
 def apply(sw: Switch, cfg: Config, dry_run: bool = False) -> ApplyResult:
