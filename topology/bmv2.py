@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,53 @@ from mininet.node import Switch
 
 GRPC_PORT = 9559
 THRIFT_PORT = 9090
+
+
+def wait_listening(port: int, timeout_s: float, what: str = "simple_switch_grpc") -> None:
+    """Bounded wait until something accepts TCP connections on 127.0.0.1:port."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"{what} did not listen on 127.0.0.1:{port} within {timeout_s:.0f} s")
+
+
+def spawn(
+    ports: dict[int, str],
+    grpc_port: int,
+    thrift_port: int,
+    log_file: Path | None = None,
+    out: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """simple_switch_grpc outside Mininet (packet tests, controller benchmark), bound to
+    127.0.0.1, no pipeline until P4Runtime pushes one; returns once gRPC listens."""
+    args = [shutil.which("simple_switch_grpc") or "simple_switch_grpc", "--device-id", "0"]
+    args += ["--no-p4", "--thrift-port", str(thrift_port)]
+    if log_file is not None:
+        args += ["--log-file", str(log_file), "--log-flush"]
+    for port, intf in sorted(ports.items()):
+        args += ["-i", f"{port}@{intf}"]
+    args += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
+    with open(out or "/dev/null", "wb") as sink:
+        proc = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        wait_listening(grpc_port, 20.0)
+    except BaseException:
+        terminate(proc)
+        raise
+    return proc
+
+
+def terminate(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a switch we started, by its PID; bounded."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
 
 
 class Bmv2Switch(Switch):  # type: ignore[misc]
@@ -46,13 +95,7 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
         args += ["--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}"]
         out = f"{self.log_dir}/{self.name}.out" if self.log_dir else "/dev/null"
         self.pid = int(self.cmd(" ".join(args) + f" > {out} 2>&1 & echo $!").strip().split()[-1])
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.grpc_port)) == 0:
-                    return
-            time.sleep(0.1)
-        raise RuntimeError(f"{self.binary} did not listen on 127.0.0.1:{self.grpc_port}")
+        wait_listening(self.grpc_port, 20.0, self.binary)
 
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's signature
         if self.pid is not None:

@@ -4,10 +4,9 @@ scapy on the host ends. Everything is stopped by the PID it started and removed 
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from p4lb import config as cfgmod
 from p4lb import control
 from p4lb.adapter import Switch
 from p4lb.config import Config
+from topology import bmv2
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPILED = ROOT / "p4src" / "compiled"
@@ -109,16 +109,6 @@ def _run(*cmd: str) -> None:
     subprocess.run(cmd, check=True, capture_output=True)
 
 
-def _wait_port(port: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"simple_switch_grpc did not listen on 127.0.0.1:{port} in {timeout}s")
-
-
 @dataclass
 class Bmv2:
     proc: subprocess.Popen[bytes]
@@ -157,33 +147,20 @@ def start() -> Bmv2:
             _run("ip", "link", "set", ifc, "up")
     tmp = Path(tempfile.mkdtemp(prefix="p4lb-dp-"))
     log = tmp / "switch.log"
-    binary = shutil.which("simple_switch_grpc") or "simple_switch_grpc"
-    args = [
-        binary,
-        "--device-id",
-        "0",
-        "--no-p4",
-        "--thrift-port",
-        str(THRIFT_PORT),
-        "--log-file",
-        str(tmp / "bmv2"),
-        "--log-flush",
-    ]
-    for p in range(1, N_PORTS + 1):
-        args += ["-i", f"{p}@{switch_iface(p)}"]
-    args += ["--", "--grpc-server-addr", f"127.0.0.1:{GRPC_PORT}"]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    ports = {p: switch_iface(p) for p in range(1, N_PORTS + 1)}
     try:
-        _wait_port(GRPC_PORT, 15.0)
+        proc = bmv2.spawn(ports, GRPC_PORT, THRIFT_PORT, log_file=tmp / "bmv2", out=log)
+    except BaseException:
+        remove_veths()
+        raise
+    try:
         cfg_path = tmp / "lb.toml"
         cfg_path.write_text(CONFIG)
         cfg = cfgmod.load(cfg_path)
         sw = control.connect(cfg)
         control.apply(sw, cfg)
     except BaseException:
-        proc.terminate()
-        proc.wait(10)
+        bmv2.terminate(proc)
         remove_veths()
         raise
     return Bmv2(proc, log, cfg, sw, cfg_path)
@@ -191,12 +168,7 @@ def start() -> Bmv2:
 
 def stop(b: Bmv2) -> None:
     b.sw.close()
-    b.proc.terminate()
-    try:
-        b.proc.wait(10)
-    except subprocess.TimeoutExpired:
-        b.proc.kill()
-        b.proc.wait(5)
+    bmv2.terminate(b.proc)
     remove_veths()
 
 
@@ -219,27 +191,34 @@ class Wire:
         from scapy.sendrecv import AsyncSniffer
 
         conf.verb = 0
+        conf.ifaces.reload()  # each test makes new veths: scapy caches interface indexes
         self.got: list[tuple[int, bytes]] = []
-        self.sent: set[bytes] = set()
         ifaces = {host_iface(p): p for p in range(1, N_PORTS + 1)}
 
         def keep(pkt: Any) -> None:
-            raw = bytes(pkt)
-            if raw not in self.sent:
-                self.got.append((ifaces[pkt.sniffed_on], raw))
+            self.got.append((ifaces[pkt.sniffed_on], bytes(pkt)))
 
-        self.sniffer = AsyncSniffer(iface=list(ifaces), prn=keep, store=False)
+        # scapy sets `running` before it opens the capture sockets; only started_callback
+        # says they are open, so nothing sent after this is missed.
+        ready = threading.Event()
+        self.sniffer = AsyncSniffer(
+            iface=list(ifaces),
+            prn=keep,
+            store=False,
+            started_callback=ready.set,
+            # L2Socket, unlike the default listen socket, skips frames we send ourselves
+            # (PACKET_OUTGOING), so a flooded copy equal to the request still counts.
+            L2socket=conf.L2socket,
+        )
         self.sniffer.start()
-        deadline = time.monotonic() + 5
-        while not getattr(self.sniffer, "running", False) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        if not ready.wait(10):
+            self.sniffer.stop()
+            raise TimeoutError("scapy's sniffer did not open the veths within 10 s")
 
     def send(self, port: int, pkt: Any) -> None:
         from scapy.sendrecv import sendp
 
-        raw = bytes(pkt)
-        self.sent.add(raw)
-        sendp(raw, iface=host_iface(port))
+        sendp(bytes(pkt), iface=host_iface(port))
 
     def expect(
         self, n: int, timeout: float = 2.0, where: Callable[[int, bytes], bool] | None = None

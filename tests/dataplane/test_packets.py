@@ -35,12 +35,6 @@ DROPS = {
 }
 
 
-# Not yet passing on real BMv2: packets injected on the veths do not come back out (seen on
-# simple_switch_grpc 1.15 / p4c 1.2.4.8; controller tests against the same switch pass).
-# Open work of issue 2/4: fix, then remove this line.
-pytestmark = pytest.mark.skip(reason="packet tests known failing on real BMv2, under investigation")
-
-
 def syn(sport: int, flags: str = "S", dport: int = 80, ttl: int = 64) -> Any:
     return (
         Ether(src=host_mac(1), dst=VIP_MAC)

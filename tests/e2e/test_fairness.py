@@ -30,12 +30,6 @@ URL = f"http://{VIP_ADDR}:{VIP_PORT}/"
 COMPILED = Path(__file__).resolve().parents[2] / "p4src" / "compiled"
 
 
-# Not yet passing on real BMv2: packets injected on the veths do not come back out (seen on
-# simple_switch_grpc 1.15 / p4c 1.2.4.8; controller tests against the same switch pass).
-# Open work of issue 2/4: fix, then remove this line.
-pytestmark = pytest.mark.skip(reason="e2e tests known failing on real BMv2, under investigation")
-
-
 def make_lab(algorithm: str = "wrr", weights: list[int] | None = None) -> Lab:
     if not (COMPILED / "lb.json").exists():
         pytest.skip("e2e layer skipped: missing p4src/compiled artifacts (make artifacts)")

@@ -1,0 +1,246 @@
+"""Controller speed on a real simple_switch_grpc (part of `make bench`; measures, asserts
+nothing): `p4lb apply` of 100 WRR VIPs x 8 backends on an empty switch, a no-op apply, and
+how soon after `p4lb weight set` returns the next new connection follows the new weight.
+
+Writes results/controller.json and prints one line per figure."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from p4lb import cli, control
+from p4lb import config as cfgmod
+from p4lb.config import Backend, Config, Host, SwitchConfig, Vip
+from topology import bmv2
+
+ROOT = Path(__file__).resolve().parents[1]
+GRPC_PORT = 39559
+THRIFT_PORT = 39090
+HOST_IF, SWITCH_IF = "p4lbb-h1", "p4lbb-s1"
+SWITCH_MAC = "00:00:00:00:01:00"
+CLIENT_MAC = "02:00:00:00:00:01"
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4
+
+
+def big_config(n_vips: int, n_backends: int) -> Config:
+    """VIP 0 ("web", 10.0.0.100:80) is the one the latency trials send to; all hosts sit
+    behind switch port 1, the one veth the benchmark owns."""
+    vips = []
+    for i in range(n_vips):
+        addr = "10.0.0.100" if i == 0 else f"10.100.{i // 250}.{i % 250 + 1}"
+        vips.append(
+            Vip(
+                name="web" if i == 0 else f"v{i}",
+                address=addr,
+                protocol="tcp",
+                port=80,
+                algorithm="wrr",
+                mac=SWITCH_MAC,
+                backends=tuple(
+                    Backend(
+                        name=f"b{j}",
+                        address=f"10.0.0.{j + 2}" if i == 0 else f"10.{i}.1.{j + 1}",
+                        port=8000,
+                        weight=1,
+                        mac=f"02:00:00:00:{i:02x}:{j + 2:02x}",
+                        switch_port=1,
+                    )
+                    for j in range(n_backends)
+                ),
+            )
+        )
+    return Config(
+        switch=SwitchConfig(
+            address=f"127.0.0.1:{GRPC_PORT}", device_id=0, election_id=10, mac=SWITCH_MAC
+        ),
+        hosts=(Host("client", "10.0.0.1", CLIENT_MAC, 1),),
+        vips=tuple(vips),
+    )
+
+
+@dataclass
+class Figures:
+    vips: int
+    backends_per_vip: int
+    pipeline_push_s: float
+    apply_empty_s: float
+    apply_empty_writes: int
+    apply_noop_s: list[float]
+    cli_weight_set_s: list[float]
+    weight_change_effect_ms: list[float]
+    weight_change_trials_ok: int
+
+
+def _syn(sport: int) -> bytes:
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+
+    pkt = (
+        Ether(src=CLIENT_MAC, dst=SWITCH_MAC)
+        / IP(src="10.0.0.1", dst="10.0.0.100")
+        / TCP(sport=sport, dport=80, flags="S")
+    )
+    return bytes(pkt)
+
+
+def _backend_of(sock: socket.socket, sport: int, timeout_s: float = 2.0) -> tuple[str, float]:
+    """The backend address the switch sent our SYN to, and when we saw it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.001, deadline - time.monotonic()))
+        try:
+            raw, addr = sock.recvfrom(2048)
+        except TimeoutError:
+            break
+        if addr[2] == PACKET_OUTGOING or len(raw) < 38 or raw[12:14] != b"\x08\x00":
+            continue
+        ihl = (raw[14] & 0x0F) * 4
+        if raw[23] == 6 and int.from_bytes(raw[14 + ihl : 16 + ihl], "big") == sport:
+            return socket.inet_ntoa(raw[30:34]), time.monotonic()
+    raise TimeoutError(f"SYN from port {sport} did not come out of the switch")
+
+
+def weight_trials(cfg_path: Path, trials: int) -> tuple[list[float], int]:
+    """Two backends of "web" at 1:1 alternate. Each trial finds the moment the next slot is
+    b1's, drains b1 through the CLI, and sends a SYN the instant the CLI returns: it must go
+    to b0 (an old schedule would send it to b1). Then b1 comes back for the next trial."""
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    sock.bind((HOST_IF, 0))
+    effects: list[float] = []
+    ok = 0
+    sport = 20000
+    try:
+        for _ in range(trials):
+            for _ in range(4):  # bounded: at most two SYNs find b0, so b1's slot is next
+                sport += 1
+                sock.send(_syn(sport))
+                if _backend_of(sock, sport)[0] == "10.0.0.2":
+                    break
+            if cli.main(["-c", str(cfg_path), "weight", "set", "web", "b1", "0"]) != 0:
+                raise RuntimeError("p4lb weight set failed")
+            returned = time.monotonic()
+            sport += 1
+            sock.send(_syn(sport))
+            backend, seen = _backend_of(sock, sport)
+            effects.append((seen - returned) * 1000)
+            ok += backend == "10.0.0.2"
+            if cli.main(["-c", str(cfg_path), "weight", "set", "web", "b1", "1"]) != 0:
+                raise RuntimeError("p4lb weight set failed")
+    finally:
+        sock.close()
+    return effects, ok
+
+
+def measure(n_vips: int, n_backends: int, trials: int) -> Figures:
+    subprocess.run(["ip", "link", "del", HOST_IF], capture_output=True)
+    subprocess.run(
+        ["ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", SWITCH_IF], check=True
+    )
+    for ifc in (HOST_IF, SWITCH_IF):
+        subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{ifc}.disable_ipv6=1"], check=True)
+        subprocess.run(["ip", "link", "set", ifc, "up"], check=True)
+    tmp = Path(tempfile.mkdtemp(prefix="p4lb-ctlbench-"))
+    proc = bmv2.spawn({1: SWITCH_IF}, GRPC_PORT, THRIFT_PORT, out=tmp / "switch.out")
+    try:
+        cfg = big_config(n_vips, n_backends)
+        cfgmod.validate(cfg, cfgmod.Limits())
+        cfg_path = tmp / "lb.toml"
+        cfgmod.save(cfg, cfg_path)
+        with control.connect(cfg, one_shot=True) as sw:
+            t0 = time.perf_counter()
+            sw.ensure_pipeline()
+            t1 = time.perf_counter()
+            first = control.apply(sw, cfg)
+            t2 = time.perf_counter()
+            noop = []
+            for _ in range(5):
+                t = time.perf_counter()
+                again = control.apply(sw, cfg)
+                noop.append(time.perf_counter() - t)
+                if again.writes:
+                    raise RuntimeError(f"a second apply wrote {again.writes} entries")
+        cli_times = []
+        for w in (2, 1, 2, 1, 2):
+            t = time.perf_counter()
+            subprocess.run(
+                [str(Path(sys.executable).with_name("p4lb")), "-c", str(cfg_path)]
+                + ["weight", "set", "web", "b0", str(w)],
+                check=True,
+                capture_output=True,
+            )
+            cli_times.append(time.perf_counter() - t)
+        # The latency trials use a 2-backend "web" so the next slot is known exactly.
+        small = cfg.with_vip(
+            Vip(**{**cfg.vip("web").__dict__, "backends": cfg.vip("web").backends[:2]})
+        )
+        cfgmod.save(small, cfg_path)
+        with control.connect(small, one_shot=True) as sw:
+            control.apply(sw, small)
+        effects, ok = weight_trials(cfg_path, trials)
+        return Figures(
+            n_vips,
+            n_backends,
+            t1 - t0,
+            t2 - t1,
+            first.writes,
+            noop,
+            cli_times,
+            effects,
+            ok,
+        )
+    finally:
+        bmv2.terminate(proc)
+        subprocess.run(["ip", "link", "del", HOST_IF], capture_output=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="make bench (controller)")
+    p.add_argument("--vips", type=int, default=100)
+    p.add_argument("--backends", type=int, default=8)
+    p.add_argument("--trials", type=int, default=20)
+    p.add_argument("--out", default=str(ROOT / "results"))
+    a = p.parse_args(argv)
+    f = measure(a.vips, a.backends, a.trials)
+    print(f"pipeline push: {f.pipeline_push_s:.3f} s")
+    print(
+        f"apply {f.vips} WRR VIPs x {f.backends_per_vip} backends on an empty switch: "
+        f"{f.apply_empty_s:.3f} s ({f.apply_empty_writes} writes; goal < 2 s)"
+    )
+    print(
+        f"no-op apply: median {statistics.median(f.apply_noop_s):.3f} s, "
+        f"max {max(f.apply_noop_s):.3f} s (goal < 0.5 s)"
+    )
+    print(
+        f"`p4lb weight set` as a command (process start included): median "
+        f"{statistics.median(f.cli_weight_set_s):.3f} s"
+    )
+    print(
+        f"weight change -> next new connection follows it: {f.weight_change_trials_ok}/"
+        f"{len(f.weight_change_effect_ms)} trials, SYN out of the switch "
+        f"{statistics.median(f.weight_change_effect_ms):.1f} ms median, "
+        f"{max(f.weight_change_effect_ms):.1f} ms max after the CLI returned (goal < 100 ms)"
+    )
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    bm = "missing"
+    with contextlib.suppress(OSError):
+        bm = subprocess.run(
+            ["simple_switch_grpc", "--version"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+    (out / "controller.json").write_text(json.dumps(asdict(f) | {"bmv2": bm}, indent=1))
+    return 0 if f.weight_change_trials_ok == len(f.weight_change_effect_ms) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
