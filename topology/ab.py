@@ -64,10 +64,12 @@ def run(host: Any, url: str, n: int, concurrency: int, timeout_s: int = 30) -> A
     return parse(out)
 
 
-def access_counts(log_paths: dict[str, str]) -> dict[str, int]:
-    """Requests each server logged."""
+def access_counts(log_paths: dict[str, str], connections: bool = False) -> dict[str, int]:
+    """Requests each server served (status 200 lines), or with `connections` every TCP
+    connection it accepted, with or without a request (what the switch counts)."""
     counts = {}
     for name, path in log_paths.items():
         with open(path) as f:
-            counts[name] = sum(1 for line in f if line.strip())
+            lines = [line.split() for line in f if line.strip()]
+        counts[name] = sum(1 for x in lines if connections or x[-1] == "200")
     return counts

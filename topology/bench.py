@@ -80,8 +80,9 @@ class Run:
     p50_ms: float
     p95_ms: float
     p99_ms: float
-    served: str  # per-server counts from the access logs
-    switch: str  # per-server new connections from the switch counters
+    served: str  # per-server requests served, from the access logs
+    connections: str  # per-server TCP connections accepted, from the access logs
+    switch: str  # per-server new connections, from the switch counters
     agree: bool
     jain: float
     weighted_jain: float
@@ -164,8 +165,9 @@ def one_run(case: Case, n: int, c: int, raw_dir: Path) -> Run:
         (raw_dir / f"{case.name}-n{n}-c{c}.txt").write_text(r.raw)
         logs = {s.name: str(RUN_DIR / "access" / f"{s.name}.log") for s in lab.servers}
         served = ab.access_counts(logs)
+        conns = ab.access_counts(logs, connections=True)
         if case.algorithm == "baseline":
-            switch = dict(served)
+            switch = dict(conns)
             cfg_weights = case.weights
         else:
             cfg = cfgmod.load(lab.config_path)
@@ -173,10 +175,10 @@ def one_run(case: Case, n: int, c: int, raw_dir: Path) -> Run:
                 st = control.read_stats(sw, cfg)
             switch = {b.name: b.connections for b in st.vips[0].backends}
             cfg_weights = [b.weight for b in st.vips[0].backends]
-        agree = switch == served
+        agree = switch == conns
         if not agree:
             print(
-                f"!! MISMATCH {case.name} n={n}: switch {switch} vs access logs {served}",
+                f"!! MISMATCH {case.name} n={n}: switch {switch} vs access logs {conns}",
                 file=sys.stderr,
             )
         values = [served[s.name] for s in lab.servers]
@@ -196,6 +198,7 @@ def one_run(case: Case, n: int, c: int, raw_dir: Path) -> Run:
             r.p95_ms,
             r.p99_ms,
             json.dumps(served),
+            json.dumps(conns),
             json.dumps(switch),
             agree,
             jain(values) if case.algorithm != "baseline" else 1.0,

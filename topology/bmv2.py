@@ -82,7 +82,7 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
         self.thrift_port = thrift_port
         self.log_dir = log_dir
         self.binary = binary
-        self.pid: int | None = None
+        self.switch_pid: int | None = None
 
     def start(self, controllers: list[Any]) -> None:
         args = [self.binary, "--device-id", "0", "--no-p4", "--thrift-port", str(self.thrift_port)]
@@ -94,15 +94,18 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
             args += ["--log-file", f"{self.log_dir}/{self.name}", "--log-flush"]
         args += ["--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}"]
         out = f"{self.log_dir}/{self.name}.out" if self.log_dir else "/dev/null"
-        self.pid = int(self.cmd(" ".join(args) + f" > {out} 2>&1 & echo $!").strip().split()[-1])
+        self.switch_pid = int(
+            self.cmd(" ".join(args) + f" > {out} 2>&1 & echo $!").strip().split()[-1]
+        )
         wait_listening(self.grpc_port, 20.0, self.binary)
 
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's signature
-        if self.pid is not None:
-            self.cmd(f"kill {self.pid}")
+        if self.switch_pid is not None:
+            self.cmd(f"kill {self.switch_pid}")
             # Bounded wait: 200 x 50 ms.
             self.cmd(
-                f"for i in $(seq 200); do kill -0 {self.pid} 2>/dev/null || break; sleep 0.05; done"
+                f"for i in $(seq 200); do kill -0 {self.switch_pid} 2>/dev/null || break; "
+                "sleep 0.05; done"
             )
-            self.pid = None
+            self.switch_pid = None
         super().stop(deleteIntfs)

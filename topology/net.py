@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mininet.link import TCLink
+from mininet.link import Link, TCLink
 from mininet.net import Mininet
 from mininet.node import Host
 
@@ -70,7 +70,7 @@ def build(opts: Options) -> Lab:
     if opts.delay:
         link_opts["delay"] = opts.delay
     net = Mininet(
-        controller=None, link=TCLink if link_opts else None, autoSetMacs=False, build=False
+        controller=None, link=TCLink if link_opts else Link, autoSetMacs=False, build=False
     )
     log_dir = str(RUN_DIR / "logs") if opts.switch_log else None
     s1 = net.addSwitch("s1", cls=Bmv2Switch, log_dir=log_dir)
@@ -120,7 +120,7 @@ def build(opts: Options) -> Lab:
     path = RUN_DIR / "lb.toml"
     cfgmod.save(cfg, path)
     lab = Lab(net, clients, servers, cfg, path)
-    lab.pids["switch"] = s1.pid or 0
+    lab.pids["switch"] = s1.switch_pid or 0
     return lab
 
 
@@ -136,9 +136,10 @@ def start_servers(lab: Lab, threaded: bool) -> None:
         )
         out = s.cmd(f"cd {ROOT} && PYTHONPATH={ROOT} {cmd} > /dev/null 2>&1 & echo $!")
         lab.pids[f"server-{s.name}"] = int(out.strip().split()[-1])
-    for s in lab.servers:  # bounded wait until each server accepts connections
+    for s in lab.servers:  # bounded wait until each server listens (without connecting:
+        # a probe connection would be one more line in the access log than the switch saw)
         s.cmd(
-            f"for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{SERVER_PORT}) 2>/dev/null "
+            f"for i in $(seq 100); do ss -Hltn 'sport = :{SERVER_PORT}' | grep -q . "
             "&& break; sleep 0.05; done"
         )
 

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from topology import ab
 from topology.ab import parse
 
 REPORT = """This is ApacheBench, Version 2.3 <$Revision: 1903618 $>
@@ -52,3 +55,11 @@ def test_parse_without_non_2xx_line_means_zero() -> None:
 def test_truncated_report_is_an_error_naming_the_missing_line() -> None:
     with pytest.raises(ValueError, match="'rps'"):
         parse(REPORT.split("Requests per second")[0])
+
+
+def test_access_counts_tell_requests_from_connections(tmp_path: Path) -> None:
+    log = tmp_path / "h2.log"
+    log.write_text("10.0.0.1 40000 200\n10.0.0.1 40001 -\n10.0.0.1 40002 200\n\n")
+    paths = {"h2": str(log)}
+    assert ab.access_counts(paths) == {"h2": 2}
+    assert ab.access_counts(paths, connections=True) == {"h2": 3}
