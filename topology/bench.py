@@ -39,6 +39,7 @@ from topology.net import (
     p4lb_cmd,
     start_servers,
     stop,
+    wait_servers_idle,
 )
 
 RESULTS = ROOT / "results"
@@ -164,6 +165,7 @@ def one_run(case: Case, n: int, c: int, raw_dir: Path) -> Run:
         r1, s1 = tcp_counters(client)
         (raw_dir / f"{case.name}-n{n}-c{c}.txt").write_text(r.raw)
         logs = {s.name: str(RUN_DIR / "access" / f"{s.name}.log") for s in lab.servers}
+        wait_servers_idle(lab)
         served = ab.access_counts(logs)
         conns = ab.access_counts(logs, connections=True)
         if case.algorithm == "baseline":

@@ -144,6 +144,19 @@ def start_servers(lab: Lab, threaded: bool) -> None:
         )
 
 
+def wait_servers_idle(lab: Lab, timeout_s: float = 10.0) -> None:
+    """Bounded wait until no server holds an unhandled connection, so that the access logs
+    are complete: ab returns once its n requests are answered, while connections it opened
+    and closed unused may still wait in a server's accept queue."""
+    states = "state syn-recv state established state close-wait"
+    loops = max(1, int(timeout_s / 0.05))
+    for s in lab.servers:
+        s.cmd(
+            f"for i in $(seq {loops}); do ss -Htn {states} 'sport = :{SERVER_PORT}' "
+            "| grep -q . || break; sleep 0.05; done"
+        )
+
+
 def p4lb_cmd(lab: Lab, *args: str) -> list[str]:
     exe = Path(sys.executable).with_name("p4lb")
     return [str(exe) if exe.exists() else "p4lb", "-c", str(lab.config_path), *args]

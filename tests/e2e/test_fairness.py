@@ -24,6 +24,7 @@ from topology.net import (
     p4lb_cmd,
     start_servers,
     stop,
+    wait_servers_idle,
 )
 
 URL = f"http://{VIP_ADDR}:{VIP_PORT}/"
@@ -53,11 +54,17 @@ def lab_factory() -> Iterator[list[Lab]]:
             stop(lab)
 
 
-def served(lab: Lab, connections: bool = False) -> dict[str, int]:
-    """Requests each server served, or (connections=True) TCP connections it accepted."""
+def logged(lab: Lab, connections: bool = False) -> dict[str, int]:
+    """Requests each server served so far, or (connections=True) connections it accepted."""
     return ab.access_counts(
         {s.name: str(RUN_DIR / "access" / f"{s.name}.log") for s in lab.servers}, connections
     )
+
+
+def served(lab: Lab, connections: bool = False) -> dict[str, int]:
+    """Like logged(), once the servers have handled every connection they were sent."""
+    wait_servers_idle(lab)
+    return logged(lab, connections)
 
 
 def switch_counts(lab: Lab) -> dict[str, int]:
@@ -117,7 +124,7 @@ def test_weight_change_and_drain_mid_run_lose_nothing(lab_factory: list[Lab]) ->
     runner.start()
     # Change while traffic flows: wait until the servers have seen some requests.
     for _ in range(600):
-        if sum(served(lab).values()) >= n // 4:
+        if sum(logged(lab).values()) >= n // 4:
             break
         runner.join(0.05)
     cli(lab, "weight", "set", "web", "h2", "3")
