@@ -4,6 +4,7 @@ change. Pure: no sockets; entries are plain values."""
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -74,7 +75,9 @@ class Ids:
     backends: dict[BackendKey, int] = field(default_factory=dict)
 
 
+@functools.lru_cache(maxsize=65536)
 def ip(addr: str) -> int:
+    # Cached: a large config names the same addresses in several tables, on every apply.
     return int(ipaddress.IPv4Address(addr))
 
 
@@ -240,14 +243,19 @@ def vip_entry(v: Vip, sid: int, version: int, pool_size: int, slot_count: int) -
     )
 
 
-def _members_at(current: Iterable[Entry], table: str, sid: int, version: int) -> list[int]:
-    index = "index" if table == "pool_table" else "slot"
-    found = {
-        e.exact(index): e.p("backend_id")
-        for e in current
-        if e.table == table and e.m("service_id") == sid and e.m("version") == version
+def _members_by_pool(current: Iterable[Entry]) -> dict[tuple[str, int, int], list[int]]:
+    """The backend ids of every (pool or slot table, service, version) on the switch, in
+    index order; a pool with a hole in its indexes maps to [] (it matches nothing)."""
+    found: dict[tuple[str, int, int], dict[int, int]] = {}
+    for e in current:
+        if e.table in ("pool_table", "wrr_table"):
+            index = e.exact("index" if e.table == "pool_table" else "slot")
+            key = (e.table, e.exact("service_id"), e.exact("version"))
+            found.setdefault(key, {})[index] = e.p("backend_id")
+    return {
+        k: [m[i] for i in range(len(m))] if set(m) == set(range(len(m))) else []
+        for k, m in found.items()
     }
-    return [found[i] for i in range(len(found))] if set(found) == set(range(len(found))) else []
 
 
 def desired_entries(cfg: Config, current: list[Entry]) -> tuple[Ids, list[Entry]]:
@@ -257,6 +265,7 @@ def desired_entries(cfg: Config, current: list[Entry]) -> tuple[Ids, list[Entry]
     live_by_key = {
         (e.m("addr"), e.m("protocol"), e.m("port")): e for e in current if e.table == "vip_table"
     }
+    members = _members_by_pool(current)
     out = static_entries(cfg, ids)
     for v in cfg.vips:
         key = vip_key(v)
@@ -268,8 +277,8 @@ def desired_entries(cfg: Config, current: list[Entry]) -> tuple[Ids, list[Entry]
         if old is not None and old.p("service_id") == sid:
             cv = old.p("version")
             same = (
-                _members_at(current, "pool_table", sid, cv) == pool
-                and _members_at(current, "wrr_table", sid, cv) == slots
+                members.get(("pool_table", sid, cv), []) == pool
+                and members.get(("wrr_table", sid, cv), []) == slots
             )
             version = cv if same else 1 - cv
         out += _pool_entries("pool_table", sid, version, pool)
