@@ -1,7 +1,7 @@
 """`make bench`: ApacheBench through the VIP for every algorithm and request count, plus the
 same load through a plain forwarding program on the same BMv2 binary (the baseline).
 
-Writes results/: raw ab text, runs.csv / runs.json, meta.json, PNG plots, README.md."""
+Writes results/: raw ab text, runs.csv / runs.json, meta.json, summary.md, PNG plots."""
 
 from __future__ import annotations
 
@@ -230,6 +230,37 @@ def versions() -> dict[str, str]:
     }
 
 
+def overhead(runs: list[Run]) -> dict[tuple[str, int], dict[int, float]]:
+    """Requests/s of each load-balanced case over the baseline's, at the same n and -c."""
+    base = {(r.n, r.concurrency): r.rps for r in runs if r.algorithm == "baseline"}
+    out: dict[tuple[str, int], dict[int, float]] = {}
+    for r in sorted(runs, key=lambda r: r.n):
+        if r.algorithm != "baseline" and base.get((r.n, r.concurrency)):
+            ratio = r.rps / base[(r.n, r.concurrency)]
+            out.setdefault((r.case, r.concurrency), {})[r.n] = ratio
+    return out
+
+
+def summary(runs: list[Run]) -> str:
+    """The results table (Markdown), one row per run."""
+    ratios = overhead(runs)
+    rows = [
+        "| case | n | -c | req/s | vs baseline | mean ms | p99 ms | failed | retrans | "
+        "served (requests) | switch = logs | Jain | Jain (weighted) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        ratio = ratios.get((r.case, r.concurrency), {}).get(r.n)
+        served = ", ".join(f"{k} {v}" for k, v in json.loads(r.served).items())
+        rows.append(
+            f"| {r.case} | {r.n} | {r.concurrency} | {r.rps:.0f} | "
+            f"{'' if ratio is None else f'{ratio:.2f}'} | {r.mean_ms:.2f} | {r.p99_ms:.0f} | "
+            f"{r.failed} | {r.retransmissions} | {served} | {'yes' if r.agree else 'NO'} | "
+            f"{r.jain:.4f} | {r.weighted_jain:.4f} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
 def plots(runs: list[Run], out: Path) -> None:
     import matplotlib
 
@@ -259,6 +290,18 @@ def plots(runs: list[Run], out: Path) -> None:
         fig.savefig(out / f"{metric}.png", dpi=110)
         plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 4))
+    for (case, conc), ratios in sorted(overhead(runs).items()):
+        ax.plot(list(ratios), list(ratios.values()), marker="o", label=f"{case} -c {conc}")
+    ax.axhline(0.95, color="grey", linestyle="--", linewidth=1, label="goal 0.95")
+    ax.set_xlabel("requests (ab -n)")
+    ax.set_ylabel("requests/s relative to the baseline")
+    ax.set_ylim(0, 1.1)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "overhead.png", dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 4))
     biggest = max(r.n for r in runs)
     width = 0.8 / max(1, len(cases))
     for k, case in enumerate(cases):
@@ -283,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, nargs="*", default=[1, 10])
     p.add_argument("--cases", nargs="*", default=[c.name for c in CASES])
     p.add_argument("--out", default=str(RESULTS))
+    p.add_argument("--append", action="store_true", help="add to the runs already in OUT/runs.json")
     a = p.parse_args(argv)
     counts = a.counts or (QUICK_COUNTS if a.quick else PAPER_COUNTS)
     out = Path(a.out)
@@ -290,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     raw.mkdir(parents=True, exist_ok=True)
     plan = [(c, n, k) for c in CASES if c.name in a.cases for n in counts for k in a.concurrency]
     runs: list[Run] = []
+    if a.append and (out / "runs.json").exists():
+        runs = [Run(**r) for r in json.loads((out / "runs.json").read_text())]
     started = time.monotonic()
     for i, (case, n, k) in enumerate(plan, start=1):
         print(
@@ -309,8 +355,14 @@ def main(argv: list[str] | None = None) -> int:
             w.writeheader()
             w.writerows(asdict(r) for r in runs)
         (out / "runs.json").write_text(json.dumps([asdict(r) for r in runs], indent=1))
-    meta = versions() | {"counts": counts, "concurrency": a.concurrency, "cases": a.cases}
+    invocation = {"counts": counts, "concurrency": a.concurrency, "cases": a.cases}
+    meta = versions() | {"invocations": [invocation]}
+    if a.append and (out / "meta.json").exists():
+        meta["invocations"] = json.loads((out / "meta.json").read_text()).get("invocations", []) + [
+            invocation
+        ]
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
+    (out / "summary.md").write_text(summary(runs))
     plots(runs, out)
     mismatches = [r for r in runs if not r.agree]
     print(f"done: {len(runs)} runs, {len(mismatches)} counter/log mismatches -> {out}")

@@ -182,16 +182,15 @@ class Switch:
 
     # ------------------------------------------------------------ writes
 
-    def _entity(self, entry: Entry) -> p4runtime_pb2.Entity:
-        ent = p4runtime_pb2.Entity()
+    def _entity(self, entry: Entry, ent: p4runtime_pb2.Entity) -> None:
+        """Fill `ent` (a message inside the request) in place."""
         if entry.table == MULTICAST:
             g = ent.packet_replication_engine_entry.multicast_group_entry
             g.multicast_group_id = entry.exact("group_id")
             for rid, (_, port) in enumerate(entry.params):
                 g.replicas.add(egress_port=port, instance=rid + 1)
         else:
-            ent.table_entry.CopyFrom(self.schema.encode(entry))
-        return ent
+            self.schema.encode(entry, into=ent.table_entry)
 
     def write(self, batch: list[Update], idle_timeout_ns: int = 0) -> None:
         """One WriteRequest; on failure, name the first update the switch refused."""
@@ -200,7 +199,7 @@ class Switch:
         for u in batch:
             upd = req.updates.add()
             upd.type = getattr(p4runtime_pb2.Update, u.op)
-            upd.entity.CopyFrom(self._entity(u.entry))
+            self._entity(u.entry, upd.entity)
             if idle_timeout_ns and upd.entity.HasField("table_entry"):
                 upd.entity.table_entry.idle_timeout_ns = idle_timeout_ns
         self._send(req, batch)

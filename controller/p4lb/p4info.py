@@ -120,10 +120,14 @@ class Schema:
 
     # ------------------------------------------------------------ codec
 
-    def encode(self, entry: Entry) -> p4runtime_pb2.TableEntry:
-        """Our Entry as a P4Runtime TableEntry, with canonical byte strings."""
+    def encode(
+        self, entry: Entry, into: p4runtime_pb2.TableEntry | None = None
+    ) -> p4runtime_pb2.TableEntry:
+        """Our Entry as a P4Runtime TableEntry, with canonical byte strings; written into
+        `into` when given (a write request's own message: no copy of a large batch)."""
         tab = self.table(entry.table)
-        te = p4runtime_pb2.TableEntry(table_id=tab.id)
+        te = p4runtime_pb2.TableEntry() if into is None else into
+        te.table_id = tab.id
         given = dict(entry.match)
         for f in tab.fields:
             if f.name not in given:
