@@ -24,7 +24,7 @@ help:
 	@echo "  run        start the Mininet topology + BMv2 + controller, open the CLI"
 	@echo "  stop       stop everything 'make run' started (by PID) and remove its interfaces"
 	@echo "  test       lint + the whole test suite (layers without their tools are skipped)"
-	@echo "  bench      ApacheBench runs for every algorithm (QUICK=1 for a smoke run)"
+	@echo "  bench      ApacheBench runs for every algorithm + controller speed (QUICK=1: smoke run)"
 	@echo "  lint       ruff + mypy + shellcheck"
 	@echo "  clean      remove $(BUILD)/ and caches"
 
@@ -73,6 +73,7 @@ stop:
 
 bench: $(VPY)
 	$(VPY) -m topology.bench $(if $(QUICK),--quick,)
+	$(VPY) -m topology.ctlbench $(if $(QUICK),--vips 10 --trials 5,)
 
 clean:
 	rm -rf $(BUILD) .pytest_cache .mypy_cache .ruff_cache

@@ -10,7 +10,7 @@ from scapy.layers.inet import ICMP, IP, TCP, UDP
 from scapy.layers.l2 import ARP, Ether
 
 from p4lb import control, intent
-from p4lb.entries import Update
+from p4lb.entries import Update, desired_entries, ids_on_switch, plan, vip_key
 from p4lb.model import Flow, iphash_member, state_index
 from tests.dataplane.harness import (
     SWITCH_MAC,
@@ -30,6 +30,7 @@ DROPS = {
     "ttl_expired": 3,
     "vip_port_unknown": 4,
     "no_route": 5,
+    "no_backend": 6,
     "fragment": 7,
     "unsupported": 8,
 }
@@ -148,6 +149,40 @@ def test_affinity_survives_a_weight_change_and_a_drain(bmv2: Bmv2, wire: Wire) -
         wire.clear()
         wire.send(1, syn(44100 + i))
         assert backend_of(wire, 44100 + i) != first
+
+
+def test_a_weight_change_is_invisible_until_its_single_flip(bmv2: Bmv2, wire: Wire) -> None:
+    """Write a change batch by batch, sending new connections after each: until the one
+    batch that modifies vip_table they follow the old 1:1:1 cycle, after it only s2."""
+    new = intent.drain(intent.drain(bmv2.cfg, "web", "s3"), "web", "s4")
+    current = bmv2.sw.read_entries()
+    batches = plan(desired_entries(new, current)[1], current)
+    flips = [i for i, b in enumerate(batches) if any(u.entry.table == "vip_table" for u in b)]
+    assert len(flips) == 1 and 0 < flips[0] < len(batches) - 1, [len(b) for b in batches]
+    sport = 52000
+    for i, batch in enumerate(batches):
+        bmv2.sw.write(batch)
+        seen = []
+        for _ in range(3):
+            sport += 1
+            wire.send(1, syn(sport))
+            seen.append(backend_of(wire, sport))
+        assert sorted(seen) == ([2, 3, 4] if i < flips[0] else [2, 2, 2]), (i, seen)
+
+
+def test_an_open_connection_to_a_removed_backend_is_dropped_as_no_backend(
+    bmv2: Bmv2, wire: Wire
+) -> None:
+    wire.send(1, syn(53000))
+    port = backend_of(wire, 53000)
+    bmv2.apply(intent.remove_backend(bmv2.cfg, "web", f"s{port}"))
+    sid = ids_on_switch(bmv2.sw.read_entries()).services[vip_key(bmv2.cfg.vip("web"))]
+    index = sid * 16 + DROPS["no_backend"]
+    before = bmv2.counter("drops", index)
+    wire.clear()
+    wire.send(1, syn(53000, flags="A"))
+    assert bmv2.wait_counter("drops", index, before + 1) == before + 1
+    assert wire.expect(1, timeout=0.3) == []
 
 
 def test_affinity_survives_an_algorithm_change(bmv2: Bmv2, wire: Wire) -> None:
