@@ -140,12 +140,22 @@ class Switch:
             raise SwitchError(f"read from {self.address} failed: {e.details()}") from None
 
     def read_entries(self, tables: tuple[str, ...] = OWNED_TABLES) -> list[Entry]:
-        """Every entry of the given tables (and the flood group), as Entry values."""
-        out: list[Entry] = []
+        """Every entry of the given tables (and the flood group), as Entry values: one Read
+        for all tables, its responses decoded from the wire (see decode_read_response)."""
+        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
         for name in tables:
-            ent = p4runtime_pb2.Entity()
-            ent.table_entry.table_id = self.schema.table(name).id
-            out.extend(self.schema.decode(e.table_entry) for e in self._read(ent))
+            req.entities.add().table_entry.table_id = self.schema.table(name).id
+        read_raw = self.client.channel.unary_stream(
+            "/p4.v1.P4Runtime/Read",
+            request_serializer=p4runtime_pb2.ReadRequest.SerializeToString,
+            response_deserializer=None,
+        )
+        out: list[Entry] = []
+        try:
+            for raw in read_raw(req, timeout=RPC_TIMEOUT_S):
+                out.extend(self.schema.decode_read_response(raw))
+        except grpc.RpcError as e:
+            raise SwitchError(f"read from {self.address} failed: {e.details()}") from None
         out.extend(self._read_multicast())
         return out
 

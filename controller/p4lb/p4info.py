@@ -3,9 +3,11 @@ and P4Runtime messages. Pure: it reads a file and builds protobuf messages, noth
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
@@ -168,22 +170,135 @@ class Schema:
 
     def decode(self, te: p4runtime_pb2.TableEntry) -> Entry:
         """A P4Runtime TableEntry read from the switch as our Entry."""
-        tab = self.tables_by_id[te.table_id]
-        by_id = {m.field_id: m for m in te.match}
+        matches = {
+            m.field_id: (m.lpm.value, m.lpm.prefix_len) if m.HasField("lpm") else (m.exact.value, 0)
+            for m in te.match
+        }
+        params = {p.param_id: p.value for p in te.action.action.params}
+        return self._entry(te.table_id, matches, te.action.action.action_id, params)
+
+    def decode_read_response(self, raw: bytes) -> list[Entry]:
+        """The table entries of a serialized ReadResponse, decoded straight from the wire.
+
+        p4runtime-shell pins protobuf < 3.21, which has no compiled extension for Python
+        3.11: parsing a read of a few thousand entries through protobuf took most of a
+        no-op `p4lb apply`. Table entries use a handful of fields, read here directly."""
+        out = []
+        for fno, entity in _wire(raw):
+            if fno != _F_ENTITIES:
+                continue
+            for eno, te in _wire(entity):
+                if eno == _F_TABLE_ENTRY:
+                    out.append(self._decode_wire_entry(te))
+        return out
+
+    def _decode_wire_entry(self, te: bytes) -> Entry:
+        table_id = action_id = 0
+        matches: dict[int, tuple[bytes, int]] = {}
+        params: dict[int, bytes] = {}
+        for fno, value in _wire(te):
+            if fno == _F_TABLE_ID:
+                table_id = value
+            elif fno == _F_MATCH:
+                field_id, kind, body = 0, 0, b""
+                for mno, mval in _wire(value):
+                    if mno == _F_FIELD_ID:
+                        field_id = mval
+                    elif mno in (_F_EXACT, _F_LPM):
+                        kind, body = mno, mval
+                got = dict(_wire(body))
+                if kind == _F_LPM:
+                    matches[field_id] = (
+                        got.get(_F_LPM_VALUE, b""),
+                        got.get(_F_LPM_PREFIX_LEN, 0),
+                    )
+                else:
+                    matches[field_id] = (got.get(_F_EXACT_VALUE, b""), 0)
+            elif fno == _F_ACTION:
+                for ano, action in _wire(value):
+                    if ano != _F_ACTION_ACTION:
+                        continue
+                    for pno, pval in _wire(action):
+                        if pno == _F_ACTION_ID:
+                            action_id = pval
+                        elif pno == _F_PARAMS:
+                            param = dict(_wire(pval))
+                            params[param.get(_F_PARAM_ID, 0)] = param.get(_F_PARAM_VALUE, b"")
+        return self._entry(table_id, matches, action_id, params)
+
+    def _entry(
+        self,
+        table_id: int,
+        matches: dict[int, tuple[bytes, int]],
+        action_id: int,
+        params: dict[int, bytes],
+    ) -> Entry:
+        tab = self.tables_by_id[table_id]
         match: list[tuple[str, MatchValue]] = []
         for f in tab.fields:
-            m = by_id.get(f.id)
+            value, prefix_len = matches.get(f.id, (b"", 0))
+            number = int.from_bytes(value, "big")
             if f.match_type == p4info_pb2.MatchField.LPM:
-                if m is None:
-                    match.append((f.name, (0, 0)))
-                else:
-                    match.append((f.name, (int.from_bytes(m.lpm.value, "big"), m.lpm.prefix_len)))
+                match.append((f.name, (number, prefix_len)))
             else:
-                match.append((f.name, int.from_bytes(m.exact.value, "big") if m else 0))
-        act = self.actions_by_id[te.action.action.action_id]
-        pvals = {p.param_id: int.from_bytes(p.value, "big") for p in te.action.action.params}
-        params = tuple((p.name, pvals.get(p.id, 0)) for p in act.params)
-        return Entry(tab.name, tuple(match), act.name, params)
+                match.append((f.name, number))
+        act = self.actions_by_id[action_id]
+        values = tuple((p.name, int.from_bytes(params.get(p.id, b""), "big")) for p in act.params)
+        return Entry(tab.name, tuple(match), act.name, values)
+
+
+def _number(message: Any, name: str) -> int:
+    return int(message.DESCRIPTOR.fields_by_name[name].number)
+
+
+# Field numbers of the P4Runtime messages a table read returns, from the descriptors.
+_F_ENTITIES = _number(p4runtime_pb2.ReadResponse, "entities")
+_F_TABLE_ENTRY = _number(p4runtime_pb2.Entity, "table_entry")
+_F_TABLE_ID = _number(p4runtime_pb2.TableEntry, "table_id")
+_F_MATCH = _number(p4runtime_pb2.TableEntry, "match")
+_F_ACTION = _number(p4runtime_pb2.TableEntry, "action")
+_F_FIELD_ID = _number(p4runtime_pb2.FieldMatch, "field_id")
+_F_EXACT = _number(p4runtime_pb2.FieldMatch, "exact")
+_F_LPM = _number(p4runtime_pb2.FieldMatch, "lpm")
+_F_EXACT_VALUE = _number(p4runtime_pb2.FieldMatch.Exact, "value")
+_F_LPM_VALUE = _number(p4runtime_pb2.FieldMatch.LPM, "value")
+_F_LPM_PREFIX_LEN = _number(p4runtime_pb2.FieldMatch.LPM, "prefix_len")
+_F_ACTION_ACTION = _number(p4runtime_pb2.TableAction, "action")
+_F_ACTION_ID = _number(p4runtime_pb2.Action, "action_id")
+_F_PARAMS = _number(p4runtime_pb2.Action, "params")
+_F_PARAM_ID = _number(p4runtime_pb2.Action.Param, "param_id")
+_F_PARAM_VALUE = _number(p4runtime_pb2.Action.Param, "value")
+
+
+def _wire(buf: bytes) -> Iterator[tuple[int, Any]]:
+    """(field number, value) for each field of one serialized protobuf message: varints as
+    int, length-delimited fields as bytes; fixed-width fields are skipped."""
+    i, end = 0, len(buf)
+    while i < end:
+        key, i = _varint(buf, i)
+        kind = key & 7
+        if kind == 0:
+            number, i = _varint(buf, i)
+            yield key >> 3, number
+        elif kind == 2:
+            size, i = _varint(buf, i)
+            yield key >> 3, buf[i : i + size]
+            i += size
+        elif kind in (1, 5):
+            i += 8 if kind == 1 else 4
+        else:
+            raise P4InfoError(f"unexpected protobuf wire type {kind} in a read response")
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = buf[i]
+        i += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, i
+        shift += 7
 
 
 def to_bytes(value: int, bitwidth: int, what: str) -> bytes:

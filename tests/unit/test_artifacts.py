@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 from p4.config.v1 import p4info_pb2
+from p4.v1 import p4runtime_pb2
 
 from p4lb import config as cfgmod
-from p4lb.entries import MULTICAST, desired_entries
+from p4lb.entries import MULTICAST, Entry, desired_entries
 from p4lb.p4info import P4InfoError, Schema, load_p4info
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,6 +112,31 @@ def test_every_entry_of_the_default_config_encodes_and_decodes(schema: Schema) -
         if e.table == MULTICAST:
             continue
         assert schema.decode(schema.encode(e)) == e
+
+
+def test_a_serialized_read_response_decodes_from_the_wire_like_protobuf(schema: Schema) -> None:
+    cfg = cfgmod.load(ROOT / "configs" / "default.toml", schema.limits())
+    _, desired = desired_entries(cfg, [])
+    entries = [e for e in desired if e.table != MULTICAST]
+    # A default route (/0 is sent without its field), large values, and a non-table entity
+    # in between, which the wire decoder must skip.
+    entries.append(
+        Entry(
+            "ipv4_route_table",
+            (("dst_addr", (0, 0)),),
+            "forward",
+            (("port", 511), ("src_mac", (1 << 48) - 1), ("dst_mac", 0)),
+        )
+    )
+    rep = p4runtime_pb2.ReadResponse()
+    for i, e in enumerate(entries):
+        schema.encode(e, into=rep.entities.add().table_entry)
+        if i == 1:
+            rep.entities.add().counter_entry.data.packet_count = 7
+    raw = rep.SerializeToString()
+    got = schema.decode_read_response(raw)
+    assert got == entries
+    assert got == [schema.decode(x.table_entry) for x in rep.entities if x.HasField("table_entry")]
 
 
 def test_encode_refuses_values_that_do_not_fit(schema: Schema) -> None:
