@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -113,8 +114,9 @@ class Controller:
         return sw
 
     def run(self, duration_s: float | None = None) -> int:
-        signal.signal(signal.SIGTERM, self.stop)
-        signal.signal(signal.SIGINT, self.stop)
+        if threading.current_thread() is threading.main_thread():  # else: stop() ends it
+            signal.signal(signal.SIGTERM, self.stop)
+            signal.signal(signal.SIGINT, self.stop)
         deadline = None if duration_s is None else time.monotonic() + duration_s
         sw: Switch | None = None
         next_check = 0.0

@@ -123,6 +123,11 @@ class Bmv2:
         cfgmod.save(cfg, self.cfg_path)
         return control.apply(self.sw, cfg)
 
+    def restart(self) -> None:
+        """Stop the switch (by its PID) and start an empty one on the same veths."""
+        bmv2.terminate(self.proc)
+        self.proc = _spawn(self.log)
+
     def counter(self, name: str, index: int) -> int:
         cell = self.sw.read_counter(name).get(index)
         return cell.packets if cell else 0
@@ -137,6 +142,11 @@ class Bmv2:
         return value
 
 
+def _spawn(log: Path) -> subprocess.Popen[bytes]:
+    ports = {p: switch_iface(p) for p in range(1, N_PORTS + 1)}
+    return bmv2.spawn(ports, GRPC_PORT, THRIFT_PORT, log_file=log.with_name("bmv2"), out=log)
+
+
 def start() -> Bmv2:
     """veths + simple_switch_grpc + our pipeline and the test config applied."""
     stop_leftovers()
@@ -147,9 +157,8 @@ def start() -> Bmv2:
             _run("ip", "link", "set", ifc, "up")
     tmp = Path(tempfile.mkdtemp(prefix="p4lb-dp-"))
     log = tmp / "switch.log"
-    ports = {p: switch_iface(p) for p in range(1, N_PORTS + 1)}
     try:
-        proc = bmv2.spawn(ports, GRPC_PORT, THRIFT_PORT, log_file=tmp / "bmv2", out=log)
+        proc = _spawn(log)
     except BaseException:
         remove_veths()
         raise

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
 import pytest
 
 from p4lb import config as cfgmod
@@ -9,7 +15,8 @@ from p4lb import control, intent
 from p4lb.adapter import Switch, SwitchError
 from p4lb.cli import main
 from p4lb.entries import desired_entries
-from tests.dataplane.harness import GRPC_PORT, Bmv2
+from tests.dataplane.harness import GRPC_PORT, Bmv2, Wire
+from tests.dataplane.test_packets import colliding_pair, flow_syn
 
 
 def test_what_the_switch_holds_is_what_was_intended(bmv2: Bmv2) -> None:
@@ -50,3 +57,73 @@ def test_a_lower_election_id_cannot_write(bmv2: Bmv2) -> None:
     finally:
         other.close()
     assert control.apply(bmv2.sw, bmv2.cfg).writes == 0
+
+
+class RunningController:
+    """`p4lb run` (Controller.run) in a thread, as a higher election id than the test's own
+    session, against the test switch; stopped and joined on exit."""
+
+    def __init__(self, bmv2: Bmv2) -> None:
+        cfg = replace(bmv2.cfg, switch=replace(bmv2.cfg.switch, election_id=20))
+        self.path = bmv2.cfg_path.with_name("run.toml")
+        cfgmod.save(cfg, self.path)
+        self.ctl = control.Controller(lambda: cfgmod.load(self.path), check_s=0.5)
+        self.thread = threading.Thread(target=self.ctl.run, kwargs={"duration_s": 60})
+
+    def __enter__(self) -> RunningController:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.ctl.stop()
+        self.thread.join(15)
+        assert not self.thread.is_alive(), "p4lb run did not stop"
+
+
+def _until(check: Callable[[], bool], timeout: float = 15.0) -> bool:
+    """Poll `check` (bounded) until it holds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(SwitchError):
+            if check():
+                return True
+        time.sleep(0.1)
+    return False
+
+
+def _holds_intent(reader: Switch, cfg: cfgmod.Config) -> bool:
+    held = reader.read_entries()
+    return bool(held) and sorted(held) == sorted(desired_entries(cfg, held)[1])
+
+
+def _reader(bmv2: Bmv2) -> Switch:
+    """The test's session becomes a reader (election id 1); the controller writes."""
+    bmv2.sw.close()
+    bmv2.sw = Switch(f"127.0.0.1:{GRPC_PORT}", 0, 1)
+    return bmv2.sw
+
+
+def test_run_restores_everything_after_the_switch_restarts(bmv2: Bmv2) -> None:
+    with RunningController(bmv2):
+        reader = _reader(bmv2)
+        assert _until(lambda: _holds_intent(reader, bmv2.cfg))
+        bmv2.restart()  # a new, empty simple_switch_grpc on the same ports
+        reader = _reader(bmv2)
+        assert _until(lambda: _holds_intent(reader, bmv2.cfg))
+
+
+def test_run_installs_an_entry_for_a_colliding_flow(bmv2: Bmv2, wire: Wire) -> None:
+    a, b = colliding_pair()
+    with RunningController(bmv2):
+        reader = _reader(bmv2)
+        # The controller has enabled digests once the switch holds its intent.
+        assert _until(lambda: _holds_intent(reader, bmv2.cfg))
+        wire.send(1, flow_syn(a))
+        wire.send(1, flow_syn(b))
+        assert len(wire.expect(2, where=lambda port, raw: port != 1)) == 2
+
+        def installed() -> bool:
+            held = reader.read_entries(("conn_table",))
+            return [e.m("src_port") for e in held if e.table == "conn_table"] == [b.sport]
+
+        assert _until(installed)

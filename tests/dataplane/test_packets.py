@@ -321,7 +321,7 @@ def test_drops_are_counted_and_nothing_leaves(
     assert all(TCP in Ether(raw) and Ether(raw)[TCP].sport == 49000 for _, raw in wire.got)
 
 
-def _colliding_pair() -> tuple[Flow, Flow]:
+def colliding_pair() -> tuple[Flow, Flow]:
     seen: dict[int, Flow] = {}
     for host in range(2, 250):
         for sport in range(50000, 50400):
@@ -342,7 +342,7 @@ def flow_syn(f: Flow, flags: str = "S") -> Any:
 
 
 def test_collision_is_detected_routed_statelessly_and_reported(bmv2: Bmv2, wire: Wire) -> None:
-    a, b = _colliding_pair()
+    a, b = colliding_pair()
     bmv2.sw.enable_digest()
     wire.send(1, flow_syn(a))
     port_a = backend_of(wire, a.sport)
