@@ -29,7 +29,9 @@ def wait_listening(port: int, timeout_s: float, what: str = "simple_switch_grpc"
 def log_args(log_file: Path | None) -> list[str]:
     """BMv2's logging flags. Without a log file BMv2 still formats every trace message at
     its default level 'trace' and throws it away, which took over half of the switch's
-    time per packet here; level 'off' skips the formatting."""
+    time per packet here; level 'off' skips the formatting. (behavioral-model's
+    docs/performance.md removes the cost at build time with --disable-logging-macros;
+    p4lang's packages keep the macros, so the level is the knob users have.)"""
     if log_file is None:
         return ["--log-level", "off"]
     return ["--log-file", str(log_file), "--log-flush"]
