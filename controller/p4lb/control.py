@@ -91,6 +91,8 @@ class Controller:
         self.check_s = check_s
         self.stopping = False
         self.installed: set[tuple[Any, ...]] = set()
+        # Set while a session holds the switch in its intent with digests enabled.
+        self.ready = threading.Event()
 
     def stop(self, *_: object) -> None:
         self.stopping = True
@@ -111,6 +113,7 @@ class Controller:
         )
         sw.enable_digest()
         self.installed.clear()
+        self.ready.set()
         return sw
 
     def run(self, duration_s: float | None = None) -> int:
@@ -136,6 +139,7 @@ class Controller:
                             result.writes,
                         )
             except SwitchError as e:
+                self.ready.clear()
                 log.warning("switch: %s; reconnecting", e)
                 if sw is not None:
                     with contextlib.suppress(Exception):  # the session is gone anyway

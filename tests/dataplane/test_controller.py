@@ -114,10 +114,9 @@ def test_run_restores_everything_after_the_switch_restarts(bmv2: Bmv2) -> None:
 
 def test_run_installs_an_entry_for_a_colliding_flow(bmv2: Bmv2, wire: Wire) -> None:
     a, b = colliding_pair()
-    with RunningController(bmv2):
+    with RunningController(bmv2) as run:
         reader = _reader(bmv2)
-        # The controller has enabled digests once the switch holds its intent.
-        assert _until(lambda: _holds_intent(reader, bmv2.cfg))
+        assert run.ctl.ready.wait(15), "p4lb run did not take the switch"
         wire.send(1, flow_syn(a))
         wire.send(1, flow_syn(b))
         assert len(wire.expect(2, where=lambda port, raw: port != 1)) == 2
