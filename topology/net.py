@@ -134,7 +134,9 @@ def start_servers(lab: Lab, threaded: bool) -> None:
             f"{sys.executable} -m topology.server --name {s.name} --port {SERVER_PORT} "
             f"--log {log}" + (" --threaded" if threaded else "")
         )
-        out = s.cmd(f"cd {ROOT} && PYTHONPATH={ROOT} {cmd} > /dev/null 2>&1 & echo $!")
+        # One simple command in the background, so $! is the server's own PID (with
+        # `cd ... && cmd &` it would be a subshell's, and stopping it would orphan the server).
+        out = s.cmd(f"PYTHONPATH={ROOT} {cmd} > /dev/null 2>&1 & echo $!")
         lab.pids[f"server-{s.name}"] = int(out.strip().split()[-1])
     for s in lab.servers:  # bounded wait until each server listens (without connecting:
         # a probe connection would be one more line in the access log than the switch saw)
