@@ -17,6 +17,7 @@ from p4lb import config as cfgmod
 from p4lb import control
 from p4lb.adapter import Switch
 from p4lb.config import Config
+from p4lb.model import Flow, state_index
 from topology import bmv2
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -254,3 +255,28 @@ def have_artifacts() -> bool:
 
 def is_root() -> bool:
     return os.geteuid() == 0
+
+
+def colliding_pair() -> tuple[Flow, Flow]:
+    """Two client flows to the web VIP whose state registers share an index."""
+    seen: dict[int, Flow] = {}
+    for host in range(2, 250):
+        for sport in range(50000, 50400):
+            f = Flow(f"10.0.1.{host}", VIP, 6, sport, 80)
+            idx = state_index(f)
+            if idx in seen:
+                return seen[idx], f
+            seen[idx] = f
+    raise AssertionError("no colliding pair found")
+
+
+def flow_syn(f: Flow, flags: str = "S") -> Any:
+    """A TCP packet of flow `f` from the client port."""
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+
+    return (
+        Ether(src=host_mac(1), dst=VIP_MAC)
+        / IP(src=f.src, dst=f.dst)
+        / TCP(sport=f.sport, dport=f.dport, flags=flags)
+    )

@@ -15,8 +15,7 @@ from p4lb import control, intent
 from p4lb.adapter import Switch, SwitchError
 from p4lb.cli import main
 from p4lb.entries import desired_entries
-from tests.dataplane.harness import GRPC_PORT, Bmv2, Wire
-from tests.dataplane.test_packets import colliding_pair, flow_syn
+from tests.dataplane.harness import GRPC_PORT, Bmv2, Wire, colliding_pair, flow_syn
 
 
 def test_what_the_switch_holds_is_what_was_intended(bmv2: Bmv2) -> None:

@@ -11,13 +11,15 @@ from scapy.layers.l2 import ARP, Ether
 
 from p4lb import control, intent
 from p4lb.entries import Update, desired_entries, ids_on_switch, plan, vip_key
-from p4lb.model import Flow, iphash_member, state_index
+from p4lb.model import Flow, iphash_member
 from tests.dataplane.harness import (
     SWITCH_MAC,
     VIP,
     VIP_MAC,
     Bmv2,
     Wire,
+    colliding_pair,
+    flow_syn,
     host_ip,
     host_mac,
 )
@@ -319,26 +321,6 @@ def test_drops_are_counted_and_nothing_leaves(
     wire.send(1, syn(49000))
     assert backend_of(wire, 49000) in BACKEND_PORTS
     assert all(TCP in Ether(raw) and Ether(raw)[TCP].sport == 49000 for _, raw in wire.got)
-
-
-def colliding_pair() -> tuple[Flow, Flow]:
-    seen: dict[int, Flow] = {}
-    for host in range(2, 250):
-        for sport in range(50000, 50400):
-            f = Flow(f"10.0.1.{host}", VIP, 6, sport, 80)
-            idx = state_index(f)
-            if idx in seen:
-                return seen[idx], f
-            seen[idx] = f
-    raise AssertionError("no colliding pair found")
-
-
-def flow_syn(f: Flow, flags: str = "S") -> Any:
-    return (
-        Ether(src=host_mac(1), dst=VIP_MAC)
-        / IP(src=f.src, dst=f.dst)
-        / TCP(sport=f.sport, dport=f.dport, flags=flags)
-    )
 
 
 def test_collision_is_detected_routed_statelessly_and_reported(bmv2: Bmv2, wire: Wire) -> None:
