@@ -1,66 +1,283 @@
 #!/usr/bin/env bash
 # One install path for p4lb, used by `make deps` natively and by the Vagrant VM.
-# Idempotent: run it as often as you like. Installs p4c and BMv2 (simple_switch_grpc)
-# from p4lang's official Ubuntu packages, Mininet, ApacheBench, tcpdump, and the Python
-# package in .venv. Where p4lang's packages cannot be reached it installs the rest and
-# ends with one message naming what is missing.
+# Idempotent: a re-run with everything present changes nothing and fetches nothing.
+#
+# 1. Distribution packages: Mininet, ApacheBench, tcpdump, ... and a Python >= 3.11
+#    (python3.11 + python3.11-venv where the distribution's python3 is older, as on Ubuntu 22.04).
+# 2. p4c and BMv2 (simple_switch_grpc), first route that works:
+#      a. already installed (found on PATH: packages, or a source build in /usr/local)
+#      b. home:p4lang:latest, p4lang's maintained packages (Ubuntu 22.04, x86_64)
+#      c. home:p4lang, the older project (flaky mirrors, only the newest revision kept)
+#    Transient repository errors (403, 5xx, timeouts, "Mirror sync in progress") are retried
+#    with backoff; a route that does not publish for this system is skipped at once.
+# 3. .venv with the p4lb package, built with that Python.
+# 4. The versions now installed and the next command; exit 2 (everything else installed)
+#    with one message naming what is missing and what to do when no route gave p4c and BMv2.
+#
+# Overridable by environment (the defaults are what a user wants; tests point them elsewhere):
+#   P4LB_OS_RELEASE       os-release file to read ID / VERSION_ID from  (/etc/os-release)
+#   P4LB_REPO_LATEST      base URL of home:p4lang:latest, P4LB_REPO_LATEST_DISTS where it publishes
+#   P4LB_REPO_OLD         base URL of home:p4lang
+#   P4LB_APT_SOURCES_DIR  where the apt source lines go        (apt's Dir::Etc::sourceparts)
+#   P4LB_KEYRING_DIR      where the repository keys go         (/etc/apt/keyrings)
+#   P4LB_RETRIES          tries per route on transient errors  (4)
+#   P4LB_BACKOFF          seconds before the first retry, doubled each time (5)
+#   P4LB_TOOL_PATH        PATH searched for the installed tools ($PATH)
+#   P4LB_DISTRO_PKGS      distribution packages besides Python (space-separated; default below)
+#   P4LB_VENV=0           skip building .venv
+#   P4LB_NEXT             the next command to print           (make run)
+# apt itself honours APT_CONFIG, so tests can run all of this against a throwaway root.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OS_RELEASE="${P4LB_OS_RELEASE:-/etc/os-release}"
+# The key is fetched over https; apt uses http, as the build service documents (its mirrors
+# redirect to http, and apt verifies every index against the key anyway).
+REPO_LATEST="${P4LB_REPO_LATEST:-https://download.opensuse.org/repositories/home:/p4lang:/latest}"
+REPO_LATEST_DISTS="${P4LB_REPO_LATEST_DISTS:-xUbuntu_22.04}"
+REPO_OLD="${P4LB_REPO_OLD:-https://download.opensuse.org/repositories/home:/p4lang}"
+KEYRING_DIR="${P4LB_KEYRING_DIR:-/etc/apt/keyrings}"
+RETRIES="${P4LB_RETRIES:-4}"
+BACKOFF="${P4LB_BACKOFF:-5}"
+TOOL_PATH="${P4LB_TOOL_PATH:-$PATH}"
+NEXT="${P4LB_NEXT:-make run}"
+P4_PKGS=(p4lang-p4c p4lang-bmv2 p4lang-pi)
+P4_TOOLS=(p4c p4c-bm2-ss simple_switch_grpc)
+OTHER_TOOLS=(mn ab tcpdump)
+
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
 
 log() { printf 'deps: %s\n' "$*"; }
+have() { PATH="$TOOL_PATH" command -v "$1" >/dev/null 2>&1; }
+# The first version-looking word a tool prints about itself.
+version_of() {
+    local out
+    out=$(PATH="$TOOL_PATH" "$@" 2>&1 || true)
+    grep -Eo '[0-9]+(\.[0-9]+)+[^ ,)]*' <<<"$out" | head -1 | grep . || echo "?"
+}
+py_ok() { "$@" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; }
 
-# shellcheck disable=SC1091
-. /etc/os-release
-log "system: ${PRETTY_NAME:-unknown}"
+ID="" VERSION_ID="" PRETTY_NAME=""
+if [ -r "$OS_RELEASE" ]; then
+    # shellcheck disable=SC1090
+    . "$OS_RELEASE"
+fi
+SYSTEM="${PRETTY_NAME:-${ID:-unknown} ${VERSION_ID:-}}"
+log "system: $SYSTEM"
 
-# 1. Everything Debian/Ubuntu ship themselves.
-BASE_PKGS=(python3 python3-venv python3-pip make git curl gnupg ca-certificates
-           mininet apache2-utils tcpdump ethtool iproute2 iputils-ping shellcheck)
-log "installing distribution packages"
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${BASE_PKGS[@]}" >/dev/null
-
-# 2. p4lang's packages (p4c, BMv2 with simple_switch_grpc), published for Ubuntu only.
-P4_REPO_STATUS="not tried"
-if [ "${ID:-}" = "ubuntu" ] && [ -n "${VERSION_ID:-}" ]; then
-    repo="https://download.opensuse.org/repositories/home:/p4lang/xUbuntu_${VERSION_ID}"
-    keyring=/etc/apt/keyrings/p4lang.gpg
-    if curl -fsSL --max-time 30 "${repo}/Release.key" -o /tmp/p4lang.key; then
-        $SUDO install -d -m 0755 /etc/apt/keyrings
-        $SUDO gpg --batch --yes --dearmor -o "$keyring" /tmp/p4lang.key
-        echo "deb [signed-by=${keyring}] ${repo}/ /" |
-            $SUDO tee /etc/apt/sources.list.d/p4lang.list >/dev/null
-        $SUDO apt-get update -qq
-        if $SUDO apt-get install -y -qq --no-install-recommends p4lang-p4c p4lang-bmv2 >/dev/null; then
-            P4_REPO_STATUS="installed"
-        else
-            P4_REPO_STATUS="p4lang repository reached, but its packages did not install"
-        fi
-    else
-        P4_REPO_STATUS="p4lang repository unreachable (${repo})"
-    fi
-else
-    P4_REPO_STATUS="p4lang publishes packages for Ubuntu only; this is ${ID:-unknown} ${VERSION_ID:-}"
+HAVE_APT=0
+if command -v apt-get >/dev/null 2>&1 && command -v dpkg-query >/dev/null 2>&1; then
+    HAVE_APT=1
+    eval "$(apt-config shell DPKG_STATUS Dir::State::status/f APT_PARTS Dir::Etc::sourceparts/d)"
+    SOURCES_DIR="${P4LB_APT_SOURCES_DIR:-${APT_PARTS:-/etc/apt/sources.list.d/}}"
+    DPKG_ADMIN="$(dirname "${DPKG_STATUS:-/var/lib/dpkg/status}")"
 fi
 
-# 3. The Python package and its pinned dependencies, in a virtualenv.
-log "installing the p4lb Python package into ${ROOT}/.venv"
-make -C "$ROOT" --no-print-directory venv >/dev/null
+apt_get() { $SUDO apt-get "$@"; }
+all_installed() {
+    local p
+    for p in "$@"; do
+        dpkg-query --admindir="$DPKG_ADMIN" -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null |
+            grep -q '^ii' || return 1
+    done
+}
 
-# 4. One verdict.
-missing=()
-for tool in p4c simple_switch_grpc mn ab tcpdump; do
-    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+# 1. The distribution's own packages, and a Python >= 3.11 for .venv.
+if py_ok env PATH="$TOOL_PATH" python3; then
+    PY=python3
+    PY_PKGS=(python3 python3-venv)
+else
+    PY=python3.11
+    PY_PKGS=(python3.11 python3.11-venv)
+fi
+read -r -a DISTRO_PKGS <<<"${P4LB_DISTRO_PKGS:-make git curl gnupg ca-certificates mininet \
+apache2-utils tcpdump tcpreplay ethtool iproute2 iputils-ping shellcheck} ${PY_PKGS[*]}"
+UPDATED=0
+if [ "$HAVE_APT" -eq 0 ]; then
+    log "no apt-get here: install Mininet, ab, tcpdump and Python >= 3.11 yourself"
+elif all_installed "${DISTRO_PKGS[@]}"; then
+    log "distribution packages already installed"
+else
+    log "installing distribution packages: ${DISTRO_PKGS[*]}"
+    apt_get update -qq || log "apt-get update reported errors (above); going on"
+    UPDATED=1
+    if ! apt_get install -y -qq --no-install-recommends "${DISTRO_PKGS[@]}" >/dev/null; then
+        log "FAILED: apt-get could not install the distribution packages above; fix apt and re-run"
+        exit 1
+    fi
+fi
+
+# 2. p4c and BMv2.
+# What a failed repository step printed, sorted: transient (worth retrying), missing (this
+# route does not publish it), or fatal. A .deb that 404s means the index is ahead of the
+# mirror (home:p4lang keeps only the newest revision): transient, the next try re-reads it.
+classify() {
+    if grep -Eqi 'Failed to fetch [^ ]*\.deb +404' <<<"$1"; then echo transient
+    elif grep -Eqi '[[:space:]](403|408|429|5[0-9]{2})[[:space:]]+[[:alpha:]]|Mirror sync in progress|unexpected size|Hash Sum mismatch|timed out|Connection (failed|reset|refused)|Failed to connect|Could not connect|Undetermined Error' <<<"$1"; then echo transient
+    elif grep -Eqi '[[:space:]](404|410)[[:space:]]+[[:alpha:]]|does not have a Release file|Unable to locate package|has no installation candidate' <<<"$1"; then echo missing
+    else echo fatal
+    fi
+}
+first_error() {
+    awk '/^E: /         { e = e ? e : $0 }
+         /^W: /         { w = w ? w : $0 }
+         err == 1       { err = $0; sub(/^ +/, " ", err) }
+         /^Err:/ && !err { err = 1; first = $0 }
+         NF && !any     { any = $0 }
+         END { print (e ? e : w ? w : err ? first err : any) }' <<<"$1" | cut -c1-200
+}
+
+# One try of one route: key, source line, index, packages. Sets OUT (what failed) and returns
+# 0 (installed) or 1.
+route_once() {
+    local name=$1 base=$2 dist=$3 key="$TMP/Release.key" code
+    local keyring="${KEYRING_DIR%/}/${name}.gpg" list="${SOURCES_DIR%/}/${name}.list"
+    local line="deb [signed-by=${keyring}] ${base/#https:/http:}/${dist}/ /"
+    OUT=""
+    if ! code=$(curl -sS -L --max-time 30 -o "$key" -w '%{http_code}' \
+        "${base}/${dist}/Release.key" 2>"$TMP/curl.err"); then
+        OUT="Release.key: $(cat "$TMP/curl.err")"
+        return 1
+    fi
+    if [ "$code" != 200 ]; then
+        OUT="Release.key: HTTP  $code  $(http_reason "$code")"
+        return 1
+    fi
+    GNUPGHOME="$TMP" gpg --batch --yes --quiet --dearmor -o "$TMP/key.gpg" "$key" 2>/dev/null ||
+        { OUT="Release.key is not an OpenPGP key"; return 1; }
+    if ! cmp -s "$TMP/key.gpg" "$keyring"; then
+        $SUDO install -d -m 0755 "$KEYRING_DIR"
+        $SUDO install -m 0644 "$TMP/key.gpg" "$keyring"
+    fi
+    if [ "$(cat "$list" 2>/dev/null)" != "$line" ]; then
+        $SUDO install -d -m 0755 "$SOURCES_DIR"
+        printf '%s\n' "$line" >"$TMP/src.list"
+        $SUDO install -m 0644 "$TMP/src.list" "$list"
+    fi
+    # Read this repository's index only; apt's own retries are off, the loop below retries.
+    OUT=$(apt_get update -q -o Acquire::Retries=0 -o Acquire::http::Timeout=30 \
+        -o Acquire::Languages=none -o Dir::Etc::sourcelist="$list" \
+        -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0 2>&1) || return 1
+    if grep -Eq '^(E:|W: Failed to fetch|W: Some index files failed)' <<<"$OUT"; then return 1; fi
+    OUT=$(apt_get install -y -q --no-install-recommends -o Acquire::Retries=0 \
+        -o Acquire::http::Timeout=30 "${P4_PKGS[@]}" 2>&1) || return 1
+}
+http_reason() {
+    case $1 in 403) echo Forbidden ;; 404) echo Not Found ;; 410) echo Gone ;;
+        000) echo "no response" ;; 5??) echo "Server Error" ;; *) echo "HTTP error" ;; esac
+}
+# Remove what a failed route wrote, so a later `apt-get update` does not trip over it.
+route_forget() {
+    $SUDO rm -f "${SOURCES_DIR%/}/$1.list" "${KEYRING_DIR%/}/$1.gpg"
+}
+# Try a route up to RETRIES times on transient errors. Appends to NOTES why it failed.
+try_route() {
+    local name=$1 label=$2 base=$3 dist=$4 try=1 wait=$BACKOFF kind
+    log "trying ${label} (${dist}): ${base}/${dist}/"
+    if [ "$UPDATED" -eq 0 ]; then
+        # The p4lang packages depend on distribution libraries: their index must be current.
+        apt_get update -qq || log "apt-get update reported errors (above); going on"
+        UPDATED=1
+    fi
+    while :; do
+        if route_once "$name" "$base" "$dist"; then
+            log "installed ${P4_PKGS[*]} from ${label}"
+            return 0
+        fi
+        kind=$(classify "$OUT")
+        if [ "$kind" != transient ] || [ "$try" -ge "$RETRIES" ]; then
+            [ "$kind" = transient ] && kind="transient, gave up after $try tries"
+            NOTES+=("${label} (${dist}): ${kind}: $(first_error "$OUT")")
+            log "${label} failed (${kind}): $(first_error "$OUT")"
+            route_forget "$name"
+            return 1
+        fi
+        log "${label}: transient error ($(first_error "$OUT")); try $((try + 1))/${RETRIES} in ${wait} s"
+        sleep "$wait"
+        try=$((try + 1))
+        wait=$((wait * 2))
+    done
+}
+
+NOTES=()
+missing_p4() {
+    local t
+    for t in "${P4_TOOLS[@]}"; do have "$t" || printf '%s ' "$t"; done
+}
+if [ -z "$(missing_p4)" ]; then
+    log "p4c and BMv2 already installed: $(PATH="$TOOL_PATH" command -v simple_switch_grpc)"
+elif [ "$HAVE_APT" -eq 0 ]; then
+    NOTES+=("p4lang publishes apt packages only (Ubuntu)")
+else
+    ARCH="$(dpkg --print-architecture)"
+    case "$ID" in
+        ubuntu) DIST="xUbuntu_${VERSION_ID}" ;;
+        debian) DIST="Debian_${VERSION_ID}" ;;
+        *) DIST="" ;;
+    esac
+    done_p4=1
+    if [ -n "$DIST" ] && [ "$ARCH" = amd64 ] && [[ " $REPO_LATEST_DISTS " == *" $DIST "* ]]; then
+        try_route p4lang-latest "home:p4lang:latest" "$REPO_LATEST" "$DIST" && done_p4=0
+    else
+        NOTES+=("home:p4lang:latest publishes for ${REPO_LATEST_DISTS} (amd64) only; this is ${SYSTEM} (${ARCH})")
+        log "skipping home:p4lang:latest: it publishes for ${REPO_LATEST_DISTS} (amd64) only"
+    fi
+    if [ "$done_p4" -ne 0 ]; then
+        if [ -n "$DIST" ]; then
+            try_route p4lang "home:p4lang" "$REPO_OLD" "$DIST" || true
+        else
+            NOTES+=("home:p4lang publishes for Ubuntu (and some Debian) only; this is ${SYSTEM}")
+        fi
+    fi
+fi
+
+# 3. The Python package and its pinned dependencies.
+if [ "${P4LB_VENV:-1}" != 0 ]; then
+    if [ -e "$ROOT/.venv" ] && ! { py_ok "$ROOT/.venv/bin/python" && [ -x "$ROOT/.venv/bin/p4lb" ]; }; then
+        log "rebuilding .venv (it is incomplete or its Python is older than 3.11)"
+        rm -rf "$ROOT/.venv"
+    fi
+    if py_ok "$PY"; then
+        log "installing the p4lb Python package into ${ROOT}/.venv with ${PY}"
+        make -C "$ROOT" --no-print-directory venv PY="$PY" >/dev/null
+    else
+        NOTES+=(".venv: no Python >= 3.11 ($PY) to build it with")
+    fi
+fi
+
+# 4. What is there now, and one verdict.
+found=()
+for t in p4c simple_switch_grpc mn ab tcpdump; do
+    if have "$t"; then
+        case $t in
+            ab) found+=("ab $(version_of ab -V)") ;;
+            *) found+=("$t $(version_of "$t" --version)") ;;
+        esac
+    fi
 done
+if [ -x "$ROOT/.venv/bin/python" ]; then found+=(".venv python $(version_of "$ROOT/.venv/bin/python" --version)"); fi
+if [ "$HAVE_APT" -eq 1 ]; then
+    for p in "${P4_PKGS[@]}"; do
+        v=$(dpkg-query --admindir="$DPKG_ADMIN" -W -f='${Version}' "$p" 2>/dev/null) && [ -n "$v" ] && found+=("$p $v")
+    done
+fi
+log "installed: ${found[*]:-nothing}"
+
+missing=()
+for t in "${P4_TOOLS[@]}" "${OTHER_TOOLS[@]}"; do have "$t" || missing+=("$t"); done
+if [ "${P4LB_VENV:-1}" != 0 ] && [ ! -x "$ROOT/.venv/bin/p4lb" ]; then missing+=(.venv); fi
 if [ "${#missing[@]}" -eq 0 ]; then
-    log "all tools present: p4c $(p4c --version 2>/dev/null | tail -1), $(simple_switch_grpc --version 2>/dev/null | head -1)"
+    log "next: ${NEXT}"
     exit 0
 fi
-log "MISSING: ${missing[*]} (${P4_REPO_STATUS}). Everything else is installed."
-log "Get p4c and BMv2 from p4lang's packages on Ubuntu 22.04/24.04 (make deps there), or use"
-log "the VM: 'cd vagrant && vagrant up'. The unit tests and lint run without them (make test)."
+log "MISSING: ${missing[*]}. Everything else is installed."
+for n in "${NOTES[@]}"; do log "  ${n}"; done
+log "What to do: if a repository was down (403, 5xx, 'Mirror sync in progress'), run 'make deps'"
+log "again later. p4lang's packages are for Ubuntu 22.04 (x86_64): elsewhere use the VM"
+log "('cd vagrant && vagrant up') or build p4c and BMv2 from source into /usr/local; then re-run."
+log "Lint and unit tests run without them ('make test')."
 exit 2

@@ -1,0 +1,267 @@
+"""scripts/install-deps.sh end to end, against stand-in p4lang repositories on 127.0.0.1.
+
+Every route of the script runs with real apt, real dpkg and real signature checks, into a
+throwaway root: no package, source line or key lands on this machine, and nothing but
+127.0.0.1 is contacted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.install import repo
+from tests.install.repo import Fault, Plan
+
+pytestmark = pytest.mark.install
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "install-deps.sh"
+NEEDED = [
+    "dpkg-deb",
+    "dpkg-scanpackages",
+    "dpkg",
+    "apt-get",
+    "apt-config",
+    "gpg",
+    "gpgconf",
+    "curl",
+]
+MISSING = [t for t in NEEDED if shutil.which(t) is None] + (["root"] if os.geteuid() else [])
+if MISSING:
+    pytest.skip(f"install tests skipped: missing {', '.join(MISSING)}", allow_module_level=True)
+
+ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout
+LATEST, OLD = "1.2.5.2-1", "1.2.4.8-1"
+
+
+@dataclass
+class Site:
+    url: str
+    plan: Plan
+    distro_key: Path
+    www: Path
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    base = tmp_path_factory.mktemp("site")
+    signer = repo.Signer(base / "gnupg")
+    try:
+        www = base / "www"
+        repo.p4lang_debs(www / "latest/xUbuntu_22.04", LATEST)
+        repo.p4lang_debs(www / "old/xUbuntu_22.04", OLD)
+        repo.p4lang_debs(www / "old/xUbuntu_24.04", OLD, with_bmv2=False)  # as upstream
+        distro = www / "distro"
+        distro.mkdir()
+        repo.build_deb(
+            distro / "tools.deb",
+            "p4lb-standin-tools",
+            "1.0",
+            {"mn": "2.3.0", "ab": "This is ApacheBench, Version 2.3", "tcpdump": "tcpdump 4.99.1"},
+        )
+        repo.build_deb(distro / "py.deb", "python3.11", "3.11.0-1", {"python3.11": "Python 3.11.0"})
+        repo.build_deb(distro / "pyvenv.deb", "python3.11-venv", "3.11.0-1", {})
+        for d in ("latest/xUbuntu_22.04", "old/xUbuntu_22.04", "old/xUbuntu_24.04", "distro"):
+            repo.index(www / d, signer)
+        key = base / "distro.gpg"
+        key.write_bytes(signer.gpg("--export"))
+        plan = Plan()
+        server = repo.serve(www, plan)
+        try:
+            yield Site(f"http://127.0.0.1:{server.server_address[1]}", plan, key, www)
+        finally:
+            server.shutdown()
+            server.server_close()
+    finally:
+        signer.close()
+
+
+@dataclass
+class Machine:
+    root: Path
+    env: dict[str, str]
+    site: Site
+
+    def run(self, os_id: str = "ubuntu", version: str = "22.04") -> tuple[int, str]:
+        release = self.root.parent / "os-release"
+        release.write_text(f'ID={os_id}\nVERSION_ID="{version}"\nPRETTY_NAME="{os_id} {version}"\n')
+        p = subprocess.run(
+            ["bash", str(SCRIPT)],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        print(p.stdout, p.stderr)
+        return p.returncode, p.stdout
+
+    def installed(self, package: str) -> str:
+        p = subprocess.run(
+            ["dpkg-query", f"--root={self.root}", "-W", "-f=${Version}", package],
+            capture_output=True,
+            text=True,
+        )
+        return p.stdout
+
+    def lists(self) -> list[str]:
+        return sorted(p.name for p in (self.root / "etc/apt/sources.list.d").iterdir())
+
+
+@pytest.fixture
+def machine(site: Site, tmp_path: Path) -> Machine:
+    root = tmp_path / "root"
+    conf = repo.throwaway_root(root, f"{site.url}/distro", site.distro_key)
+    site.plan.reset()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "LC_ALL": "C",
+        "APT_CONFIG": str(conf),
+        "P4LB_OS_RELEASE": str(tmp_path / "os-release"),
+        "P4LB_REPO_LATEST": f"{site.url}/latest",
+        "P4LB_REPO_OLD": f"{site.url}/old",
+        "P4LB_KEYRING_DIR": str(root / "etc/apt/keyrings"),
+        "P4LB_TOOL_PATH": str(root / repo.STANDIN_BIN),
+        "P4LB_DISTRO_PKGS": "p4lb-standin-tools",
+        "P4LB_RETRIES": "4",
+        "P4LB_BACKOFF": "0",
+        "P4LB_VENV": "0",
+    }
+    return Machine(root, env, site)
+
+
+def lines(out: str, *needles: str) -> list[str]:
+    return [ln for ln in out.splitlines() if any(n in ln for n in needles)]
+
+
+latest_route = pytest.mark.skipif(
+    ARCH.strip() != "amd64", reason=f"home:p4lang:latest is amd64 only; this is {ARCH.strip()}"
+)
+
+
+@latest_route
+def test_latest_route_installs(machine: Machine) -> None:
+    rc, out = machine.run()
+    assert rc == 0, out
+    assert lines(out, "installed p4lang-p4c p4lang-bmv2 p4lang-pi from home:p4lang:latest")
+    assert f"p4c {LATEST} simple_switch_grpc {LATEST}" in out
+    assert out.rstrip().endswith("deps: next: make run")
+    assert machine.installed("p4lang-bmv2") == LATEST
+    # Ubuntu 22.04's python3 is 3.10: the script brings python3.11 and its venv module.
+    assert machine.installed("python3.11") and machine.installed("python3.11-venv")
+    assert machine.lists() == ["p4lang-latest.list"]
+    line = (machine.root / "etc/apt/sources.list.d/p4lang-latest.list").read_text()
+    assert line == (
+        f"deb [signed-by={machine.root}/etc/apt/keyrings/p4lang-latest.gpg] "
+        f"{machine.site.url}/latest/xUbuntu_22.04/ /\n"
+    )
+    assert not [r for r in machine.site.plan.requests if r.startswith("/old/")]
+
+
+@latest_route
+def test_transient_errors_are_retried(machine: Machine) -> None:
+    machine.site.plan.reset(
+        Fault("/latest/", 403, suffix="Release.key"),
+        Fault("/latest/", 503, suffix="InRelease"),
+        Fault("/latest/", 0, suffix=".deb"),  # wrong size: "Mirror sync in progress?"
+    )
+    rc, out = machine.run()
+    assert rc == 0, out
+    retries = lines(out, "transient error")
+    assert len(retries) == 3, out
+    assert "403" in retries[0] and "503" in retries[1] and "Mirror sync" in retries[2]
+    assert lines(out, "from home:p4lang:latest")
+    assert machine.installed("p4lang-p4c") == LATEST
+
+
+def test_latest_not_published_falls_back(machine: Machine) -> None:
+    machine.site.plan.reset(Fault("/latest/", 404, times=None))
+    rc, out = machine.run()
+    assert rc == 0, out
+    if ARCH.strip() == "amd64":
+        assert lines(out, "home:p4lang:latest failed (missing)")
+    assert lines(out, "installed p4lang-p4c p4lang-bmv2 p4lang-pi from home:p4lang")
+    assert machine.installed("p4lang-bmv2") == OLD
+    assert machine.lists() == ["p4lang.list"]  # the failed route left nothing behind
+
+
+@latest_route
+def test_latest_down_gives_up_then_falls_back(machine: Machine) -> None:
+    machine.site.plan.reset(Fault("/latest/", 503, times=None))
+    rc, out = machine.run()
+    assert rc == 0, out
+    assert len(lines(out, "home:p4lang:latest: transient error")) == 3  # 4 tries in all
+    assert lines(out, "home:p4lang:latest failed (transient, gave up after 4 tries)")
+    assert machine.installed("p4lang-p4c") == OLD
+
+
+def test_all_routes_fail(machine: Machine) -> None:
+    machine.site.plan.reset(Fault("/latest/", 503, times=None), Fault("/old/", 403, times=None))
+    rc, out = machine.run()
+    assert rc == 2, out
+    assert lines(out, "MISSING: p4c p4c-bm2-ss simple_switch_grpc. Everything else is installed.")
+    assert lines(out, "home:p4lang (xUbuntu_22.04): transient, gave up after 4 tries")
+    assert lines(out, "What to do: if a repository was down")
+    # The rest is installed all the same, and no broken source line is left for apt.
+    assert machine.installed("p4lb-standin-tools") and machine.installed("python3.11")
+    assert lines(out, "installed: mn 2.3.0 ab 2.3 tcpdump 4.99.1")
+    assert machine.lists() == []
+
+
+def test_ubuntu_2404_has_no_bmv2(machine: Machine) -> None:
+    rc, out = machine.run(version="24.04")
+    assert rc == 2, out
+    assert lines(out, "skipping home:p4lang:latest: it publishes for xUbuntu_22.04 (amd64) only")
+    assert lines(out, "(xUbuntu_24.04): missing: E: Unable to locate package p4lang-bmv2")
+    assert not [r for r in machine.site.plan.requests if r.startswith("/latest/")]
+
+
+def test_rerun_is_a_noop(machine: Machine) -> None:
+    rc, first = machine.run()
+    assert rc == 0, first
+    state = {
+        p: (p.stat().st_mtime_ns, p.read_bytes())
+        for p in machine.root.rglob("*")
+        if p.is_file() and "/var/cache/" not in str(p)
+    }
+    machine.site.plan.reset()
+    rc, out = machine.run()
+    assert rc == 0, out
+    assert machine.site.plan.requests == []
+    assert lines(out, "distribution packages already installed")
+    assert lines(out, "p4c and BMv2 already installed")
+    after = {
+        p: (p.stat().st_mtime_ns, p.read_bytes())
+        for p in machine.root.rglob("*")
+        if p.is_file() and "/var/cache/" not in str(p)
+    }
+    assert after == state
+
+
+def test_already_installed_fetches_nothing(machine: Machine, tmp_path: Path) -> None:
+    # A source build in its own prefix (as into /usr/local), distribution packages present.
+    local = tmp_path / "local-bin"
+    local.mkdir()
+    for tool, text in {
+        "p4c": "p4c 1.2.4.8",
+        "p4c-bm2-ss": "p4c-bm2-ss 1.2.4.8",
+        "simple_switch_grpc": "1.15.0-source",
+    }.items():
+        (local / tool).write_text(f"#!/bin/sh\necho '{text}'\n")
+        (local / tool).chmod(0o755)
+    debs = sorted(str(p) for p in (machine.site.www / "distro").glob("*.deb"))
+    subprocess.run(["dpkg", f"--root={machine.root}", "-i", *debs], check=True, capture_output=True)
+    machine.env["P4LB_TOOL_PATH"] = f"{local}:{machine.root / repo.STANDIN_BIN}"
+    rc, out = machine.run()
+    assert rc == 0, out
+    assert machine.site.plan.requests == []
+    assert lines(out, f"p4c and BMv2 already installed: {local}/simple_switch_grpc")
+    assert lines(out, "installed: p4c 1.2.4.8 simple_switch_grpc 1.15.0-source")
+    assert machine.lists() == []
