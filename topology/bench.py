@@ -106,9 +106,7 @@ def program_baseline(lab: Lab) -> None:
     schema = Schema(load_p4info(COMPILED / "baseline.p4info.txtpb"))
     sw = Switch(lab.config.switch.address, 0, lab.config.switch.election_id, info=schema)
     with sw:
-        sw.client.set_fwd_pipe_config(
-            str(COMPILED / "baseline.p4info.txtpb"), str(COMPILED / "baseline.json")
-        )
+        sw.ensure_pipeline(COMPILED / "baseline.p4info.txtpb", COMPILED / "baseline.json")
         hosts = lab.clients + lab.servers
         entries = [
             Entry(

@@ -154,7 +154,7 @@ def measure(n_vips: int, n_backends: int, trials: int) -> Figures:
     proc = bmv2.spawn({1: SWITCH_IF}, GRPC_PORT, THRIFT_PORT, out=tmp / "switch.out")
     try:
         cfg = big_config(n_vips, n_backends)
-        cfgmod.validate(cfg, cfgmod.Limits())
+        cfgmod.validate(cfg, cfgmod.compiled_limits())
         cfg_path = tmp / "lb.toml"
         cfgmod.save(cfg, cfg_path)
         with control.connect(cfg, one_shot=True) as sw:

@@ -116,7 +116,7 @@ def build(opts: Options) -> Lab:
         ),
         source=str(RUN_DIR / "lb.toml"),
     )
-    cfgmod.validate(cfg, cfgmod.Limits())
+    cfgmod.validate(cfg, cfgmod.compiled_limits())
     path = RUN_DIR / "lb.toml"
     cfgmod.save(cfg, path)
     lab = Lab(net, clients, servers, cfg, path)

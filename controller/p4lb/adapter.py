@@ -1,20 +1,30 @@
-"""The one place that talks P4Runtime, through p4runtime-shell's client.
+"""The one place that talks P4Runtime: a small synchronous client on grpcio.
 
-Everything else hands this module Entry values and gets Entry values back."""
+Everything else hands this module Entry values and gets Entry values back.
+
+Why not finsy's Switch: finsy is asyncio-only (its Switch is an async context manager driven
+by an event loop), while p4lb is a CLI of one-shot commands, a long-running loop and tests
+that call the switch from plain threads. Wrapping finsy would mean an event loop in a
+background thread and every call marshalled into it, to use perhaps a tenth of finsy. What
+the controller needs is small: arbitration that reports whether we are primary (and lets a
+one-shot command retry), table/counter/multicast reads and writes, digests and idle-timeout
+notifications from the stream. So this module is our own client, and finsy supplies the
+protobuf bindings (`finsy.proto`): they are the only published P4Runtime bindings generated
+for protobuf >= 4, so messages are parsed by protobuf's compiled (upb) parser.
+"""
 
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
-from google.rpc import status_pb2
-from p4.v1 import p4runtime_pb2
-from p4runtime_sh import p4runtime as shp4rt
+from finsy.proto import p4i, p4r, p4r_grpc, rpc_status
 
 from p4lb.entries import MULTICAST, OWNED_TABLES, Entry, Update
 from p4lb.p4info import BMV2_JSON_NAME, P4INFO_NAME, Schema, compiled_dir, load_p4info, schema
@@ -23,38 +33,17 @@ log = logging.getLogger("p4lb")
 
 CONNECT_TIMEOUT_S = 3.0
 RPC_TIMEOUT_S = 10.0
+# google.rpc.Code OK: the arbitration answer that makes us primary.
+_OK = 0
+_STREAM_KINDS = ("arbitration", "digest", "idle_timeout_notification", "error", "packet")
 
 
 class SwitchError(Exception):
     """The switch could not be reached or refused a request; the message is one line."""
 
 
-@contextmanager
-def _quiet_shell() -> Iterator[None]:
-    # p4runtime-shell logs at CRITICAL and calls sys.exit() on a failed handshake;
-    # we turn both into one SwitchError line.
-    logging.disable(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logging.disable(logging.NOTSET)
-
-
-class _Client(shp4rt.P4RuntimeClient):  # type: ignore[misc]
-    """p4runtime-shell's client, remembering whether we won the arbitration."""
-
-    is_primary = False
-
-    def handshake(self) -> None:
-        req = p4runtime_pb2.StreamMessageRequest()
-        req.arbitration.device_id = self.device_id
-        req.arbitration.election_id.high = self.election_id[0]
-        req.arbitration.election_id.low = self.election_id[1]
-        self.stream_out_q.put(req)
-        rep = self.get_stream_packet("arbitration", timeout=CONNECT_TIMEOUT_S)
-        if rep is None:
-            raise SwitchError("no arbitration answer")
-        self.is_primary = rep.arbitration.status.code == 0
+class NotPrimaryError(SwitchError):
+    """Another controller with a higher (or the same) election id holds the switch."""
 
 
 @dataclass
@@ -63,34 +52,122 @@ class CounterValue:
     bytes: int
 
 
+class _Stream:
+    """The StreamChannel: requests go through a queue, a thread sorts responses by kind."""
+
+    def __init__(self, stub: p4r_grpc.P4RuntimeStub) -> None:
+        self._out: queue.Queue[p4r.StreamMessageRequest | None] = queue.Queue()
+        self.inbox: dict[str, queue.Queue[Any]] = {k: queue.Queue() for k in _STREAM_KINDS}
+        self.closed = threading.Event()
+        self.end_reason = ""
+        self._call = stub.StreamChannel(self._requests())
+        self._thread = threading.Thread(target=self._receive, name="p4rt-stream", daemon=True)
+        self._thread.start()
+
+    def _requests(self) -> Iterator[p4r.StreamMessageRequest]:
+        while True:
+            req = self._out.get()
+            if req is None:
+                return
+            yield req
+
+    def _receive(self) -> None:
+        try:
+            for rep in self._call:
+                kind = rep.WhichOneof("update")
+                if kind in self.inbox:
+                    self.inbox[kind].put(rep)
+        except grpc.RpcError as e:
+            self.end_reason = f"{e.code().name}: {e.details()}"
+        finally:
+            self.closed.set()
+            self.inbox["arbitration"].put(None)  # wake a handshake waiting for an answer
+
+    def send(self, req: p4r.StreamMessageRequest) -> None:
+        self._out.put(req)
+
+    def close(self) -> None:
+        self._out.put(None)
+        self._call.cancel()
+        self._thread.join(CONNECT_TIMEOUT_S)
+
+
 class Switch:
     """A P4Runtime session with one switch (device) as one election id."""
 
     def __init__(
-        self, address: str, device_id: int, election_id: int, info: Schema | None = None
+        self, address: str, device_id: int, election_id: int | None, info: Schema | None = None
     ) -> None:
+        """Connect; with an election id, open the stream and take part in arbitration (see
+        is_primary); with None, a reader: no stream, reads only."""
         self.address = address
         self.device_id = device_id
+        self.election_id = election_id
+        self.schema = info or schema()
+        self._primary = False
+        self._channel = grpc.insecure_channel(address)
         try:
-            grpc.channel_ready_future(grpc.insecure_channel(address)).result(
-                timeout=CONNECT_TIMEOUT_S
-            )
+            grpc.channel_ready_future(self._channel).result(timeout=CONNECT_TIMEOUT_S)
         except grpc.FutureTimeoutError:
+            self._channel.close()
             raise SwitchError(
                 f"switch at {address} is unreachable (no P4Runtime server "
                 f"answered within {CONNECT_TIMEOUT_S:.0f} s)"
             ) from None
+        self.stub = p4r_grpc.P4RuntimeStub(self._channel)
+        self._stream: _Stream | None = None
+        if election_id is None:
+            return
+        self._stream = _Stream(self.stub)
         try:
-            with _quiet_shell():
-                self.client = _Client(device_id, address, (0, election_id))
-        except (SystemExit, SwitchError, shp4rt.P4RuntimeException) as e:
-            raise SwitchError(f"switch at {address}: P4Runtime session failed ({e})") from None
-        self.is_primary = bool(self.client.is_primary)
-        self.schema = info or schema()
+            self._handshake(election_id)
+        except SwitchError:
+            self.close()
+            raise
+
+    def _handshake(self, election_id: int) -> None:
+        assert self._stream is not None
+        req = p4r.StreamMessageRequest()
+        req.arbitration.device_id = self.device_id
+        req.arbitration.election_id.high = election_id >> 64
+        req.arbitration.election_id.low = election_id & (2**64 - 1)
+        self._stream.send(req)
+        try:
+            answer = self._stream.inbox["arbitration"].get(timeout=CONNECT_TIMEOUT_S)
+        except queue.Empty:
+            answer = None
+        if answer is None:
+            why = self._stream.end_reason or "no arbitration answer"
+            raise NotPrimaryError(f"switch at {self.address}: P4Runtime session refused ({why})")
+        self._note_arbitration(answer)
+
+    def _note_arbitration(self, rep: p4r.StreamMessageResponse) -> None:
+        self._primary = rep.arbitration.status.code == _OK
+
+    @property
+    def is_primary(self) -> bool:
+        """Whether this session is the primary controller, as of the last update received."""
+        if self._stream is None:
+            return False
+        q = self._stream.inbox["arbitration"]
+        while True:
+            try:
+                update = q.get_nowait()
+            except queue.Empty:
+                break
+            if update is not None:
+                self._note_arbitration(update)
+        return self._primary and not self._stream.closed.is_set()
+
+    @property
+    def alive(self) -> bool:
+        """False once the stream to the switch has ended (switch gone or restarted)."""
+        return self._stream is None or not self._stream.closed.is_set()
 
     def close(self) -> None:
-        with _quiet_shell():
-            self.client.tear_down()
+        if self._stream is not None:
+            self._stream.close()
+        self._channel.close()
 
     def __enter__(self) -> Switch:
         return self
@@ -100,72 +177,87 @@ class Switch:
 
     # ------------------------------------------------------------ pipeline
 
-    def ensure_pipeline(self, directory: Path | None = None) -> bool:
-        """Push our P4Info + BMv2 JSON unless the switch already runs exactly them."""
-        d = directory or compiled_dir()
-        ours = load_p4info(d / P4INFO_NAME)
+    def _election(self, msg: Any) -> None:
+        msg.device_id = self.device_id
+        eid = self.election_id or 0
+        msg.election_id.high = eid >> 64
+        msg.election_id.low = eid & (2**64 - 1)
+
+    def pipeline_p4info(self) -> p4i.P4Info | None:
+        """The P4Info the switch runs; None when it has no pipeline yet."""
+        get = p4r.GetForwardingPipelineConfigRequest(
+            device_id=self.device_id,
+            response_type=p4r.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE,
+        )
         try:
-            with _quiet_shell():
-                theirs = self.client.get_p4info()
-            if theirs == ours:
-                return False
-        except shp4rt.P4RuntimeException:
-            pass  # no pipeline yet
+            rep = self.stub.GetForwardingPipelineConfig(get, timeout=RPC_TIMEOUT_S)
+        except grpc.RpcError as e:
+            if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise SwitchError(f"switch at {self.address}: {e.details()}") from None
+            return None  # no pipeline yet (BMv2 answers FAILED_PRECONDITION)
+        return rep.config.p4info if rep.config.HasField("p4info") else None
+
+    def ensure_pipeline(
+        self, p4info_path: Path | None = None, device_config_path: Path | None = None
+    ) -> bool:
+        """Push a P4Info + BMv2 JSON (default: the committed lb program) unless the switch
+        already runs exactly them."""
+        p4info_path = p4info_path or compiled_dir() / P4INFO_NAME
+        device_config_path = device_config_path or compiled_dir() / BMV2_JSON_NAME
+        ours = load_p4info(p4info_path)
+        if self.pipeline_p4info() == ours:
+            return False
         self._require_primary("set the pipeline")
+        req = p4r.SetForwardingPipelineConfigRequest(
+            action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT
+        )
+        self._election(req)
+        req.config.p4info.CopyFrom(ours)
+        req.config.p4_device_config = device_config_path.read_bytes()
         try:
-            with _quiet_shell():
-                self.client.set_fwd_pipe_config(str(d / P4INFO_NAME), str(d / BMV2_JSON_NAME))
-        except shp4rt.P4RuntimeException as e:
-            raise SwitchError(f"switch at {self.address} refused the pipeline: {e}") from None
+            self.stub.SetForwardingPipelineConfig(req, timeout=RPC_TIMEOUT_S)
+        except grpc.RpcError as e:
+            raise SwitchError(
+                f"switch at {self.address} refused the pipeline: {e.code().name} {e.details()}"
+            ) from None
         return True
 
     def _require_primary(self, what: str) -> None:
         if not self.is_primary:
-            raise SwitchError(
+            raise NotPrimaryError(
                 f"cannot {what}: another controller with a higher election id "
                 f"is primary on {self.address}"
             )
 
     # ------------------------------------------------------------ reads
 
-    def _read(self, entity: p4runtime_pb2.Entity) -> list[p4runtime_pb2.Entity]:
-        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
-        req.entities.append(entity)
+    def _read(self, req: p4r.ReadRequest) -> list[p4r.Entity]:
+        req.device_id = self.device_id
+        out: list[p4r.Entity] = []
         try:
-            out: list[p4runtime_pb2.Entity] = []
-            for rep in self.client.stub.Read(req, timeout=RPC_TIMEOUT_S):
+            for rep in self.stub.Read(req, timeout=RPC_TIMEOUT_S):
                 out.extend(rep.entities)
-            return out
         except grpc.RpcError as e:
             raise SwitchError(f"read from {self.address} failed: {e.details()}") from None
+        return out
 
     def read_entries(self, tables: tuple[str, ...] = OWNED_TABLES) -> list[Entry]:
-        """Every entry of the given tables (and the flood group), as Entry values: one Read
-        for all tables, its responses decoded from the wire (see decode_read_response)."""
-        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
+        """Every entry of the given tables (and the flood group), as Entry values, read in
+        one request."""
+        req = p4r.ReadRequest()
         for name in tables:
             req.entities.add().table_entry.table_id = self.schema.table(name).id
-        read_raw = self.client.channel.unary_stream(
-            "/p4.v1.P4Runtime/Read",
-            request_serializer=p4runtime_pb2.ReadRequest.SerializeToString,
-            response_deserializer=None,
-        )
-        out: list[Entry] = []
-        try:
-            for raw in read_raw(req, timeout=RPC_TIMEOUT_S):
-                out.extend(self.schema.decode_read_response(raw))
-        except grpc.RpcError as e:
-            raise SwitchError(f"read from {self.address} failed: {e.details()}") from None
+        out = [self.schema.decode(e.table_entry) for e in self._read(req)]
         out.extend(self._read_multicast())
         return out
 
     def _read_multicast(self) -> list[Entry]:
-        ent = p4runtime_pb2.Entity()
-        ent.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
+        req = p4r.ReadRequest()
+        req.entities.add().packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0  # noqa: E501
         try:
-            found = self._read(ent)
+            found = self._read(req)
         except SwitchError:
-            return []
+            return []  # BMv2 refuses the read while no group exists
         out = []
         for e in found:
             g = e.packet_replication_engine_entry.multicast_group_entry
@@ -182,17 +274,17 @@ class Switch:
 
     def read_counter(self, name: str) -> dict[int, CounterValue]:
         """All cells of an indirect counter, by index."""
-        ent = p4runtime_pb2.Entity()
-        ent.counter_entry.counter_id = self.schema.counter_id(name)
+        req = p4r.ReadRequest()
+        req.entities.add().counter_entry.counter_id = self.schema.counter_id(name)
         out = {}
-        for e in self._read(ent):
+        for e in self._read(req):
             c = e.counter_entry
             out[c.index.index] = CounterValue(c.data.packet_count, c.data.byte_count)
         return out
 
     # ------------------------------------------------------------ writes
 
-    def _entity(self, entry: Entry, ent: p4runtime_pb2.Entity) -> None:
+    def _entity(self, entry: Entry, ent: p4r.Entity) -> None:
         """Fill `ent` (a message inside the request) in place."""
         if entry.table == MULTICAST:
             g = ent.packet_replication_engine_entry.multicast_group_entry
@@ -205,24 +297,26 @@ class Switch:
     def write(self, batch: list[Update], idle_timeout_ns: int = 0) -> None:
         """One WriteRequest; on failure, name the first update the switch refused."""
         self._require_primary("write")
-        req = p4runtime_pb2.WriteRequest()
+        req = p4r.WriteRequest()
         for u in batch:
             upd = req.updates.add()
-            upd.type = getattr(p4runtime_pb2.Update, u.op)
+            upd.type = p4r.Update.Type.Value(u.op)
             self._entity(u.entry, upd.entity)
             if idle_timeout_ns and upd.entity.HasField("table_entry"):
                 upd.entity.table_entry.idle_timeout_ns = idle_timeout_ns
         self._send(req, batch)
 
-    def _send(self, req: p4runtime_pb2.WriteRequest, batch: list[Update] | None = None) -> None:
-        # Not p4runtime-shell's client.write(): its error parser (0.0.6) loops forever on a
-        # batch whose per-update statuses mix OK and errors, which is what BMv2 returns.
-        req.device_id = self.device_id
-        req.election_id.high = self.client.election_id[0]
-        req.election_id.low = self.client.election_id[1]
+    def _send(self, req: p4r.WriteRequest, batch: list[Update] | None = None) -> None:
+        self._election(req)
         try:
-            self.client.stub.Write(req, timeout=RPC_TIMEOUT_S)
+            self.stub.Write(req, timeout=RPC_TIMEOUT_S)
         except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.PERMISSION_DENIED:
+                self._primary = False
+                raise NotPrimaryError(
+                    f"switch at {self.address} refused the write: this session "
+                    f"(election id {self.election_id}) is no longer primary"
+                ) from None
             raise SwitchError(_describe_write_error(e, batch or [], self.address)) from None
 
     def write_plan(self, batches: list[list[Update]]) -> int:
@@ -234,36 +328,44 @@ class Switch:
 
     def enable_digest(self, name: str = "conn_digest_t") -> None:
         """Ask for digests at once (no batching delay), so collision entries land fast."""
-        digest = self.schema.digests.get(name)
-        if digest is None:
-            raise SwitchError(f"P4Info has no digest {name!r}")
-        ent = p4runtime_pb2.Entity()
-        d = ent.digest_entry
-        d.digest_id = digest.preamble.id
-        d.config.max_timeout_ns = 0
-        d.config.max_list_size = 1
-        d.config.ack_timeout_ns = 1_000_000_000
+        self._require_primary("configure digests")
+        digest_id = self.schema.digest_id(name)
         for op in ("INSERT", "MODIFY"):
-            req = p4runtime_pb2.WriteRequest()
+            req = p4r.WriteRequest()
             upd = req.updates.add()
-            upd.type = getattr(p4runtime_pb2.Update, op)
-            upd.entity.CopyFrom(ent)
+            upd.type = p4r.Update.Type.Value(op)
+            d = upd.entity.digest_entry
+            d.digest_id = digest_id
+            d.config.max_timeout_ns = 0
+            d.config.max_list_size = 1
+            d.config.ack_timeout_ns = 1_000_000_000
             try:
                 self._send(req)
                 return
+            except NotPrimaryError:
+                raise
             except SwitchError:
-                continue
+                continue  # INSERT of an existing digest config: MODIFY it instead
         raise SwitchError(f"switch at {self.address} refused the digest configuration")
 
     def next_stream_message(self, kind: str, timeout: float) -> Any:
-        """The next digest / idle-timeout message, or None after `timeout` seconds."""
-        return self.client.get_stream_packet(kind, timeout=timeout)
+        """The next StreamMessageResponse of a kind ("digest", "idle_timeout_notification",
+        ...), or None after `timeout` seconds."""
+        if self._stream is None:
+            raise SwitchError("a reader session has no stream")
+        try:
+            if timeout <= 0:
+                return self._stream.inbox[kind].get_nowait()
+            return self._stream.inbox[kind].get(timeout=timeout)
+        except queue.Empty:
+            return None
 
     def ack_digest(self, digest_id: int, list_id: int) -> None:
-        req = p4runtime_pb2.StreamMessageRequest()
+        req = p4r.StreamMessageRequest()
         req.digest_ack.digest_id = digest_id
         req.digest_ack.list_id = list_id
-        self.client.stream_out_q.put(req)
+        if self._stream is not None:
+            self._stream.send(req)
 
 
 def _describe_write_error(e: Any, batch: list[Update], address: str) -> str:
@@ -273,10 +375,10 @@ def _describe_write_error(e: Any, batch: list[Update], address: str) -> str:
         if key == "grpc-status-details-bin":
             details = value
     if details:
-        status = status_pb2.Status()
+        status = rpc_status.Status()
         status.ParseFromString(details)
         for idx, anything in enumerate(status.details):
-            err = p4runtime_pb2.Error()
+            err = p4r.Error()
             if anything.Unpack(err) and err.canonical_code != 0 and idx < len(batch):
                 u = batch[idx]
                 return (

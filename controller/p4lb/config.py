@@ -9,15 +9,12 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-import tempfile
 import tomllib
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from p4lb.schedules import smooth_wrr
 
-ALGORITHMS = ("iphash", "wrr")
 PROTOCOLS = ("tcp", "udp")
 MAX_WEIGHT = 1000
 _MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
@@ -30,14 +27,23 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class Limits:
-    """Capacities of the data plane, read from the P4Info (defaults: the P4 constants)."""
+    """What the compiled data plane offers: table capacities and the algorithm names, all
+    read from the P4Info (`compiled_limits`); nothing here repeats a P4 constant."""
 
-    max_services: int = 256
-    max_backends: int = 1024
-    pool_table_size: int = 8192
-    wrr_table_size: int = 65536
-    route_table_size: int = 1024
-    max_slots_per_vip: int = 65535
+    algorithms: tuple[str, ...]
+    max_services: int
+    max_backends: int
+    pool_table_size: int
+    wrr_table_size: int
+    route_table_size: int
+    max_slots_per_vip: int
+
+
+def compiled_limits() -> Limits:
+    """The limits of the committed P4 program."""
+    from p4lb.p4info import schema  # the P4Info codec imports this module
+
+    return schema().limits()
 
 
 @dataclass(frozen=True)
@@ -142,14 +148,15 @@ def parse(data: dict[str, Any], source: str = "<config>", limits: Limits | None 
     _only(data, {"switch", "host", "vip"}, source, "")
     sw = _switch(data.get("switch", {}), source)
     hosts = tuple(
-        _host(h, source, f"host[{i}]") for i, h in enumerate(_list(data, "host", source, ""))
+        parse_host(h, source, f"host[{i}]") for i, h in enumerate(_list(data, "host", source, ""))
     )
     vips_raw = data.get("vip", {})
     if not isinstance(vips_raw, dict):
         raise ConfigError(f"{source}: vip: must be a table of named VIPs ([vip.NAME])")
-    vips = tuple(_vip(name, v, source, sw.mac) for name, v in vips_raw.items())
+    limits = limits or compiled_limits()
+    vips = tuple(parse_vip(name, v, source, sw.mac, limits) for name, v in vips_raw.items())
     cfg = Config(switch=sw, hosts=hosts, vips=vips, source=source)
-    validate(cfg, limits or Limits())
+    validate(cfg, limits)
     return cfg
 
 
@@ -234,7 +241,7 @@ def _switch(t: Any, src: str) -> SwitchConfig:
     )
 
 
-def _host(t: dict[str, Any], src: str, where: str) -> Host:
+def parse_host(t: dict[str, Any], src: str, where: str) -> Host:
     _only(t, {"name", "address", "mac", "switch_port", "prefix_len"}, src, where)
     return Host(
         name=_name(_get(t, "name", str, src, where), src, f"{where}.name"),
@@ -249,7 +256,7 @@ def _host(t: dict[str, Any], src: str, where: str) -> Host:
     )
 
 
-def _vip(name: str, t: Any, src: str, default_mac: str) -> Vip:
+def parse_vip(name: str, t: Any, src: str, default_mac: str, limits: Limits) -> Vip:
     where = f"vip.{name}"
     if not isinstance(t, dict):
         raise ConfigError(f"{src}: {where}: must be a table")
@@ -259,13 +266,13 @@ def _vip(name: str, t: Any, src: str, default_mac: str) -> Vip:
     if protocol not in PROTOCOLS:
         raise ConfigError(f"{src}: {where}.protocol: {protocol!r} is not one of {PROTOCOLS}")
     algorithm = _get(t, "algorithm", str, src, where, "wrr").lower()
-    if algorithm not in ALGORITHMS:
+    if algorithm not in limits.algorithms:
         raise ConfigError(
             f"{src}: {where}.algorithm: unknown algorithm {algorithm!r} "
-            f"(known: {', '.join(ALGORITHMS)})"
+            f"(known: {', '.join(limits.algorithms)})"
         )
     backends = tuple(
-        _backend(b, src, f"{where}.backend[{i}]")
+        parse_backend(b, src, f"{where}.backend[{i}]")
         for i, b in enumerate(_list(t, "backend", src, f"{where}."))
     )
     return Vip(
@@ -279,7 +286,7 @@ def _vip(name: str, t: Any, src: str, default_mac: str) -> Vip:
     )
 
 
-def _backend(t: dict[str, Any], src: str, where: str) -> Backend:
+def parse_backend(t: dict[str, Any], src: str, where: str) -> Backend:
     _only(t, {"name", "address", "port", "weight", "mac", "switch_port"}, src, where)
     address = _ipv4(_get(t, "address", str, src, where), src, f"{where}.address")
     return Backend(
@@ -406,66 +413,8 @@ def validate(cfg: Config, limits: Limits) -> None:
 # ---------------------------------------------------------------- writing back
 
 
-def dumps(cfg: Config) -> str:
-    """TOML text for a config; parse(tomllib.loads(dumps(c))) == c."""
-    out = [
-        "# p4lb config. Runtime commands (p4lb weight/backend/vip/algorithm) rewrite this",
-        "# file so that `p4lb apply` never undoes them; comments are not kept.",
-        "",
-        "[switch]",
-    ]
-    s = cfg.switch
-    out += [
-        f'address = "{s.address}"',
-        f"device_id = {s.device_id}",
-        f"election_id = {s.election_id}",
-        f'mac = "{s.mac}"',
-    ]
-    if s.ports:
-        out.append(f"ports = [{', '.join(str(p) for p in s.ports)}]")
-    for h in cfg.hosts:
-        out += [
-            "",
-            "[[host]]",
-            f'name = "{h.name}"',
-            f'address = "{h.address}"',
-            f'mac = "{h.mac}"',
-            f"switch_port = {h.switch_port}",
-        ]
-        if h.prefix_len != 32:
-            out.append(f"prefix_len = {h.prefix_len}")
-    for v in cfg.vips:
-        out += [
-            "",
-            f"[vip.{v.name}]",
-            f'address = "{v.address}"',
-            f'protocol = "{v.protocol}"',
-            f"port = {v.port}",
-            f'algorithm = "{v.algorithm}"',
-            f'mac = "{v.mac}"',
-        ]
-        for b in v.backends:
-            out += [
-                "",
-                f"[[vip.{v.name}.backend]]",
-                f'name = "{b.name}"',
-                f'address = "{b.address}"',
-                f"port = {b.port}",
-                f"weight = {b.weight}",
-                f'mac = "{b.mac}"',
-                f"switch_port = {b.switch_port}",
-            ]
-    return "\n".join(out) + "\n"
-
-
 def save(cfg: Config, path: str | os.PathLike[str]) -> None:
-    """Write atomically (temp file + rename) so a crash never leaves half a config."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(dumps(cfg))
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write `cfg` to `path`, keeping the file's comments (see p4lb.config_file)."""
+    from p4lb import config_file  # the writer parses tables with this module's rules
+
+    config_file.save(cfg, path)

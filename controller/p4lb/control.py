@@ -1,24 +1,25 @@
-"""Glue between the pure core and the switch: apply, stats, and the long-running loop."""
+"""One-shot operations between the pure core and the switch: connect (as a writer that
+waits, bounded, to become primary, or as a reader), apply, and counter reads."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import signal
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from p4lb.adapter import Switch, SwitchError
+from p4lb.adapter import NotPrimaryError, Switch, SwitchError
 from p4lb.config import Config
+from p4lb.digests import CONN_ACTION, CONN_DIGEST, CONN_TABLE, digest_fields
+from p4lb.digests import conn_entry as _conn_entry
 from p4lb.entries import Entry, Update, desired_entries, ids_on_switch, plan
-from p4lb.stats import Stats, compute
+from p4lb.p4info import schema
+from p4lb.stats import DropLayout, Stats, compute
 
 log = logging.getLogger("p4lb")
 
-CONN_IDLE_TIMEOUT_NS = 120 * 1_000_000_000
-CONN_TABLE = "conn_table"
+PRIMARY_WAIT_S = 15.0
+STATS_COUNTERS = ("backend_conns", "backend_tx", "backend_rx", "drops", "collisions")
 
 
 @dataclass
@@ -31,18 +32,48 @@ class ApplyResult:
         return sum(len(b) for b in self.batches)
 
 
-def connect(cfg: Config, one_shot: bool = False) -> Switch:
-    """A session as the config's election id; one-shot CLI commands use the id + 1 so they
-    can write while `p4lb run` holds the id (mastership returns to it when they close)."""
+def connect(cfg: Config, one_shot: bool = False, wait_s: float = PRIMARY_WAIT_S) -> Switch:
+    """A session as the config's election id (`p4lb run`), or, for one-shot commands, as the
+    id + 1 so they can write while `p4lb run` holds the id (mastership returns to it when
+    they close). A one-shot session that is not primary (another writer holds the switch
+    with a higher id, or the same id) is closed and retried with backoff for `wait_s`
+    seconds; then it fails with one line."""
     s = cfg.switch
-    return Switch(s.address, s.device_id, s.election_id + (1 if one_shot else 0))
+    if not one_shot:
+        return Switch(s.address, s.device_id, s.election_id)
+    election_id = s.election_id + 1
+    deadline = time.monotonic() + wait_s
+    pause, attempts = 0.05, 0
+    while True:
+        attempts += 1
+        try:
+            sw = Switch(s.address, s.device_id, election_id)
+            if sw.is_primary:
+                return sw
+            sw.close()
+            why = "another controller with a higher election id is primary"
+        except NotPrimaryError as e:
+            why = str(e)
+        if time.monotonic() + pause > deadline:
+            raise NotPrimaryError(
+                f"switch at {s.address}: could not become primary as election id "
+                f"{election_id} in {attempts} attempts over {wait_s:.0f} s; last: {why}"
+            )
+        log.debug("not primary on %s (%s); retrying in %.2f s", s.address, why, pause)
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
+
+
+def connect_reader(cfg: Config) -> Switch:
+    """A session that only reads: no arbitration, so it never disturbs the writers."""
+    return Switch(cfg.switch.address, cfg.switch.device_id, None)
 
 
 def apply(sw: Switch, cfg: Config, dry_run: bool = False) -> ApplyResult:
     """Make the switch hold exactly what `cfg` asks for, writing only the differences."""
     pushed = False if dry_run else sw.ensure_pipeline()
     current = sw.read_entries()
-    _, desired = desired_entries(cfg, current)
+    _, desired = desired_entries(cfg, current, sw.schema.algorithms())
     batches = plan(desired, current)
     if not dry_run:
         sw.write_plan(batches)
@@ -50,140 +81,35 @@ def apply(sw: Switch, cfg: Config, dry_run: bool = False) -> ApplyResult:
 
 
 def read_stats(sw: Switch, cfg: Config) -> Stats:
+    """Lifetime counter totals for the VIPs and backends of `cfg`."""
     ids = ids_on_switch(sw.read_entries(("vip_table", "reverse_nat_table")))
     counters: dict[str, dict[int, tuple[int, int]]] = {}
-    for name in ("backend_conns", "backend_tx", "backend_rx", "drops", "collisions"):
+    for name in STATS_COUNTERS:
         counters[name] = {i: (c.packets, c.bytes) for i, c in sw.read_counter(name).items()}
-    return compute(cfg, ids, counters)
+    layout = DropLayout(sw.schema.drop_reasons(), sw.schema.drop_counter_stride())
+    return compute(cfg, ids, counters, layout)
 
 
 def conn_entry(fields: dict[str, int]) -> Entry:
-    return Entry(
-        CONN_TABLE,
-        (
-            ("src_addr", fields["src_addr"]),
-            ("dst_addr", fields["dst_addr"]),
-            ("protocol", fields["protocol"]),
-            ("src_port", fields["src_port"]),
-            ("dst_port", fields["dst_port"]),
-        ),
-        "use_backend",
-        (("backend_id", fields["backend_id"]),),
-    )
-
-
-DIGEST_FIELDS = ("src_addr", "dst_addr", "protocol", "src_port", "dst_port", "backend_id")
+    """The conn_table entry pinning a digested flow (names from the committed P4Info)."""
+    s = schema()
+    match = [f.name for f in s.table(CONN_TABLE).fields]
+    params = [p.name for p in s.action(CONN_ACTION).params]
+    return _conn_entry(fields, match, params)
 
 
 def _digest_fields(member: Any) -> dict[str, int]:
-    """A conn_digest_t (members in P4 declaration order) as named integers."""
-    values = [int.from_bytes(x.bitstring, "big") for x in member.struct.members]
-    return dict(zip(DIGEST_FIELDS, values, strict=True))
+    """A conn_digest_t list member as named integers (kept for tests/dataplane)."""
+    return digest_fields(member, schema().digest_fields(CONN_DIGEST))
 
 
-class Controller:
-    """`p4lb run`: keeps mastership, installs entries for colliding flows from digests,
-    lets the switch age them, and reconnects + reconciles when the switch restarts."""
-
-    def __init__(self, load_config: Any, poll_s: float = 0.2, check_s: float = 2.0) -> None:
-        self.load_config = load_config
-        self.poll_s = poll_s
-        self.check_s = check_s
-        self.stopping = False
-        self.installed: set[tuple[Any, ...]] = set()
-        # Set while a session holds the switch in its intent with digests enabled.
-        self.ready = threading.Event()
-
-    def stop(self, *_: object) -> None:
-        self.stopping = True
-
-    def _session(self, cfg: Config) -> Switch:
-        sw = connect(cfg)
-        if not sw.is_primary:
-            sw.close()
-            raise SwitchError(
-                f"another controller is primary on {cfg.switch.address} "
-                f"(election id {cfg.switch.election_id} is not the highest)"
-            )
-        result = apply(sw, cfg)
-        log.info(
-            "applied: pipeline %s, %d writes",
-            "pushed" if result.pipeline_pushed else "kept",
-            result.writes,
-        )
-        sw.enable_digest()
-        self.installed.clear()
-        self.ready.set()
-        return sw
-
-    def run(self, duration_s: float | None = None) -> int:
-        if threading.current_thread() is threading.main_thread():  # else: stop() ends it
-            signal.signal(signal.SIGTERM, self.stop)
-            signal.signal(signal.SIGINT, self.stop)
-        deadline = None if duration_s is None else time.monotonic() + duration_s
-        sw: Switch | None = None
-        next_check = 0.0
-        while not self.stopping and (deadline is None or time.monotonic() < deadline):
-            try:
-                if sw is None:
-                    sw = self._session(self.load_config())
-                    next_check = time.monotonic() + self.check_s
-                self._handle_stream(sw)
-                if time.monotonic() >= next_check:
-                    next_check = time.monotonic() + self.check_s
-                    result = apply(sw, self.load_config())
-                    if result.writes or result.pipeline_pushed:
-                        log.info(
-                            "reconciled: pipeline %s, %d writes",
-                            "pushed" if result.pipeline_pushed else "kept",
-                            result.writes,
-                        )
-            except SwitchError as e:
-                self.ready.clear()
-                log.warning("switch: %s; reconnecting", e)
-                if sw is not None:
-                    with contextlib.suppress(Exception):  # the session is gone anyway
-                        sw.close()
-                sw = None
-                time.sleep(1.0)
-        if sw is not None:
-            sw.close()
-        log.info("stopped")
-        return 0
-
-    def _handle_stream(self, sw: Switch) -> None:
-        msg = sw.next_stream_message("digest", timeout=self.poll_s)
-        if msg is None and sw.client.stream_recv_thread.is_alive() is False:
-            raise SwitchError("stream to the switch closed")
-        if msg is not None:
-            d = msg.digest
-            updates = []
-            for member in d.data:
-                fields = _digest_fields(member)
-                entry = conn_entry(fields)
-                if entry.key in self.installed:
-                    continue
-                self.installed.add(entry.key)
-                updates.append(Update("INSERT", entry))
-                log.info(
-                    "collision flow %s -> backend %d: installing conn entry",
-                    dict(entry.match),
-                    fields["backend_id"],
-                )
-            sw.ack_digest(d.digest_id, d.list_id)
-            if updates:
-                try:
-                    sw.write(updates, idle_timeout_ns=CONN_IDLE_TIMEOUT_NS)
-                except SwitchError as e:
-                    log.warning("conn entry not installed: %s", e)
-        note = sw.next_stream_message("idle_timeout_notification", timeout=0)
-        if note is not None:
-            expired = [
-                Update("DELETE", sw.schema.decode(te))
-                for te in note.idle_timeout_notification.table_entry
-            ]
-            for u in expired:
-                self.installed.discard(u.entry.key)
-                log.info("conn entry idle, removing %s", dict(u.entry.match))
-            if expired:
-                sw.write(expired)
+__all__ = [
+    "ApplyResult",
+    "NotPrimaryError",
+    "SwitchError",
+    "apply",
+    "conn_entry",
+    "connect",
+    "connect_reader",
+    "read_stats",
+]

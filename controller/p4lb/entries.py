@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from p4lb.config import Config, Vip
@@ -14,7 +14,6 @@ from p4lb.schedules import smooth_wrr
 
 MatchValue = int | tuple[int, int]  # exact value, or (value, prefix_len) for LPM
 
-ALGORITHM_CODES = {"iphash": 0, "wrr": 1}
 PROTOCOL_CODES = {"tcp": 6, "udp": 17}
 PROTOCOL_NAMES = {v: k for k, v in PROTOCOL_CODES.items()}
 FLOOD_GROUP = 1
@@ -28,6 +27,7 @@ OWNED_TABLES = (
     "wrr_table",
     "vip_table",
     "vip_address_table",
+    "vip_source_table",
 )
 MULTICAST = "multicast_group"  # pseudo-table for the packet replication engine
 
@@ -195,7 +195,13 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
                     "backend_table",
                     (("backend_id", bid),),
                     "set_backend",
-                    (("addr", ip(b.address)), ("port", b.port)),
+                    (
+                        ("addr", ip(b.address)),
+                        ("port", b.port),
+                        ("switch_port", b.switch_port),
+                        ("src_mac", sw_mac),
+                        ("dst_mac", mac(b.mac)),
+                    ),
                 )
             )
             out.append(
@@ -214,6 +220,8 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
         out.append(
             Entry("vip_address_table", (("addr", addr),), "vip_address", (("vip_mac", vmac),))
         )
+        # No client sends from a VIP's address: a new flow from one is dropped as martian.
+        out.append(Entry("vip_source_table", (("addr", addr),), "vip_source", ()))
     ports = cfg.switch.ports or sorted(
         {h.switch_port for h in cfg.hosts} | {b.switch_port for v in cfg.vips for b in v.backends}
     )
@@ -228,14 +236,16 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
     return out
 
 
-def vip_entry(v: Vip, sid: int, version: int, pool_size: int, slot_count: int) -> Entry:
+def vip_entry(
+    v: Vip, sid: int, version: int, pool_size: int, slot_count: int, algorithm_code: int
+) -> Entry:
     return Entry(
         "vip_table",
         (("addr", ip(v.address)), ("protocol", PROTOCOL_CODES[v.protocol]), ("port", v.port)),
         "set_vip",
         (
             ("service_id", sid),
-            ("algorithm", ALGORITHM_CODES[v.algorithm]),
+            ("algorithm", algorithm_code),
             ("version", version),
             ("pool_size", pool_size),
             ("slot_count", slot_count),
@@ -258,9 +268,16 @@ def _members_by_pool(current: Iterable[Entry]) -> dict[tuple[str, int, int], lis
     }
 
 
-def desired_entries(cfg: Config, current: list[Entry]) -> tuple[Ids, list[Entry]]:
+def desired_entries(
+    cfg: Config, current: list[Entry], algorithm_codes: Mapping[str, int] | None = None
+) -> tuple[Ids, list[Entry]]:
     """Every entry the switch should hold for `cfg`, given what it holds now (which decides
-    ids and which version each VIP's pools are written under)."""
+    ids and which version each VIP's pools are written under). Algorithm codes are the P4
+    program's (`Schema.algorithms`, the default)."""
+    if algorithm_codes is None:
+        from p4lb.p4info import schema  # the codec imports this module
+
+        algorithm_codes = schema().algorithms()
     ids = assign_ids(cfg, ids_on_switch(current))
     live_by_key = {
         (e.m("addr"), e.m("protocol"), e.m("port")): e for e in current if e.table == "vip_table"
@@ -283,7 +300,8 @@ def desired_entries(cfg: Config, current: list[Entry]) -> tuple[Ids, list[Entry]
             version = cv if same else 1 - cv
         out += _pool_entries("pool_table", sid, version, pool)
         out += _pool_entries("wrr_table", sid, version, slots)
-        out.append(vip_entry(v, sid, version, len(pool), len(slots)))
+        code = algorithm_codes[v.algorithm]
+        out.append(vip_entry(v, sid, version, len(pool), len(slots), code))
     return ids, out
 
 
@@ -293,10 +311,10 @@ def desired_entries(cfg: Config, current: list[Entry]) -> tuple[Ids, list[Entry]
 _CREATE_STAGES = (
     ("ipv4_route_table", "backend_table", "reverse_nat_table", MULTICAST),
     ("pool_table", "wrr_table"),
-    ("vip_table", "vip_address_table"),
+    ("vip_table", "vip_address_table", "vip_source_table"),
 )
 _DELETE_STAGES = (
-    ("vip_table", "vip_address_table"),
+    ("vip_table", "vip_address_table", "vip_source_table"),
     ("pool_table", "wrr_table"),
     ("ipv4_route_table", "backend_table", "reverse_nat_table", MULTICAST),
 )

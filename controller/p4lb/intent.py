@@ -5,19 +5,19 @@ from __future__ import annotations
 from dataclasses import replace
 
 from p4lb.config import (
-    ALGORITHMS,
     MAX_WEIGHT,
     Backend,
     Config,
     ConfigError,
     Limits,
     Vip,
+    compiled_limits,
     validate,
 )
 
 
 def _checked(cfg: Config, limits: Limits | None) -> Config:
-    validate(cfg, limits or Limits())
+    validate(cfg, limits or compiled_limits())
     return cfg
 
 
@@ -53,8 +53,9 @@ def remove_backend(cfg: Config, vip: str, backend: str, limits: Limits | None = 
 
 
 def set_algorithm(cfg: Config, vip: str, algorithm: str, limits: Limits | None = None) -> Config:
-    if algorithm not in ALGORITHMS:
-        raise ConfigError(f"unknown algorithm {algorithm!r} (known: {', '.join(ALGORITHMS)})")
+    known = (limits or compiled_limits()).algorithms
+    if algorithm not in known:
+        raise ConfigError(f"unknown algorithm {algorithm!r} (known: {', '.join(known)})")
     v = cfg.vip(vip)
     return _checked(cfg.with_vip(replace(v, algorithm=algorithm)), limits)
 

@@ -1,17 +1,16 @@
-"""The committed P4Info: names, ids, widths and sizes, and the codec between our entries
-and P4Runtime messages. Pure: it reads a file and builds protobuf messages, nothing more."""
+"""The committed P4Info: names, ids, widths and sizes, serializable enums and digest
+layouts, and the codec between our entries and P4Runtime messages. Pure: it reads a file
+and builds protobuf messages, nothing more."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
 
+from finsy.proto import p4i as p4info_pb2
+from finsy.proto import p4r as p4runtime_pb2
 from google.protobuf import text_format
-from p4.config.v1 import p4info_pb2
-from p4.v1 import p4runtime_pb2
 
 from p4lb.config import Limits
 from p4lb.entries import Entry, MatchValue
@@ -26,6 +25,21 @@ def compiled_dir() -> Path:
     if (COMPILED_DIR / P4INFO_NAME).exists():
         return COMPILED_DIR
     return Path(__file__).resolve().parents[2] / "p4src" / "compiled"
+
+
+# Until the P4 program declares its serializable enums (issue 11), the codes it uses. Once
+# the committed P4Info carries `Algorithm` and `DropReason`, these go.
+_FALLBACK_ALGORITHMS = {"iphash": 0, "wrr": 1}
+_FALLBACK_DROP_REASONS = {
+    "malformed": 1,
+    "bad_checksum": 2,
+    "ttl_expired": 3,
+    "vip_port_unknown": 4,
+    "no_route": 5,
+    "no_backend": 6,
+    "fragment": 7,
+    "unsupported": 8,
+}
 
 
 class P4InfoError(Exception):
@@ -108,17 +122,65 @@ class Schema:
             raise P4InfoError(f"P4Info has no counter {name!r}") from None
 
     def counter_size(self, name: str) -> int:
-        return int(self.counters[name].size)
+        try:
+            return int(self.counters[name].size)
+        except KeyError:
+            raise P4InfoError(f"P4Info has no counter {name!r}") from None
+
+    def digest_id(self, name: str) -> int:
+        try:
+            return int(self.digests[name].preamble.id)
+        except KeyError:
+            raise P4InfoError(f"P4Info has no digest {name!r}") from None
+
+    def digest_fields(self, name: str) -> tuple[str, ...]:
+        """The member names of a digest's struct, in P4 declaration order (the order of a
+        digest message's members)."""
+        try:
+            struct = self.digests[name].type_spec.struct.name
+            return tuple(m.name for m in self.info.type_info.structs[struct].members)
+        except KeyError:
+            raise P4InfoError(f"P4Info has no digest struct {name!r}") from None
+
+    def enum(self, name: str) -> dict[str, int] | None:
+        """A P4 serializable enum as {member name in lower case: value}; None if the
+        program declares no such enum."""
+        if name not in self.info.type_info.serializable_enums:
+            return None
+        members = self.info.type_info.serializable_enums[name].members
+        return {m.name.lower(): int.from_bytes(m.value, "big") for m in members}
+
+    def algorithms(self) -> dict[str, int]:
+        """Algorithm name -> the code `set_vip` takes (the P4 `Algorithm` enum)."""
+        return self.enum("Algorithm") or dict(_FALLBACK_ALGORITHMS)
+
+    def drop_reasons(self) -> dict[int, str]:
+        """Drop reason code -> name (the P4 `DropReason` enum), without 'none' (code 0)."""
+        found = self.enum("DropReason")
+        codes = found if found is not None else _FALLBACK_DROP_REASONS
+        return {code: name for name, code in codes.items() if code != 0}
+
+    def drop_counter_stride(self) -> int:
+        """Cells of the `drops` counter per service: drops[service * stride + reason]."""
+        return self.counter_size("drops") // self.table("vip_table").size
 
     def limits(self) -> Limits:
-        """The data plane's capacities, as compiled."""
+        """The data plane's capacities and algorithms, as compiled."""
         return Limits(
+            algorithms=tuple(sorted(self.algorithms(), key=self.algorithms().__getitem__)),
             max_services=self.table("vip_table").size,
             max_backends=self.table("backend_table").size,
             pool_table_size=self.table("pool_table").size,
             wrr_table_size=self.table("wrr_table").size,
             route_table_size=self.table("ipv4_route_table").size,
+            max_slots_per_vip=(1 << self.param("set_vip", "slot_count").bitwidth) - 1,
         )
+
+    def param(self, action: str, name: str) -> Field:
+        for p in self.action(action).params:
+            if p.name == name:
+                return p
+        raise P4InfoError(f"P4Info action {action!r} has no parameter {name!r}")
 
     # ------------------------------------------------------------ codec
 
@@ -177,55 +239,6 @@ class Schema:
         params = {p.param_id: p.value for p in te.action.action.params}
         return self._entry(te.table_id, matches, te.action.action.action_id, params)
 
-    def decode_read_response(self, raw: bytes) -> list[Entry]:
-        """The table entries of a serialized ReadResponse, decoded straight from the wire.
-
-        p4runtime-shell pins protobuf < 3.21, which has no compiled extension for Python
-        3.11: parsing a read of a few thousand entries through protobuf took most of a
-        no-op `p4lb apply`. Table entries use a handful of fields, read here directly."""
-        out = []
-        for fno, entity in _wire(raw):
-            if fno != _F_ENTITIES:
-                continue
-            for eno, te in _wire(entity):
-                if eno == _F_TABLE_ENTRY:
-                    out.append(self._decode_wire_entry(te))
-        return out
-
-    def _decode_wire_entry(self, te: bytes) -> Entry:
-        table_id = action_id = 0
-        matches: dict[int, tuple[bytes, int]] = {}
-        params: dict[int, bytes] = {}
-        for fno, value in _wire(te):
-            if fno == _F_TABLE_ID:
-                table_id = value
-            elif fno == _F_MATCH:
-                field_id, kind, body = 0, 0, b""
-                for mno, mval in _wire(value):
-                    if mno == _F_FIELD_ID:
-                        field_id = mval
-                    elif mno in (_F_EXACT, _F_LPM):
-                        kind, body = mno, mval
-                got = dict(_wire(body))
-                if kind == _F_LPM:
-                    matches[field_id] = (
-                        got.get(_F_LPM_VALUE, b""),
-                        got.get(_F_LPM_PREFIX_LEN, 0),
-                    )
-                else:
-                    matches[field_id] = (got.get(_F_EXACT_VALUE, b""), 0)
-            elif fno == _F_ACTION:
-                for ano, action in _wire(value):
-                    if ano != _F_ACTION_ACTION:
-                        continue
-                    for pno, pval in _wire(action):
-                        if pno == _F_ACTION_ID:
-                            action_id = pval
-                        elif pno == _F_PARAMS:
-                            param = dict(_wire(pval))
-                            params[param.get(_F_PARAM_ID, 0)] = param.get(_F_PARAM_VALUE, b"")
-        return self._entry(table_id, matches, action_id, params)
-
     def _entry(
         self,
         table_id: int,
@@ -245,60 +258,6 @@ class Schema:
         act = self.actions_by_id[action_id]
         values = tuple((p.name, int.from_bytes(params.get(p.id, b""), "big")) for p in act.params)
         return Entry(tab.name, tuple(match), act.name, values)
-
-
-def _number(message: Any, name: str) -> int:
-    return int(message.DESCRIPTOR.fields_by_name[name].number)
-
-
-# Field numbers of the P4Runtime messages a table read returns, from the descriptors.
-_F_ENTITIES = _number(p4runtime_pb2.ReadResponse, "entities")
-_F_TABLE_ENTRY = _number(p4runtime_pb2.Entity, "table_entry")
-_F_TABLE_ID = _number(p4runtime_pb2.TableEntry, "table_id")
-_F_MATCH = _number(p4runtime_pb2.TableEntry, "match")
-_F_ACTION = _number(p4runtime_pb2.TableEntry, "action")
-_F_FIELD_ID = _number(p4runtime_pb2.FieldMatch, "field_id")
-_F_EXACT = _number(p4runtime_pb2.FieldMatch, "exact")
-_F_LPM = _number(p4runtime_pb2.FieldMatch, "lpm")
-_F_EXACT_VALUE = _number(p4runtime_pb2.FieldMatch.Exact, "value")
-_F_LPM_VALUE = _number(p4runtime_pb2.FieldMatch.LPM, "value")
-_F_LPM_PREFIX_LEN = _number(p4runtime_pb2.FieldMatch.LPM, "prefix_len")
-_F_ACTION_ACTION = _number(p4runtime_pb2.TableAction, "action")
-_F_ACTION_ID = _number(p4runtime_pb2.Action, "action_id")
-_F_PARAMS = _number(p4runtime_pb2.Action, "params")
-_F_PARAM_ID = _number(p4runtime_pb2.Action.Param, "param_id")
-_F_PARAM_VALUE = _number(p4runtime_pb2.Action.Param, "value")
-
-
-def _wire(buf: bytes) -> Iterator[tuple[int, Any]]:
-    """(field number, value) for each field of one serialized protobuf message: varints as
-    int, length-delimited fields as bytes; fixed-width fields are skipped."""
-    i, end = 0, len(buf)
-    while i < end:
-        key, i = _varint(buf, i)
-        kind = key & 7
-        if kind == 0:
-            number, i = _varint(buf, i)
-            yield key >> 3, number
-        elif kind == 2:
-            size, i = _varint(buf, i)
-            yield key >> 3, buf[i : i + size]
-            i += size
-        elif kind in (1, 5):
-            i += 8 if kind == 1 else 4
-        else:
-            raise P4InfoError(f"unexpected protobuf wire type {kind} in a read response")
-
-
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buf[i]
-        i += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, i
-        shift += 7
 
 
 def to_bytes(value: int, bitwidth: int, what: str) -> bytes:

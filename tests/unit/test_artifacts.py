@@ -8,11 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from p4.config.v1 import p4info_pb2
-from p4.v1 import p4runtime_pb2
+from finsy.proto import p4i as p4info_pb2
 
 from p4lb import config as cfgmod
-from p4lb.entries import MULTICAST, Entry, desired_entries
+from p4lb.entries import MULTICAST, desired_entries
 from p4lb.p4info import P4InfoError, Schema, load_p4info
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,29 +113,48 @@ def test_every_entry_of_the_default_config_encodes_and_decodes(schema: Schema) -
         assert schema.decode(schema.encode(e)) == e
 
 
-def test_a_serialized_read_response_decodes_from_the_wire_like_protobuf(schema: Schema) -> None:
-    cfg = cfgmod.load(ROOT / "configs" / "default.toml", schema.limits())
-    _, desired = desired_entries(cfg, [])
-    entries = [e for e in desired if e.table != MULTICAST]
-    # A default route (/0 is sent without its field), large values, and a non-table entity
-    # in between, which the wire decoder must skip.
-    entries.append(
-        Entry(
-            "ipv4_route_table",
-            (("dst_addr", (0, 0)),),
-            "forward",
-            (("port", 511), ("src_mac", (1 << 48) - 1), ("dst_mac", 0)),
-        )
+def test_digest_layout_comes_from_the_p4info(schema: Schema) -> None:
+    assert schema.digest_fields("conn_digest_t") == (
+        "src_addr",
+        "dst_addr",
+        "protocol",
+        "src_port",
+        "dst_port",
+        "backend_id",
     )
-    rep = p4runtime_pb2.ReadResponse()
-    for i, e in enumerate(entries):
-        schema.encode(e, into=rep.entities.add().table_entry)
-        if i == 1:
-            rep.entities.add().counter_entry.data.packet_count = 7
-    raw = rep.SerializeToString()
-    got = schema.decode_read_response(raw)
-    assert got == entries
-    assert got == [schema.decode(x.table_entry) for x in rep.entities if x.HasField("table_entry")]
+    # The digest carries every conn_table key and use_backend parameter by name.
+    names = set(schema.digest_fields("conn_digest_t"))
+    assert {f.name for f in schema.table("conn_table").fields} <= names
+    assert {p.name for p in schema.action("use_backend").params} <= names
+
+
+def test_algorithms_and_drop_reasons_come_from_the_p4info(schema: Schema) -> None:
+    algorithms = schema.algorithms()
+    assert {"iphash", "wrr"} <= set(algorithms)
+    assert len(set(algorithms.values())) == len(algorithms)
+    width = schema.param("set_vip", "algorithm").bitwidth
+    assert all(0 <= c < 1 << width for c in algorithms.values())
+    reasons = schema.drop_reasons()
+    assert 0 not in reasons and len(set(reasons.values())) == len(reasons)
+    # Every reason code has a cell per service in the drops counter.
+    assert max(reasons) < schema.drop_counter_stride()
+    assert schema.limits().algorithms == tuple(sorted(algorithms, key=algorithms.__getitem__))
+
+
+def test_serializable_enums_are_read_when_the_p4info_declares_them(schema: Schema) -> None:
+    info = p4info_pb2.P4Info()
+    info.CopyFrom(schema.info)
+    enum = info.type_info.serializable_enums["Algorithm"]
+    enum.underlying_type.bitwidth = 8
+    for name, value in (("IPHASH", 0), ("WRR", 1), ("MAGLEV", 2)):
+        enum.members.add(name=name, value=bytes([value]))
+    drops = info.type_info.serializable_enums["DropReason"]
+    for name, value in (("NONE", 0), ("MALFORMED", 1), ("RATE_LIMITED", 9)):
+        drops.members.add(name=name, value=bytes([value]))
+    s = Schema(info)
+    assert s.algorithms() == {"iphash": 0, "wrr": 1, "maglev": 2}
+    assert s.drop_reasons() == {1: "malformed", 9: "rate_limited"}
+    assert s.limits().algorithms == ("iphash", "wrr", "maglev")
 
 
 def test_encode_refuses_values_that_do_not_fit(schema: Schema) -> None:

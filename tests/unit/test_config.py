@@ -3,13 +3,15 @@ from __future__ import annotations
 import copy
 import tomllib
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from p4lb import config as cfgmod
-from p4lb.config import ConfigError, Limits
+from p4lb import config_file
+from p4lb.config import ConfigError, compiled_limits
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "configs" / "default.toml"
@@ -29,7 +31,7 @@ def test_default_config_parses_into_intent() -> None:
 
 def test_dump_then_parse_round_trips() -> None:
     cfg = cfgmod.load(DEFAULT)
-    again = cfgmod.parse(tomllib.loads(cfgmod.dumps(cfg)), cfg.source)
+    again = cfgmod.parse(tomllib.loads(config_file.dumps(cfg)), cfg.source)
     assert again == cfg
 
 
@@ -122,15 +124,15 @@ def test_invalid_config_gives_one_line_naming_file_and_key(
 
 def test_more_backends_than_the_table_holds() -> None:
     with pytest.raises(ConfigError, match="3 backends in all, the switch holds at most 2"):
-        cfgmod.parse(base(), "lb.toml", Limits(max_backends=3))
+        cfgmod.parse(base(), "lb.toml", replace(compiled_limits(), max_backends=3))
 
 
 def test_more_wrr_slots_than_the_table_holds() -> None:
     data = base()
     data["vip"]["web"]["backend"][0]["weight"] = 997  # 997+1+1 slots, +999 headroom
     with pytest.raises(ConfigError, match="WRR slots"):
-        cfgmod.parse(data, "lb.toml", Limits(wrr_table_size=1500))
-    cfgmod.parse(data, "lb.toml", Limits(wrr_table_size=2000))
+        cfgmod.parse(data, "lb.toml", replace(compiled_limits(), wrr_table_size=1500))
+    cfgmod.parse(data, "lb.toml", replace(compiled_limits(), wrr_table_size=2000))
 
 
 def test_bad_toml_and_missing_file(tmp_path: Path) -> None:

@@ -1,0 +1,164 @@
+"""`p4lb run`: the long-running controller.
+
+It holds the switch as the config's election id, keeps it in the config's intent (a
+reconcile every few seconds, and at once after the switch restarts or mastership comes
+back), installs conn_table entries for colliding flows from digests and removes them when
+the switch reports them idle.
+
+With a runtime command at the same time: the command takes the config lock and becomes
+primary with the election id + 1; this loop then is a backup. It skips its reconciles
+while the lock is held (so it never applies a config older than the command's), keeps
+digest entries it could not write and writes them once it is primary again, and reconciles
+as soon as mastership returns to it — by then the command has written the file."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from p4lb.adapter import NotPrimaryError, Switch, SwitchError
+from p4lb.config import Config
+from p4lb.control import apply, connect
+from p4lb.digests import CONN_ACTION, CONN_DIGEST, CONN_TABLE, conn_entry, digest_fields
+from p4lb.entries import Update
+from p4lb.lock import ConfigLocked, config_lock
+
+log = logging.getLogger("p4lb")
+
+CONN_IDLE_TIMEOUT_NS = 120 * 1_000_000_000
+
+
+class Controller:
+    """Run with `run()`; `stop()` ends it from a signal handler or another thread."""
+
+    def __init__(
+        self,
+        load_config: Callable[[], Config],
+        poll_s: float = 0.2,
+        check_s: float = 2.0,
+        config_path: str | None = None,
+        retry_s: float = 1.0,
+    ) -> None:
+        self.load_config = load_config
+        self.config_path = config_path
+        self.poll_s = poll_s
+        self.check_s = check_s
+        self.retry_s = retry_s
+        self._stop = threading.Event()
+        self.installed: set[tuple[Any, ...]] = set()
+        self.pending: list[Update] = []  # conn entries not yet written (we were a backup)
+        # Set while a session holds the switch, in its intent, with digests enabled.
+        self.ready = threading.Event()
+
+    def stop(self, *_: object) -> None:
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self, duration_s: float | None = None) -> int:
+        if threading.current_thread() is threading.main_thread():  # else: stop() ends it
+            signal.signal(signal.SIGTERM, self.stop)
+            signal.signal(signal.SIGINT, self.stop)
+        deadline = None if duration_s is None else time.monotonic() + duration_s
+        sw: Switch | None = None
+        next_check = 0.0
+        while not self.stopping and (deadline is None or time.monotonic() < deadline):
+            try:
+                if sw is None:
+                    sw = connect(self.load_config())
+                    self.installed.clear()
+                if sw.is_primary and not self.ready.is_set():
+                    if self._reconcile(sw, "took the switch"):
+                        sw.enable_digest()
+                        self.ready.set()
+                        log.info("primary on %s, digests on", sw.address)
+                    next_check = time.monotonic() + self.check_s
+                elif not sw.is_primary and self.ready.is_set():
+                    self.ready.clear()
+                    log.info("another controller is primary on %s; waiting", sw.address)
+                self._handle_stream(sw)
+                if not sw.alive:
+                    raise SwitchError("stream to the switch closed")
+                if self.ready.is_set() and time.monotonic() >= next_check:
+                    next_check = time.monotonic() + self.check_s
+                    self._reconcile(sw, "reconciled")
+            except NotPrimaryError:
+                self.ready.clear()  # mastership moved mid-write; the next round sees it
+            except SwitchError as e:
+                self.ready.clear()
+                log.warning("switch: %s; reconnecting", e)
+                if sw is not None:
+                    with contextlib.suppress(Exception):  # the session is gone anyway
+                        sw.close()
+                sw = None
+                self._stop.wait(self.retry_s)
+        if sw is not None:
+            sw.close()
+        self.ready.clear()
+        log.info("stopped")
+        return 0
+
+    def _reconcile(self, sw: Switch, what: str) -> bool:
+        """Apply the config file to the switch under the config lock; False when a runtime
+        command holds the lock (it is changing the file and the switch right now)."""
+        lock = (
+            config_lock(self.config_path, wait_s=0)
+            if self.config_path
+            else contextlib.nullcontext()
+        )
+        try:
+            with lock:
+                result = apply(sw, self.load_config())
+        except ConfigLocked:
+            return False
+        if result.writes or result.pipeline_pushed:
+            log.info(
+                "%s: pipeline %s, %d writes",
+                what,
+                "pushed" if result.pipeline_pushed else "kept",
+                result.writes,
+            )
+        return True
+
+    def _handle_stream(self, sw: Switch) -> None:
+        schema = sw.schema
+        rep = sw.next_stream_message("digest", timeout=self.poll_s)
+        if rep is not None:
+            msg = rep.digest
+            names = schema.digest_fields(CONN_DIGEST)
+            match = [f.name for f in schema.table(CONN_TABLE).fields]
+            params = [p.name for p in schema.action(CONN_ACTION).params]
+            for member in msg.data:
+                fields = digest_fields(member, names)
+                entry = conn_entry(fields, match, params)
+                if entry.key in self.installed:
+                    continue
+                self.installed.add(entry.key)
+                self.pending.append(Update("INSERT", entry))
+                log.info("collision flow %s: installing conn entry", dict(entry.match))
+            sw.ack_digest(msg.digest_id, msg.list_id)
+        if self.pending and sw.is_primary:
+            batch, self.pending = self.pending, []
+            try:
+                sw.write(batch, idle_timeout_ns=CONN_IDLE_TIMEOUT_NS)
+            except NotPrimaryError:
+                self.pending = batch + self.pending
+                raise
+            except SwitchError as e:
+                log.warning("conn entries not installed: %s", e)
+        rep = sw.next_stream_message("idle_timeout_notification", timeout=0)
+        if rep is not None:
+            note = rep.idle_timeout_notification
+            expired = [Update("DELETE", schema.decode(te)) for te in note.table_entry]
+            for u in expired:
+                self.installed.discard(u.entry.key)
+                log.info("conn entry idle, removing %s", dict(u.entry.match))
+            if expired and sw.is_primary:
+                sw.write(expired)
