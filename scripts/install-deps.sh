@@ -168,7 +168,7 @@ route_once() {
 }
 http_reason() {
     case $1 in 403) echo Forbidden ;; 404) echo Not Found ;; 410) echo Gone ;;
-        000) echo "no response" ;; 5??) echo "Server Error" ;; *) echo "HTTP error" ;; esac
+        503) echo Service Unavailable ;; 5??) echo Server Error ;; 000) echo no response ;; *) echo "HTTP error" ;; esac
 }
 # Remove what a failed route wrote, so a later `apt-get update` does not trip over it.
 route_forget() {
@@ -221,7 +221,10 @@ else
     esac
     done_p4=1
     if [ -n "$DIST" ] && [ "$ARCH" = amd64 ] && [[ " $REPO_LATEST_DISTS " == *" $DIST "* ]]; then
-        try_route p4lang-latest "home:p4lang:latest" "$REPO_LATEST" "$DIST" && done_p4=0
+        if try_route p4lang-latest "home:p4lang:latest" "$REPO_LATEST" "$DIST"; then
+            done_p4=0
+            route_forget p4lang # one p4lang source: the older project's mirrors break apt-get update
+        fi
     else
         NOTES+=("home:p4lang:latest publishes for ${REPO_LATEST_DISTS} (amd64) only; this is ${SYSTEM} (${ARCH})")
         log "skipping home:p4lang:latest: it publishes for ${REPO_LATEST_DISTS} (amd64) only"
@@ -243,7 +246,10 @@ if [ "${P4LB_VENV:-1}" != 0 ]; then
     fi
     if py_ok "$PY"; then
         log "installing the p4lb Python package into ${ROOT}/.venv with ${PY}"
-        make -C "$ROOT" --no-print-directory venv PY="$PY" >/dev/null
+        if ! make -C "$ROOT" --no-print-directory venv PY="$PY" >/dev/null; then
+            log "FAILED: 'make venv PY=$PY' (its errors are above); fix that and re-run"
+            exit 1
+        fi
     else
         NOTES+=(".venv: no Python >= 3.11 ($PY) to build it with")
     fi
@@ -265,7 +271,9 @@ if [ "$HAVE_APT" -eq 1 ]; then
         v=$(dpkg-query --admindir="$DPKG_ADMIN" -W -f='${Version}' "$p" 2>/dev/null) && [ -n "$v" ] && found+=("$p $v")
     done
 fi
-log "installed: ${found[*]:-nothing}"
+[ "${#found[@]}" -gt 0 ] || found=(nothing)
+joined=$(printf '%s, ' "${found[@]}")
+log "installed: ${joined%, }"
 
 missing=()
 for t in "${P4_TOOLS[@]}" "${OTHER_TOOLS[@]}"; do have "$t" || missing+=("$t"); done

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Vagrant's provisioner: the same install path as `make deps`, nothing VM-specific.
+# Vagrant's provisioner: the same install path as `make deps`, nothing VM-specific but the
+# next command it prints (typed on the host).
 set -euo pipefail
-sudo apt-get update -qq
-sudo apt-get install -y -qq make >/dev/null
 cd /vagrant
-make deps
+P4LB_NEXT="vagrant ssh -c 'cd /vagrant && sudo make run'" bash scripts/install-deps.sh
