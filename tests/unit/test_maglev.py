@@ -187,3 +187,28 @@ def test_changed_fraction_needs_equal_sizes() -> None:
     assert changed_fraction([], []) == 0.0
     with pytest.raises(ValueError):
         changed_fraction([1], [1, 2])
+
+
+def pseudocode_1(ns: list[str], m: int) -> list[str]:
+    """Maglev's Pseudocode 1 verbatim (equal weights; turns in the given order)."""
+    perms = [permutation(n, m) for n in ns]
+    nxt = [0] * len(ns)
+    entry: list[str | None] = [None] * m
+    filled = 0
+    while True:
+        for i, (offset, skip) in enumerate(perms):
+            c = (offset + nxt[i] * skip) % m
+            while entry[c] is not None:
+                nxt[i] += 1
+                c = (offset + nxt[i] * skip) % m
+            entry[c] = ns[i]
+            nxt[i] += 1
+            filled += 1
+            if filled == m:
+                return [e for e in entry if e is not None]
+
+
+@pytest.mark.parametrize("n,m", [(3, 509), (8, 1021), (13, 2039)])
+def test_equal_weights_are_exactly_pseudocode_1_in_name_order(n: int, m: int) -> None:
+    ns = sorted(names(n))
+    assert by_name(ns, [1] * n, m) == pseudocode_1(ns, m)
