@@ -12,7 +12,9 @@ Config (proposed; a `[vip.NAME.health]` table turns checks on for that VIP, ever
     http_status = 200    # ... and expect this status (anything else is a failure)
     namespace = ""       # "": probe from the controller's namespace; a name: run the probe
                          # under `ip netns exec NAME`; a path (/proc/PID/ns/net,
-                         # /run/netns/NAME): under `nsenter --net=PATH` (a Mininet host)
+                         # /run/netns/NAME): under `nsenter --net=PATH` (a Mininet host).
+                         # "{backend}" in it becomes the backend's name: "{backend}" probes
+                         # each backend from its own host's namespace.
 
 The defaults take a killed server out of rotation within fall * interval_s = 2 s (the
 issue's goal is 3 s); HAProxy's own defaults (inter 2 s, fall 3) would take 6 s.
@@ -213,7 +215,7 @@ class SubprocessProbe:
     def command(self, target: Target) -> list[str]:
         s = target.settings
         cmd = [
-            *namespace_prefix(s.namespace),
+            *namespace_prefix(s.namespace.replace("{backend}", target.backend)),
             self.python,
             "-m",
             "p4lb.health_probe",

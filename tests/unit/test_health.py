@@ -140,6 +140,11 @@ def test_namespace_prefix() -> None:
     assert namespace_prefix("/proc/42/ns/net") == ["nsenter", "--net=/proc/42/ns/net"]
 
 
+def test_namespace_can_name_each_backends_own_host() -> None:
+    t = Target("web", "h3", "10.0.0.3", 8000, HealthSettings(namespace="/run/netns/{backend}"))
+    assert SubprocessProbe(python="/py").command(t)[:2] == ["nsenter", "--net=/run/netns/h3"]
+
+
 def test_subprocess_command_runs_the_probe_module_in_the_namespace() -> None:
     t = Target("web", "h2", "10.0.0.2", 8000, HealthSettings(http_path="/", namespace="h1"))
     cmd = SubprocessProbe(python="/py").command(t)
