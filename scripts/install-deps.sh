@@ -22,6 +22,7 @@
 #   P4LB_KEYRING_DIR      where the repository keys go         (/etc/apt/keyrings)
 #   P4LB_RETRIES          tries per route on transient errors  (4)
 #   P4LB_BACKOFF          seconds before the first retry, doubled each time (5)
+#   P4LB_TIMEOUT          seconds before a repository request counts as timed out (30)
 #   P4LB_TOOL_PATH        PATH searched for the installed tools ($PATH)
 #   P4LB_DISTRO_PKGS      distribution packages besides Python (space-separated; default below)
 #   P4LB_VENV=0           skip building .venv
@@ -39,6 +40,7 @@ REPO_OLD="${P4LB_REPO_OLD:-https://download.opensuse.org/repositories/home:/p4la
 KEYRING_DIR="${P4LB_KEYRING_DIR:-/etc/apt/keyrings}"
 RETRIES="${P4LB_RETRIES:-4}"
 BACKOFF="${P4LB_BACKOFF:-5}"
+TIMEOUT="${P4LB_TIMEOUT:-30}"
 TOOL_PATH="${P4LB_TOOL_PATH:-$PATH}"
 NEXT="${P4LB_NEXT:-make run}"
 P4_PKGS=(p4lang-p4c p4lang-bmv2 p4lang-pi)
@@ -138,7 +140,7 @@ route_once() {
     local keyring="${KEYRING_DIR%/}/${name}.gpg" list="${SOURCES_DIR%/}/${name}.list"
     local line="deb [signed-by=${keyring}] ${base/#https:/http:}/${dist}/ /"
     OUT=""
-    if ! code=$(curl -sS -L --max-time 30 -o "$key" -w '%{http_code}' \
+    if ! code=$(curl -sS -L --max-time "$TIMEOUT" -o "$key" -w '%{http_code}' \
         "${base}/${dist}/Release.key" 2>"$TMP/curl.err"); then
         OUT="Release.key: $(cat "$TMP/curl.err")"
         return 1
@@ -159,12 +161,12 @@ route_once() {
         $SUDO install -m 0644 "$TMP/src.list" "$list"
     fi
     # Read this repository's index only; apt's own retries are off, the loop below retries.
-    OUT=$(apt_get update -q -o Acquire::Retries=0 -o Acquire::http::Timeout=30 \
+    OUT=$(apt_get update -q -o Acquire::Retries=0 -o Acquire::http::Timeout="$TIMEOUT" \
         -o Acquire::Languages=none -o Dir::Etc::sourcelist="$list" \
         -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0 2>&1) || return 1
     if grep -Eq '^(E:|W: Failed to fetch|W: Some index files failed)' <<<"$OUT"; then return 1; fi
     OUT=$(apt_get install -y -q --no-install-recommends -o Acquire::Retries=0 \
-        -o Acquire::http::Timeout=30 "${P4_PKGS[@]}" 2>&1) || return 1
+        -o Acquire::http::Timeout="$TIMEOUT" "${P4_PKGS[@]}" 2>&1) || return 1
 }
 http_reason() {
     case $1 in 403) echo Forbidden ;; 404) echo Not Found ;; 410) echo Gone ;;

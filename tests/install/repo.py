@@ -17,6 +17,7 @@ import http.server
 import os
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from pathlib import Path
@@ -117,7 +118,8 @@ def index(repo: Path, signer: Signer) -> None:
 @dataclass
 class Fault:
     """Requests whose path starts with `prefix` (and ends with `suffix`) fail `times` times
-    (None: always) with HTTP `status`, or with status 0: a complete file of the wrong size."""
+    (None: always) with HTTP `status`; status 0: a complete file of the wrong size; status -1:
+    no answer for HANG seconds (longer than the timeout the tests give the script)."""
 
     prefix: str
     status: int
@@ -148,6 +150,7 @@ class Plan:
 
 
 REASONS = {403: "Forbidden", 404: "Not Found", 503: "Service Unavailable"}
+HANG = 3.0
 
 
 def serve(root: Path, plan: Plan) -> http.server.ThreadingHTTPServer:
@@ -161,6 +164,10 @@ def serve(root: Path, plan: Plan) -> http.server.ThreadingHTTPServer:
             fault = plan.fault_for(self.path)
             if fault is None:
                 super().do_GET()
+                return
+            if fault.status == -1:
+                time.sleep(HANG)  # the client has given up by now; its socket is closed
+                self.close_connection = True
                 return
             if fault.status == 0:
                 real = (root / self.path.lstrip("/")).read_bytes()

@@ -40,6 +40,19 @@ ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, tex
 LATEST, OLD = "1.2.5.2-1", "1.2.4.8-1"
 
 
+def host_apt() -> dict[str, float]:
+    """This machine's own apt sources and keys (the tests must never touch them)."""
+    dirs = [Path("/etc/apt/sources.list.d"), Path("/etc/apt/keyrings")]
+    return {str(p): p.stat().st_mtime for d in dirs if d.is_dir() for p in d.iterdir()}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def host_untouched() -> Iterator[None]:
+    before = host_apt()
+    yield
+    assert host_apt() == before
+
+
 @dataclass
 class Site:
     url: str
@@ -178,6 +191,21 @@ def test_transient_errors_are_retried(machine: Machine) -> None:
     assert len(retries) == 3, out
     assert "403" in retries[0] and "503" in retries[1] and "Mirror sync" in retries[2]
     assert lines(out, "from home:p4lang:latest")
+    assert machine.installed("p4lang-p4c") == LATEST
+
+
+@latest_route
+def test_timeouts_are_retried(machine: Machine) -> None:
+    machine.env["P4LB_TIMEOUT"] = "1"
+    machine.site.plan.reset(
+        Fault("/latest/", -1, suffix="Release.key"), Fault("/latest/", -1, times=2, suffix=".deb")
+    )
+    rc, out = machine.run()
+    assert rc == 0, out
+    retries = lines(out, "transient error")
+    assert len(retries) == 2, out
+    # curl says so; apt, having given up on a silent connection, says "Connection failed".
+    assert "timed out" in retries[0] and "Connection failed" in retries[1]
     assert machine.installed("p4lang-p4c") == LATEST
 
 
