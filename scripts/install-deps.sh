@@ -117,10 +117,15 @@ fi
 # What a failed repository step printed, sorted: transient (worth retrying), missing (this
 # route does not publish it), or fatal. A .deb that 404s means the index is ahead of the
 # mirror (home:p4lang keeps only the newest revision): transient, the next try re-reads it.
+TRANSIENT='[[:space:]](403|408|429|5[0-9]{2})[[:space:]]+[[:alpha:]]|Mirror sync in progress'
+TRANSIENT+='|unexpected size|Hash Sum mismatch|timed out|Connection (failed|reset|refused)'
+TRANSIENT+='|Failed to connect|Could not connect|Undetermined Error'
+MISSING='[[:space:]](404|410)[[:space:]]+[[:alpha:]]|does not have a Release file'
+MISSING+='|Unable to locate package|has no installation candidate'
 classify() {
     if grep -Eqi 'Failed to fetch [^ ]*\.deb +404' <<<"$1"; then echo transient
-    elif grep -Eqi '[[:space:]](403|408|429|5[0-9]{2})[[:space:]]+[[:alpha:]]|Mirror sync in progress|unexpected size|Hash Sum mismatch|timed out|Connection (failed|reset|refused)|Failed to connect|Could not connect|Undetermined Error' <<<"$1"; then echo transient
-    elif grep -Eqi '[[:space:]](404|410)[[:space:]]+[[:alpha:]]|does not have a Release file|Unable to locate package|has no installation candidate' <<<"$1"; then echo missing
+    elif grep -Eqi "$TRANSIENT" <<<"$1"; then echo transient
+    elif grep -Eqi "$MISSING" <<<"$1"; then echo missing
     else echo fatal
     fi
 }
@@ -169,8 +174,10 @@ route_once() {
         -o Acquire::http::Timeout="$TIMEOUT" "${P4_PKGS[@]}" 2>&1) || return 1
 }
 http_reason() {
-    case $1 in 403) echo Forbidden ;; 404) echo Not Found ;; 410) echo Gone ;;
-        503) echo Service Unavailable ;; 5??) echo Server Error ;; 000) echo no response ;; *) echo "HTTP error" ;; esac
+    case $1 in
+        403) echo Forbidden ;; 404) echo Not Found ;; 410) echo Gone ;;
+        503) echo Service Unavailable ;; 5??) echo Server Error ;; *) echo "HTTP error" ;;
+    esac
 }
 # Remove what a failed route wrote, so a later `apt-get update` does not trip over it.
 route_forget() {
@@ -198,7 +205,8 @@ try_route() {
             route_forget "$name"
             return 1
         fi
-        log "${label}: transient error ($(first_error "$OUT")); try $((try + 1))/${RETRIES} in ${wait} s"
+        log "${label}: transient error ($(first_error "$OUT"));" \
+            "try $((try + 1))/${RETRIES} in ${wait} s"
         sleep "$wait"
         try=$((try + 1))
         wait=$((wait * 2))
@@ -225,10 +233,11 @@ else
     if [ -n "$DIST" ] && [ "$ARCH" = amd64 ] && [[ " $REPO_LATEST_DISTS " == *" $DIST "* ]]; then
         if try_route p4lang-latest "home:p4lang:latest" "$REPO_LATEST" "$DIST"; then
             done_p4=0
-            route_forget p4lang # one p4lang source: the older project's mirrors break apt-get update
+            route_forget p4lang # one p4lang source: the older one's mirrors break apt-get update
         fi
     else
-        NOTES+=("home:p4lang:latest publishes for ${REPO_LATEST_DISTS} (amd64) only; this is ${SYSTEM} (${ARCH})")
+        NOTES+=("home:p4lang:latest publishes for ${REPO_LATEST_DISTS} (amd64) only; \
+this is ${SYSTEM} (${ARCH})")
         log "skipping home:p4lang:latest: it publishes for ${REPO_LATEST_DISTS} (amd64) only"
     fi
     if [ "$done_p4" -ne 0 ]; then
@@ -242,7 +251,8 @@ fi
 
 # 3. The Python package and its pinned dependencies.
 if [ "${P4LB_VENV:-1}" != 0 ]; then
-    if [ -e "$ROOT/.venv" ] && ! { py_ok "$ROOT/.venv/bin/python" && [ -x "$ROOT/.venv/bin/p4lb" ]; }; then
+    if [ -e "$ROOT/.venv" ] &&
+        ! { py_ok "$ROOT/.venv/bin/python" && [ -x "$ROOT/.venv/bin/p4lb" ]; }; then
         log "rebuilding .venv (it is incomplete or its Python is older than 3.11)"
         rm -rf "$ROOT/.venv"
     fi
@@ -267,10 +277,13 @@ for t in p4c simple_switch_grpc mn ab tcpdump; do
         esac
     fi
 done
-if [ -x "$ROOT/.venv/bin/python" ]; then found+=(".venv python $(version_of "$ROOT/.venv/bin/python" --version)"); fi
+if [ -x "$ROOT/.venv/bin/python" ]; then
+    found+=(".venv python $(version_of "$ROOT/.venv/bin/python" --version)")
+fi
 if [ "$HAVE_APT" -eq 1 ]; then
     for p in "${P4_PKGS[@]}"; do
-        v=$(dpkg-query --admindir="$DPKG_ADMIN" -W -f='${Version}' "$p" 2>/dev/null) && [ -n "$v" ] && found+=("$p $v")
+        v=$(dpkg-query --admindir="$DPKG_ADMIN" -W -f='${Version}' "$p" 2>/dev/null) || continue
+        [ -z "$v" ] || found+=("$p $v")
     done
 fi
 [ "${#found[@]}" -gt 0 ] || found=(nothing)
