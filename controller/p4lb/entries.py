@@ -27,7 +27,6 @@ OWNED_TABLES = (
     "wrr_table",
     "vip_table",
     "vip_address_table",
-    "vip_source_table",
 )
 MULTICAST = "multicast_group"  # pseudo-table for the packet replication engine
 
@@ -195,13 +194,7 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
                     "backend_table",
                     (("backend_id", bid),),
                     "set_backend",
-                    (
-                        ("addr", ip(b.address)),
-                        ("port", b.port),
-                        ("switch_port", b.switch_port),
-                        ("src_mac", sw_mac),
-                        ("dst_mac", mac(b.mac)),
-                    ),
+                    (("addr", ip(b.address)), ("port", b.port)),
                 )
             )
             out.append(
@@ -220,8 +213,6 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
         out.append(
             Entry("vip_address_table", (("addr", addr),), "vip_address", (("vip_mac", vmac),))
         )
-        # No client sends from a VIP's address: a new flow from one is dropped as martian.
-        out.append(Entry("vip_source_table", (("addr", addr),), "vip_source", ()))
     ports = cfg.switch.ports or sorted(
         {h.switch_port for h in cfg.hosts} | {b.switch_port for v in cfg.vips for b in v.backends}
     )
@@ -311,10 +302,10 @@ def desired_entries(
 _CREATE_STAGES = (
     ("ipv4_route_table", "backend_table", "reverse_nat_table", MULTICAST),
     ("pool_table", "wrr_table"),
-    ("vip_table", "vip_address_table", "vip_source_table"),
+    ("vip_table", "vip_address_table"),
 )
 _DELETE_STAGES = (
-    ("vip_table", "vip_address_table", "vip_source_table"),
+    ("vip_table", "vip_address_table"),
     ("pool_table", "wrr_table"),
     ("ipv4_route_table", "backend_table", "reverse_nat_table", MULTICAST),
 )
