@@ -1,0 +1,254 @@
+"""The P4Runtime side over real gRPC, against the in-process fake switch: apply and
+reconcile, read-back, refusals, arbitration, counters, digests, idle timeouts, reconnects."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import grpc
+import pytest
+from finsy.proto import p4r
+
+from p4lb import config as cfgmod
+from p4lb import control, intent
+from p4lb.adapter import NotPrimaryError, Switch, SwitchError
+from p4lb.config import Config
+from p4lb.daemon import Controller
+from p4lb.entries import Entry, Update, desired_entries
+from p4lb.p4info import schema
+from tests.unit.fake_switch import FakeSwitch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def config_for(fake: FakeSwitch, election_id: int = 10) -> Config:
+    cfg = cfgmod.load(ROOT / "configs" / "default.toml")
+    return replace(cfg, switch=replace(cfg.switch, address=fake.address, election_id=election_id))
+
+
+@pytest.fixture
+def writer(fake: FakeSwitch) -> Iterator[Switch]:
+    sw = Switch(fake.address, 0, 10)
+    try:
+        yield sw
+    finally:
+        sw.close()
+
+
+def test_apply_programs_an_empty_switch_and_reads_back_the_intent(
+    fake: FakeSwitch, writer: Switch
+) -> None:
+    cfg = config_for(fake)
+    first = control.apply(writer, cfg)
+    assert first.pipeline_pushed and first.writes > 0
+    assert fake.updates_applied == first.writes
+    held = writer.read_entries()
+    assert sorted(held) == sorted(desired_entries(cfg, held)[1])
+    assert len(fake.entries("vip_table")) == 1 and len(fake.entries("wrr_table")) == 3
+
+
+def test_a_second_apply_writes_nothing(fake: FakeSwitch, writer: Switch) -> None:
+    cfg = config_for(fake)
+    control.apply(writer, cfg)
+    requests = fake.write_requests
+    again = control.apply(writer, cfg)
+    assert (again.pipeline_pushed, again.writes, fake.write_requests) == (False, 0, requests)
+
+
+def test_a_weight_change_flips_one_vip_entry(fake: FakeSwitch, writer: Switch) -> None:
+    cfg = config_for(fake)
+    control.apply(writer, cfg)
+    control.apply(writer, intent.set_weight(cfg, "web", "h2", 3))
+    (vip,) = [e for e in writer.read_entries() if e.table == "vip_table"]
+    assert vip.p("slot_count") == 5 and vip.p("version") == 1
+    assert len(fake.entries("wrr_table")) == 5  # the old version is gone
+
+
+def test_the_switch_names_the_update_it_refused(fake: FakeSwitch, writer: Switch) -> None:
+    control.apply(writer, config_for(fake))
+    backend = next(e for e in writer.read_entries() if e.table == "backend_table")
+    with pytest.raises(SwitchError, match=r"refused INSERT backend_table .*exists"):
+        writer.write([Update("INSERT", backend)])
+    missing = replace(backend, match=(("backend_id", 999),))
+    with pytest.raises(SwitchError, match=r"refused MODIFY backend_table .*does not exist"):
+        writer.write([Update("MODIFY", missing)])
+
+
+def test_the_fake_switch_checks_entries_against_the_p4info(
+    fake: FakeSwitch, writer: Switch
+) -> None:
+    control.apply(writer, config_for(fake))
+    backend = next(e for e in writer.read_entries() if e.table == "backend_table")
+    good = writer.schema.encode(backend)
+
+    def write(te: p4r.TableEntry) -> grpc.RpcError:
+        req = p4r.WriteRequest(device_id=0)
+        req.election_id.low = 10
+        upd = req.updates.add(type=p4r.Update.INSERT)
+        upd.entity.table_entry.CopyFrom(te)
+        with pytest.raises(grpc.RpcError) as caught:
+            writer.stub.Write(req)
+        err = caught.value
+        assert isinstance(err, grpc.RpcError)
+        return err
+
+    cases = {
+        "unknown table id": lambda te: setattr(te, "table_id", 1),
+        "unknown match field id": lambda te: setattr(te.match[0], "field_id", 99),
+        "does not fit": lambda te: setattr(te.match[0].exact, "value", b"\x01\x00\x00"),
+        "not canonical": lambda te: setattr(te.match[0].exact, "value", b"\x00\x05"),
+        "not allowed here": lambda te: setattr(te.action.action, "action_id", 1),
+        "parameters missing": lambda te: te.action.action.params.pop(),
+    }
+    for what, spoil in cases.items():
+        te = p4r.TableEntry()
+        te.CopyFrom(good)
+        te.match[0].exact.value = b"\x7f"  # a fresh key, so only the spoiling can fail
+        spoil(te)
+        err = write(te)
+        assert err.code() == grpc.StatusCode.UNKNOWN
+        details = dict(err.trailing_metadata() or ())["grpc-status-details-bin"]
+        assert what in str(details), what
+
+
+def test_a_lower_election_id_cannot_write(fake: FakeSwitch, writer: Switch) -> None:
+    cfg = config_for(fake)
+    control.apply(writer, cfg)
+    with Switch(fake.address, 0, 5) as low:
+        assert not low.is_primary
+        with pytest.raises(NotPrimaryError, match="another controller"):
+            control.apply(low, intent.set_weight(cfg, "web", "h2", 7))
+    assert control.apply(writer, cfg).writes == 0
+
+
+def test_a_higher_election_id_takes_over_and_the_old_primary_is_refused(
+    fake: FakeSwitch, writer: Switch
+) -> None:
+    cfg = config_for(fake)
+    control.apply(writer, cfg)
+    with Switch(fake.address, 0, 11) as high:
+        assert high.is_primary
+        with pytest.raises(NotPrimaryError):
+            control.apply(writer, intent.set_weight(cfg, "web", "h2", 7))
+        assert control.apply(high, intent.set_weight(cfg, "web", "h2", 2)).writes > 0
+    # Mastership returns to the remaining session once the higher one leaves.
+    assert fake.wait_for(lambda: fake.primary is not None and fake.primary.election_id == 10)
+    assert control.apply(writer, cfg).writes > 0
+
+
+def test_an_election_id_in_use_is_refused(fake: FakeSwitch, writer: Switch) -> None:
+    with pytest.raises(NotPrimaryError, match="election id 10 is in use"):
+        Switch(fake.address, 0, 10)
+
+
+def test_a_reader_reads_without_arbitration(fake: FakeSwitch, writer: Switch) -> None:
+    cfg = config_for(fake)
+    control.apply(writer, cfg)
+    before = fake.arbitrations
+    with control.connect_reader(cfg) as reader:
+        assert not reader.is_primary
+        assert sorted(reader.read_entries()) == sorted(writer.read_entries())
+    assert fake.arbitrations == before
+
+
+def test_stats_read_the_counters_by_backend_id(fake: FakeSwitch, writer: Switch) -> None:
+    cfg = config_for(fake)
+    control.apply(writer, cfg)
+    ids = {
+        e.exact("backend_id"): e.p("addr") & 0xFF
+        for e in writer.read_entries(("backend_table",))
+        if e.table == "backend_table"
+    }
+    for bid, last_octet in ids.items():  # h2: 20 connections, h3: 30, h4: 40
+        fake.set_counter("backend_conns", bid, last_octet * 10, 0)
+    fake.set_counter("drops", 0 * writer.schema.drop_counter_stride() + 5, 7)
+    st = control.read_stats(writer, cfg)
+    web = st.vip("web")
+    assert [r.connections for r in web.backends] == [20, 30, 40]
+    assert [round(r.share, 4) for r in web.backends] == [0.2222, 0.3333, 0.4444]
+    assert st.drops == {writer.schema.drop_reasons()[5]: 7}
+
+
+@pytest.fixture
+def running(fake: FakeSwitch, tmp_path: Path) -> Iterator[Controller]:
+    """`p4lb run` (Controller.run) in a thread against the fake switch."""
+    path = tmp_path / "run.toml"
+    cfgmod.save(config_for(fake), path)
+    ctl = Controller(
+        lambda: cfgmod.load(path), poll_s=0.02, check_s=0.1, config_path=str(path), retry_s=0.05
+    )
+    thread = threading.Thread(target=ctl.run, kwargs={"duration_s": 60})
+    thread.start()
+    try:
+        yield ctl
+    finally:
+        ctl.stop()
+        thread.join(10)
+        assert not thread.is_alive(), "p4lb run did not stop"
+
+
+def _conn_fields(src_port: int, backend_id: int) -> dict[str, int]:
+    return {
+        "src_addr": 0x0A000001,
+        "dst_addr": 0x0A000064,
+        "protocol": 6,
+        "src_port": src_port,
+        "dst_port": 80,
+        "backend_id": backend_id,
+    }
+
+
+def test_run_installs_a_conn_entry_from_a_digest_and_removes_it_when_idle(
+    fake: FakeSwitch, running: Controller
+) -> None:
+    assert running.ready.wait(10), "p4lb run did not take the switch"
+    list_id = fake.send_digest("conn_digest_t", [_conn_fields(40000, 2)])
+    assert list_id is not None, "p4lb run did not enable digests"
+    assert fake.wait_for(lambda: len(fake.entries("conn_table")) == 1)
+    (te,) = fake.entries("conn_table")
+    got = schema().decode(te)
+    assert got == Entry(
+        "conn_table",
+        (
+            ("src_addr", 0x0A000001),
+            ("dst_addr", 0x0A000064),
+            ("protocol", 6),
+            ("src_port", 40000),
+            ("dst_port", 80),
+        ),
+        "use_backend",
+        (("backend_id", 2),),
+    )
+    assert te.idle_timeout_ns > 0
+    assert fake.wait_for(lambda: fake.acks and fake.acks[-1][1] == list_id)
+    # The same flow digested again (the ack raced a second packet) is not inserted twice.
+    fake.send_digest("conn_digest_t", [_conn_fields(40000, 2)])
+    fake.send_digest("conn_digest_t", [_conn_fields(40001, 3)])
+    assert fake.wait_for(lambda: len(fake.entries("conn_table")) == 2)
+    assert fake.expire("conn_table") == 2
+    assert fake.wait_for(lambda: not fake.entries("conn_table"))
+
+
+def test_run_restores_a_restarted_switch(fake: FakeSwitch, running: Controller) -> None:
+    assert running.ready.wait(10)
+    fake.restart()  # streams end, pipeline and entries gone
+    assert fake.wait_for(lambda: fake.p4info is not None and bool(fake.entries("vip_table")))
+    assert running.ready.wait(10)
+    assert len(fake.entries("wrr_table")) == 3
+    assert fake.send_digest("conn_digest_t", [_conn_fields(40002, 1)]) is not None
+
+
+def test_run_reconnects_to_a_new_server_on_the_same_port(
+    fake: FakeSwitch, running: Controller
+) -> None:
+    assert running.ready.wait(10)
+    port = fake.port
+    fake.stop()
+    fresh = FakeSwitch().start(port=port)
+    try:
+        assert fresh.wait_for(lambda: fresh.p4info is not None and bool(fresh.entries("vip_table")))
+    finally:
+        fresh.stop()
