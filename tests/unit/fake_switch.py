@@ -75,6 +75,8 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
         self.write_requests = 0
         self.updates_applied = 0
         self.acks: list[tuple[int, int]] = []
+        # (election id of the writer, table name, update type) of every table write applied
+        self.table_writes: list[tuple[int, str, int]] = []
         self._list_ids = itertools.count(1)
         self._wipe()
         self._server: grpc.Server | None = None
@@ -156,6 +158,11 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
     def entries(self, table: str) -> list[p4r.TableEntry]:
         with self.cond:
             return list(self.tables.get(self.table_id(table), {}).values())
+
+    def all_entries(self) -> list[p4r.TableEntry]:
+        """Every table entry held (for comparing with an intent without an RPC)."""
+        with self.cond:
+            return [te for held in self.tables.values() for te in held.values()]
 
     def set_counter(self, name: str, index: int, packets: int, nbytes: int = 0) -> None:
         with self.cond:
@@ -319,6 +326,11 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
                 try:
                     self._update(u)
                     self.updates_applied += 1
+                    if u.entity.HasField("table_entry"):
+                        name = self._table(u.entity.table_entry.table_id).preamble.name
+                        self.table_writes.append(
+                            (_u128(request.election_id), name.rsplit(".", 1)[-1], u.type)
+                        )
                     errors.append(p4r.Error(canonical_code=OK))
                 except _Refused as e:
                     errors.append(p4r.Error(canonical_code=e.code, message=e.message))
