@@ -104,7 +104,7 @@ def _set_fields(t: Table, current: Any, new: Any) -> None:
         if f.name == "ports":
             continue
         value = getattr(new, f.name)
-        if getattr(current, f.name) != value or (f.name not in t and value != f.default):
+        if getattr(current, f.name) != value:  # `current` has the defaults of absent keys
             t[f.name] = value
 
 
