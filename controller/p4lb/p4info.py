@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 from finsy.proto import p4i as p4info_pb2
 from finsy.proto import p4r as p4runtime_pb2
@@ -14,6 +15,8 @@ from google.protobuf import text_format
 
 from p4lb.config import Limits
 from p4lb.entries import Entry, MatchValue
+
+T = TypeVar("T")
 
 COMPILED_DIR = Path(__file__).resolve().parent / "compiled"
 P4INFO_NAME = "lb.p4info.txtpb"
@@ -104,43 +107,25 @@ class Schema:
         self.digests = {_short(d.preamble.name): d for d in info.digests}
 
     def table(self, name: str) -> Table:
-        try:
-            return self.tables[name]
-        except KeyError:
-            raise P4InfoError(f"P4Info has no table {name!r}") from None
+        return _lookup(self.tables, "table", name)
 
     def action(self, name: str) -> Action:
-        try:
-            return self.actions[name]
-        except KeyError:
-            raise P4InfoError(f"P4Info has no action {name!r}") from None
+        return _lookup(self.actions, "action", name)
 
     def counter_id(self, name: str) -> int:
-        try:
-            return int(self.counters[name].preamble.id)
-        except KeyError:
-            raise P4InfoError(f"P4Info has no counter {name!r}") from None
+        return int(_lookup(self.counters, "counter", name).preamble.id)
 
     def counter_size(self, name: str) -> int:
-        try:
-            return int(self.counters[name].size)
-        except KeyError:
-            raise P4InfoError(f"P4Info has no counter {name!r}") from None
+        return int(_lookup(self.counters, "counter", name).size)
 
     def digest_id(self, name: str) -> int:
-        try:
-            return int(self.digests[name].preamble.id)
-        except KeyError:
-            raise P4InfoError(f"P4Info has no digest {name!r}") from None
+        return int(_lookup(self.digests, "digest", name).preamble.id)
 
     def digest_fields(self, name: str) -> tuple[str, ...]:
         """The member names of a digest's struct, in P4 declaration order (the order of a
         digest message's members)."""
-        try:
-            struct = self.digests[name].type_spec.struct.name
-            return tuple(m.name for m in self.info.type_info.structs[struct].members)
-        except KeyError:
-            raise P4InfoError(f"P4Info has no digest struct {name!r}") from None
+        struct = _lookup(self.digests, "digest", name).type_spec.struct.name
+        return tuple(m.name for m in self.info.type_info.structs[struct].members)
 
     def enum(self, name: str) -> dict[str, int] | None:
         """A P4 serializable enum as {member name in lower case: value}; None if the
@@ -258,6 +243,13 @@ class Schema:
         act = self.actions_by_id[action_id]
         values = tuple((p.name, int.from_bytes(params.get(p.id, b""), "big")) for p in act.params)
         return Entry(tab.name, tuple(match), act.name, values)
+
+
+def _lookup(store: dict[str, T], kind: str, name: str) -> T:
+    try:
+        return store[name]
+    except KeyError:
+        raise P4InfoError(f"P4Info has no {kind} {name!r}") from None
 
 
 def to_bytes(value: int, bitwidth: int, what: str) -> bytes:
