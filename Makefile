@@ -13,7 +13,7 @@ P4C_FLAGS := --arch v1model --std p4-16 --Werror
 QUICK ?=
 PY_DIRS := $(wildcard controller tests topology scripts)
 
-.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench clean
+.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench shell clean
 
 help:
 	@echo "p4lb make targets:"
@@ -25,6 +25,8 @@ help:
 	@echo "  stop       stop everything 'make run' started (by PID) and remove its interfaces"
 	@echo "  test       lint + the whole test suite (layers without their tools are skipped)"
 	@echo "  bench      ApacheBench runs for every algorithm + controller speed (QUICK=1: smoke run)"
+	@echo "  shell      p4runtime-shell on the running switch, as a reader (own venv: $(SHELL_VENV);"
+	@echo "             CONFIG=run/lb.toml, SHELL_ARGS=--primary to write)"
 	@echo "  lint       ruff + mypy + shellcheck"
 	@echo "  clean      remove $(BUILD)/ and caches"
 
@@ -38,6 +40,21 @@ $(VPY): pyproject.toml
 	touch $(VPY)
 
 venv: $(VPY)
+
+# p4runtime-shell with the pins it needs (protobuf < 3.21, IPython 7), kept out of $(VENV).
+SHELL_VENV ?= .venv-shell
+SHELL_PINS := p4runtime-shell==0.0.6 p4runtime==1.4.1 protobuf==3.20.3 grpcio==1.85.1 \
+	googleapis-common-protos==1.73.0 ipython==7.31.1 jedi==0.17.2
+CONFIG ?= run/lb.toml
+SHELL_ARGS ?=
+
+$(SHELL_VENV)/bin/python:
+	$(PY) -m venv $(SHELL_VENV)
+	$(SHELL_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(SHELL_VENV)/bin/python -m pip install --quiet $(SHELL_PINS)
+
+shell: $(VPY) $(SHELL_VENV)/bin/python
+	$(VENV)/bin/p4lb -c $(CONFIG) shell $(SHELL_ARGS)
 
 $(BUILD)/lb.json: $(P4_SOURCES)
 	@command -v $(P4C) >/dev/null || { echo "make build: $(P4C) (p4c) is not installed (run 'make deps' or use the VM)"; exit 1; }
