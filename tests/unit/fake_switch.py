@@ -77,6 +77,7 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
         self.acks: list[tuple[int, int]] = []
         # (election id of the writer, table name, update type) of every table write applied
         self.table_writes: list[tuple[int, str, int]] = []
+        self.full_tables: set[str] = set()  # tests: tables that refuse every INSERT as full
         self._list_ids = itertools.count(1)
         self._wipe()
         self._server: grpc.Server | None = None
@@ -387,7 +388,8 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
             self._check_action(table, te)
             if te.idle_timeout_ns and table.idle_timeout_behavior != p4i.Table.NOTIFY_CONTROL:
                 raise _Refused(INVALID_ARGUMENT, "table does not support idle timeouts")
-        if op == p4r.Update.INSERT and key not in held and len(held) >= table.size:
+        full = table.preamble.name.rsplit(".", 1)[-1] in self.full_tables
+        if op == p4r.Update.INSERT and key not in held and (full or len(held) >= table.size):
             raise _Refused(RESOURCE_EXHAUSTED, f"table {table.preamble.name} is full")
         self._keyed(held, key, op, te, f"entry in {table.preamble.name}")
 

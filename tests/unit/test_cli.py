@@ -3,13 +3,17 @@ change leaves the config file untouched."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from p4lb import config as cfgmod
 from p4lb.cli import main
+from tests.unit.fake_switch import FakeSwitch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,3 +88,82 @@ def test_unreachable_switch_is_a_clear_error_and_the_file_is_kept(
     assert cfg_file.read_bytes() == before
     assert main(["-c", str(cfg_file), "apply"]) == 1
     assert main(["-c", str(cfg_file), "stats"]) == 1
+
+
+# ---------------------------------------------------------------- against the fake switch
+
+
+def test_apply_over_grpc_then_a_dry_run_has_nothing_to_write(
+    fake_cfg: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["-c", str(fake_cfg), "apply"]) == 0
+    assert "; pipeline pushed" in capsys.readouterr().out
+    assert main(["-c", str(fake_cfg), "apply", "--dry-run"]) == 0
+    assert capsys.readouterr().out.strip() == f"{fake_cfg}: would write 0 entries in 0 batches"
+
+
+def test_a_runtime_change_the_switch_refuses_leaves_the_file_untouched(
+    fake: FakeSwitch, fake_cfg: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["-c", str(fake_cfg), "apply"]) == 0
+    fake.full_tables.add("backend_table")
+    before = fake_cfg.read_bytes()
+    args = ["--address", "10.0.0.5", "--port", "80", "--mac", "00:00:00:00:00:05"]
+    assert (
+        main(["-c", str(fake_cfg), "backend", "add", "web", "h5", *args, "--switch-port", "5"]) == 1
+    )
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"p4lb: switch at {fake.address} refused INSERT backend_table")
+    assert err.endswith("is full") and "\n" not in err
+    assert fake_cfg.read_bytes() == before
+
+
+def _shell_run(cfg: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`p4lb shell` in a child process, with a stand-in for p4runtime-shell's Python that
+    prints the arguments it was started with."""
+    stand_in = tmp_path / "python"
+    stand_in.write_text('#!/bin/sh\necho "$@"\n')
+    stand_in.chmod(0o755)
+    env = {
+        **os.environ,
+        "P4LB_SHELL_PYTHON": str(stand_in),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    code = "import sys; from p4lb.cli import main; sys.exit(main())"
+    return subprocess.run(
+        [sys.executable, "-c", code, "-c", str(cfg), "shell", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+def test_shell_opens_p4runtime_shell_as_a_reader_on_the_configured_switch(
+    fake: FakeSwitch, fake_cfg: Path, tmp_path: Path
+) -> None:
+    assert main(["-c", str(fake_cfg), "apply"]) == 0
+    got = _shell_run(fake_cfg, tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == [
+        "-m", "p4runtime_sh", "--grpc-addr", fake.address, "--device-id", "0",
+        "--election-id", "0,1",
+    ]  # fmt: skip
+    primary = _shell_run(fake_cfg, tmp_path, "--primary")
+    assert primary.stdout.split()[-1] == "0,12"  # above p4lb run (10) and commands (11)
+
+
+def test_shell_refuses_a_switch_without_our_pipeline(
+    fake: FakeSwitch, fake_cfg: Path, tmp_path: Path
+) -> None:
+    got = _shell_run(fake_cfg, tmp_path)
+    assert got.returncode == 1
+    assert got.stderr.strip().endswith("has no pipeline: run `p4lb apply`")
+
+
+def test_shell_says_how_to_install_p4runtime_shell(
+    fake_cfg: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("P4LB_SHELL_PYTHON", "/nonexistent/python")
+    assert main(["-c", str(fake_cfg), "shell"]) == 1
+    assert "run `make shell`" in capsys.readouterr().err
