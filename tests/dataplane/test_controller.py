@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +17,7 @@ from p4lb import config as cfgmod
 from p4lb import control, intent
 from p4lb.adapter import Switch, SwitchError
 from p4lb.cli import main
+from p4lb.daemon import Controller
 from p4lb.entries import desired_entries
 from tests.dataplane.harness import GRPC_PORT, Bmv2, Wire, colliding_pair, flow_syn
 
@@ -47,6 +51,28 @@ def test_cli_weight_set_reaches_the_switch_and_the_file(bmv2: Bmv2) -> None:
     assert vip.p("slot_count") == 5
 
 
+def test_concurrent_cli_writers_all_land_on_the_switch_and_in_the_file(bmv2: Bmv2) -> None:
+    """Three `p4lb weight set` started at the same moment (issue 13): all exit 0, and the
+    switch and the file both hold all three weights."""
+    exe = Path(sys.executable).with_name("p4lb")
+    procs = [
+        subprocess.Popen(
+            [str(exe), "-c", str(bmv2.cfg_path), "weight", "set", "web", f"s{port}", str(port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for port in (2, 3, 4)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err.decode()
+    cfg = cfgmod.load(bmv2.cfg_path)
+    assert [b.weight for b in cfg.vip("web").backends] == [2, 3, 4]
+    held = bmv2.sw.read_entries()
+    assert sorted(held) == sorted(desired_entries(cfg, held)[1])
+    bmv2.cfg = cfg
+
+
 def test_a_lower_election_id_cannot_write(bmv2: Bmv2) -> None:
     other = Switch(f"127.0.0.1:{GRPC_PORT}", 0, 5)
     try:
@@ -66,7 +92,9 @@ class RunningController:
         cfg = replace(bmv2.cfg, switch=replace(bmv2.cfg.switch, election_id=20))
         self.path = bmv2.cfg_path.with_name("run.toml")
         cfgmod.save(cfg, self.path)
-        self.ctl = control.Controller(lambda: cfgmod.load(self.path), check_s=0.5)
+        self.ctl = Controller(
+            lambda: cfgmod.load(self.path), check_s=0.5, config_path=str(self.path)
+        )
         self.thread = threading.Thread(target=self.ctl.run, kwargs={"duration_s": 60})
 
     def __enter__(self) -> RunningController:
