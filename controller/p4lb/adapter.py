@@ -282,6 +282,22 @@ class Switch:
             out[c.index.index] = CounterValue(c.data.packet_count, c.data.byte_count)
         return out
 
+    def read_direct_counter(self, name: str) -> list[tuple[Entry, CounterValue]]:
+        """Every entry of a direct counter's table with its counts."""
+        req = p4r.ReadRequest()
+        table = self.schema.table(self.schema.direct_counter_table(name))
+        req.entities.add().direct_counter_entry.table_entry.table_id = table.id
+        out = []
+        for e in self._read(req):
+            d = e.direct_counter_entry
+            out.append(
+                (
+                    self.schema.decode(d.table_entry),
+                    CounterValue(d.data.packet_count, d.data.byte_count),
+                )
+            )
+        return out
+
     # ------------------------------------------------------------ writes
 
     def _entity(self, entry: Entry, ent: p4r.Entity) -> None:

@@ -83,11 +83,24 @@ def apply(sw: Switch, cfg: Config, dry_run: bool = False) -> ApplyResult:
 def read_stats(sw: Switch, cfg: Config) -> Stats:
     """Lifetime counter totals for the VIPs and backends of `cfg`."""
     ids = ids_on_switch(sw.read_entries(("vip_table", "reverse_nat_table")))
-    counters: dict[str, dict[int, tuple[int, int]]] = {}
-    for name in STATS_COUNTERS:
-        counters[name] = {i: (c.packets, c.bytes) for i, c in sw.read_counter(name).items()}
+    counters = {name: _cells(sw, name) for name in STATS_COUNTERS}
     layout = DropLayout(sw.schema.drop_reasons(), sw.schema.drop_counter_stride())
     return compute(cfg, ids, counters, layout)
+
+
+def _cells(sw: Switch, name: str) -> dict[int, tuple[int, int]]:
+    """A counter's cells as {index: (packets, bytes)}. A direct counter (on backend_table or
+    reverse_nat_table) is indexed by the backend id its entries match or set."""
+    if name in sw.schema.counters:
+        return {i: (c.packets, c.bytes) for i, c in sw.read_counter(name).items()}
+    out: dict[int, tuple[int, int]] = {}
+    for entry, c in sw.read_direct_counter(name):
+        fields = dict(entry.match) | dict(entry.params)
+        bid = fields.get("backend_id")
+        if isinstance(bid, int):
+            packets, nbytes = out.get(bid, (0, 0))
+            out[bid] = (packets + c.packets, nbytes + c.bytes)
+    return out
 
 
 def conn_entry(fields: dict[str, int]) -> Entry:

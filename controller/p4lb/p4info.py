@@ -104,6 +104,7 @@ class Schema:
             self.tables[tab.name] = tab
             self.tables_by_id[tab.id] = tab
         self.counters = {_short(c.preamble.name): c for c in info.counters}
+        self.direct_counters = {_short(c.preamble.name): c for c in info.direct_counters}
         self.digests = {_short(d.preamble.name): d for d in info.digests}
 
     def table(self, name: str) -> Table:
@@ -117,6 +118,11 @@ class Schema:
 
     def counter_size(self, name: str) -> int:
         return int(_lookup(self.counters, "counter", name).size)
+
+    def direct_counter_table(self, name: str) -> str:
+        """The table a direct counter counts the entries of."""
+        table_id = _lookup(self.direct_counters, "direct counter", name).direct_table_id
+        return self.tables_by_id[table_id].name
 
     def digest_id(self, name: str) -> int:
         return int(_lookup(self.digests, "digest", name).preamble.id)

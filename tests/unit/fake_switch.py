@@ -122,6 +122,7 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
         self.tables: dict[int, dict[bytes, p4r.TableEntry]] = {}
         self.groups: dict[int, p4r.MulticastGroupEntry] = {}
         self.counters: dict[int, dict[int, tuple[int, int]]] = {}
+        self.direct_counts: dict[bytes, tuple[int, int]] = {}  # by table entry key
         self.digest_configs: dict[int, p4r.DigestEntry.Config] = {}
 
     def wait_for(self, check: Callable[[], bool], timeout: float = 10.0) -> bool:
@@ -169,6 +170,17 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
         with self.cond:
             cid = self._by_name("counters", name).preamble.id
             self.counters.setdefault(cid, {})[index] = (packets, nbytes)
+
+    def set_direct_counter(
+        self, table: str, pick: Callable[[p4r.TableEntry], bool], packets: int, nbytes: int = 0
+    ) -> int:
+        """Set the direct counter of the entries of `table` that `pick` selects; how many."""
+        with self.cond:
+            tid = self.table_id(table)
+            keys = [k for k, te in self.tables.get(tid, {}).items() if pick(te)]
+            for k in keys:
+                self.direct_counts[k] = (packets, nbytes)
+            return len(keys)
 
     def send_digest(self, name: str, members: list[dict[str, int]]) -> int | None:
         """Push one DigestList to the primary, if digests are configured; its list id."""
@@ -481,6 +493,16 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
                     out.index.index = i
                     packets, nbytes = cells.get(i, (0, 0))
                     out.data.packet_count, out.data.byte_count = packets, nbytes
+        elif kind == "direct_counter_entry":
+            tid = ent.direct_counter_entry.table_entry.table_id
+            table = self._table(tid)
+            if not any(d.direct_table_id == tid for d in self.p4info.direct_counters):
+                raise _Refused(INVALID_ARGUMENT, f"{table.preamble.name} has no direct counter")
+            for k, te in self.tables.get(tid, {}).items():
+                d = rep.entities.add().direct_counter_entry
+                d.table_entry.CopyFrom(te)
+                packets, nbytes = self.direct_counts.get(k, (0, 0))
+                d.data.packet_count, d.data.byte_count = packets, nbytes
         elif kind == "packet_replication_engine_entry":
             gid = ent.packet_replication_engine_entry.multicast_group_entry.multicast_group_id
             for k, g in sorted(self.groups.items()):

@@ -10,15 +10,16 @@ from pathlib import Path
 
 import grpc
 import pytest
-from finsy.proto import p4r
+from finsy.proto import p4i, p4r
+from google.protobuf import text_format
 
 from p4lb import config as cfgmod
 from p4lb import control, intent
 from p4lb.adapter import NotPrimaryError, Switch, SwitchError
 from p4lb.config import Config
 from p4lb.daemon import Controller
-from p4lb.entries import Entry, Update, desired_entries
-from p4lb.p4info import schema
+from p4lb.entries import Entry, Update, desired_entries, plan
+from p4lb.p4info import Schema, schema
 from tests.unit.fake_switch import FakeSwitch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -252,3 +253,33 @@ def test_run_reconnects_to_a_new_server_on_the_same_port(
         assert fresh.wait_for(lambda: fresh.p4info is not None and bool(fresh.entries("vip_table")))
     finally:
         fresh.stop()
+
+
+def test_stats_read_direct_counters_when_the_program_has_them(
+    fake: FakeSwitch, tmp_path: Path
+) -> None:
+    """The data plane v2 counts packets/bytes per backend with direct counters on
+    backend_table and reverse_nat_table; stats read them by the entries' backend ids."""
+    info = p4i.P4Info()
+    info.CopyFrom(schema().info)
+    for name, table in (("backend_tx", "backend_table"), ("backend_rx", "reverse_nat_table")):
+        old = next(c for c in info.counters if c.preamble.name.endswith(name))
+        info.counters.remove(old)
+        t = next(t for t in info.tables if t.preamble.name.endswith(table))
+        dc = info.direct_counters.add(direct_table_id=t.preamble.id)
+        dc.preamble.CopyFrom(old.preamble)
+        dc.spec.unit = p4i.CounterSpec.BOTH
+        t.direct_resource_ids.append(old.preamble.id)
+    p4info_path = tmp_path / "v2.p4info.txtpb"
+    p4info_path.write_text(text_format.MessageToString(info))
+    cfg = config_for(fake)
+    with Switch(fake.address, 0, 10, info=Schema(info)) as sw:
+        assert sw.ensure_pipeline(p4info_path, ROOT / "p4src" / "compiled" / "lb.json")
+        sw.write_plan(plan(desired_entries(cfg, [])[1], []))
+        for te in fake.entries("backend_table"):  # backend id n: n packets, 100 n bytes out
+            bid = te.match[0].exact.value[-1]
+            fake.set_direct_counter("backend_table", lambda x, t=te: x == t, bid, 100 * bid)
+        fake.set_direct_counter("reverse_nat_table", lambda te: True, 5, 50)
+        web = control.read_stats(sw, cfg).vip("web")
+    assert sorted((r.packets, r.bytes) for r in web.backends) == [(1, 100), (2, 200), (3, 300)]
+    assert [(r.reply_packets, r.reply_bytes) for r in web.backends] == [(5, 50)] * 3
