@@ -30,6 +30,11 @@ def shell_command(cfg: Config, primary: bool, election_id: int | None) -> list[s
     (never primary while p4lb runs); --primary takes an id above p4lb's writers (run uses
     the config's id, one-shot commands id + 1), so they wait while the shell is open."""
     eid = cfg.switch.election_id + 2 if primary else (election_id or READER_ELECTION_ID)
+    if not primary and eid in (cfg.switch.election_id, cfg.switch.election_id + 1):
+        raise ConfigError(
+            f"{cfg.source}: election id {eid} is p4lb's own (switch.election_id "
+            f"{cfg.switch.election_id} and + 1); open the shell with another --election-id"
+        )
     return [
         str(shell_python()),
         "-m",
@@ -55,6 +60,7 @@ def open_shell(cfg: Config, primary: bool = False, election_id: int | None = Non
             f"p4runtime-shell is not installed at {python}: run `make shell` "
             f"(or set P4LB_SHELL_PYTHON)"
         )
+    cmd = shell_command(cfg, primary, election_id)
     with control.connect_reader(cfg) as sw:
         theirs = sw.pipeline_p4info()
     ours = load_p4info(compiled_dir() / P4INFO_NAME)
@@ -65,6 +71,5 @@ def open_shell(cfg: Config, primary: bool = False, election_id: int | None = Non
             f"switch at {cfg.switch.address} runs a P4Info other than the committed "
             f"{compiled_dir() / P4INFO_NAME}: run `p4lb apply`"
         )
-    cmd = shell_command(cfg, primary, election_id)
     os.execv(cmd[0], cmd)
     return 1  # not reached

@@ -167,3 +167,11 @@ def test_shell_says_how_to_install_p4runtime_shell(
     monkeypatch.setenv("P4LB_SHELL_PYTHON", "/nonexistent/python")
     assert main(["-c", str(fake_cfg), "shell"]) == 1
     assert "run `make shell`" in capsys.readouterr().err
+
+
+def test_shell_as_a_reader_never_takes_p4lb_s_own_election_ids(
+    fake_cfg: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("P4LB_SHELL_PYTHON", sys.executable)
+    assert main(["-c", str(fake_cfg), "shell", "--election-id", "11"]) == 1
+    assert "election id 11 is p4lb's own" in capsys.readouterr().err
