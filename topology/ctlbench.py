@@ -21,6 +21,7 @@ from pathlib import Path
 from p4lb import cli, control
 from p4lb import config as cfgmod
 from p4lb.config import Backend, Config, Host, SwitchConfig, Vip
+from p4lb.validate import validate
 from topology import bmv2
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,7 +155,7 @@ def measure(n_vips: int, n_backends: int, trials: int) -> Figures:
     proc = bmv2.spawn({1: SWITCH_IF}, GRPC_PORT, THRIFT_PORT, out=tmp / "switch.out")
     try:
         cfg = big_config(n_vips, n_backends)
-        cfgmod.validate(cfg, cfgmod.compiled_limits())
+        validate(cfg, cfgmod.compiled_limits())
         cfg_path = tmp / "lb.toml"
         cfgmod.save(cfg, cfg_path)
         with control.connect(cfg, one_shot=True) as sw:

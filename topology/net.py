@@ -17,6 +17,7 @@ from mininet.node import Host
 from p4lb import config as cfgmod
 from p4lb.config import Backend, Config, SwitchConfig, Vip
 from p4lb.config import Host as CfgHost
+from p4lb.validate import validate
 from topology.bmv2 import GRPC_PORT, Bmv2Switch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +117,7 @@ def build(opts: Options) -> Lab:
         ),
         source=str(RUN_DIR / "lb.toml"),
     )
-    cfgmod.validate(cfg, cfgmod.compiled_limits())
+    validate(cfg, cfgmod.compiled_limits())
     path = RUN_DIR / "lb.toml"
     cfgmod.save(cfg, path)
     lab = Lab(net, clients, servers, cfg, path)

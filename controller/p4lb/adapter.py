@@ -253,7 +253,8 @@ class Switch:
 
     def _read_multicast(self) -> list[Entry]:
         req = p4r.ReadRequest()
-        req.entities.add().packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0  # noqa: E501
+        group = req.entities.add().packet_replication_engine_entry.multicast_group_entry
+        group.multicast_group_id = 0  # every group
         try:
             found = self._read(req)
         except SwitchError:

@@ -12,8 +12,8 @@ from p4lb.config import (
     Limits,
     Vip,
     compiled_limits,
-    validate,
 )
+from p4lb.validate import validate
 
 
 def _checked(cfg: Config, limits: Limits | None) -> Config:
