@@ -56,7 +56,13 @@ def _runtime_change(edit: Edit) -> Callable[[argparse.Namespace, Limits], int]:
             new, vips = edit(args, cfg, limits)
             with control.connect(new, one_shot=True, wait_s=args.wait) as sw:
                 result = control.apply(sw, new)
-                configmod.save(new, path)  # only after the switch took it
+                try:
+                    configmod.save(new, path)  # only after the switch took it
+                except OSError as e:
+                    raise ConfigError(
+                        f"{path}: the switch took the change but the file could not be "
+                        f"written ({e.strerror}); `p4lb apply` returns the switch to the file"
+                    ) from None
                 _record_baselines(sw, new, vips, path)
         print(f"{path}: {' '.join(args.path)} done, {result.writes} entries written")
         return 0
@@ -65,16 +71,25 @@ def _runtime_change(edit: Edit) -> Callable[[argparse.Namespace, Limits], int]:
 
 
 def _record_baselines(sw: Any, cfg: Config, vips: tuple[str, ...], path: str) -> None:
-    """Remember the changed VIPs' counts now, so stats can show shares since the change."""
+    """Remember the changed VIPs' counts now, so stats can show shares since the change.
+    Best effort: the change itself has landed, so a failed read only costs the window."""
     from p4lb import control, stats
+    from p4lb.adapter import SwitchError
 
-    now = control.read_stats(sw, cfg)
+    try:
+        now = control.read_stats(sw, cfg)
+    except SwitchError as e:
+        logging.getLogger("p4lb").warning("stats baseline not recorded: %s", e)
+        return
     baselines = stats.load_baselines(path)
     for name in vips:
         baselines[name] = stats.baseline_of(now.vip(name), time.time())
     for gone in [n for n in baselines if n not in {v.name for v in cfg.vips}]:
         del baselines[gone]
-    stats.save_baselines(path, baselines)
+    try:
+        stats.save_baselines(path, baselines)
+    except OSError as e:
+        logging.getLogger("p4lb").warning("stats baseline not recorded: %s", e)
 
 
 def _set_weight(a: argparse.Namespace, cfg: Config, lim: Limits) -> tuple[Config, tuple[str, ...]]:
