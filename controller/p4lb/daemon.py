@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from p4lb.adapter import NotPrimaryError, Switch, SwitchError
-from p4lb.config import Config
+from p4lb.config import Config, ConfigError
 from p4lb.control import apply, connect
 from p4lb.digests import CONN_ACTION, CONN_DIGEST, CONN_TABLE, conn_entry, digest_fields
 from p4lb.entries import Update
@@ -52,6 +52,8 @@ class Controller:
         self._stop = threading.Event()
         self.installed: set[tuple[Any, ...]] = set()
         self.pending: list[Update] = []  # conn entries not yet written (we were a backup)
+        self.config_problem = ""  # the last config error seen, "" when the file is valid
+        self.changed = threading.Condition()  # notified when config_problem changes
         # Set while a session holds the switch, in its intent, with digests enabled.
         self.ready = threading.Event()
 
@@ -91,6 +93,9 @@ class Controller:
                     self._reconcile(sw, "reconciled")
             except NotPrimaryError:
                 self.ready.clear()  # mastership moved mid-write; the next round sees it
+            except ConfigError as e:  # the file broke while we run: keep what the switch has
+                self._config_problem(str(e))
+                self._stop.wait(self.retry_s)
             except SwitchError as e:
                 self.ready.clear()
                 log.warning("switch: %s; reconnecting", e)
@@ -115,8 +120,13 @@ class Controller:
         )
         try:
             with lock:
-                result = apply(sw, self.load_config())
+                cfg = self.load_config()
+                self._config_problem("")
+                result = apply(sw, cfg)
         except ConfigLocked:
+            return False
+        except ConfigError as e:
+            self._config_problem(str(e))
             return False
         if result.writes or result.pipeline_pushed:
             log.info(
@@ -126,6 +136,27 @@ class Controller:
                 result.writes,
             )
         return True
+
+    def _config_problem(self, message: str) -> None:
+        """Log a config problem once (and once when it is gone), not every round."""
+        if message and message != self.config_problem:
+            log.warning("config: %s; the switch keeps what it has", message)
+        elif not message and self.config_problem:
+            log.info("config: valid again")
+        with self.changed:
+            self.config_problem = message
+            self.changed.notify_all()
+
+    def wait_until(self, check: Callable[[], bool], timeout: float) -> bool:
+        """Wait (bounded) until `check()` holds; re-evaluated when the loop's state changes."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while not check():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.changed.wait(left)
+            return True
 
     def _handle_stream(self, sw: Switch) -> None:
         schema = sw.schema

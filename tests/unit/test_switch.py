@@ -237,9 +237,10 @@ def test_run_restores_a_restarted_switch(fake: FakeSwitch, running: Controller) 
     assert running.ready.wait(10)
     fake.restart()  # streams end, pipeline and entries gone
     assert fake.wait_for(lambda: fake.p4info is not None and bool(fake.entries("vip_table")))
-    assert running.ready.wait(10)
     assert len(fake.entries("wrr_table")) == 3
+    assert fake.wait_for(lambda: bool(fake.digest_configs)), "digests not enabled again"
     assert fake.send_digest("conn_digest_t", [_conn_fields(40002, 1)]) is not None
+    assert fake.wait_for(lambda: len(fake.entries("conn_table")) == 1)
 
 
 def test_run_reconnects_to_a_new_server_on_the_same_port(
@@ -283,3 +284,18 @@ def test_stats_read_direct_counters_when_the_program_has_them(
         web = control.read_stats(sw, cfg).vip("web")
     assert sorted((r.packets, r.bytes) for r in web.backends) == [(1, 100), (2, 200), (3, 300)]
     assert [(r.reply_packets, r.reply_bytes) for r in web.backends] == [(5, 50)] * 3
+
+
+def test_run_keeps_the_switch_when_the_config_breaks_and_follows_it_when_fixed(
+    fake: FakeSwitch, running: Controller
+) -> None:
+    assert running.ready.wait(10)
+    assert running.config_path is not None
+    path = Path(running.config_path)
+    good = path.read_text()
+    path.write_text(good.replace("weight = 1", "weight = 5000", 1))
+    assert running.wait_until(lambda: "5000 is outside" in running.config_problem, 10)
+    assert running.ready.is_set() and len(fake.entries("wrr_table")) == 3
+    path.write_text(good.replace("weight = 1", "weight = 2", 1))
+    assert running.wait_until(lambda: running.config_problem == "", 10)
+    assert fake.wait_for(lambda: len(fake.entries("wrr_table")) == 4)
