@@ -145,10 +145,12 @@ def test_serializable_enums_are_read_when_the_p4info_declares_them(schema: Schem
     info = p4info_pb2.P4Info()
     info.CopyFrom(schema.info)
     enum = info.type_info.serializable_enums["Algorithm"]
+    enum.ClearField("members")  # whatever the committed program declares
     enum.underlying_type.bitwidth = 8
     for name, value in (("IPHASH", 0), ("WRR", 1), ("MAGLEV", 2)):
         enum.members.add(name=name, value=bytes([value]))
     drops = info.type_info.serializable_enums["DropReason"]
+    drops.ClearField("members")
     for name, value in (("NONE", 0), ("MALFORMED", 1), ("RATE_LIMITED", 9)):
         drops.members.add(name=name, value=bytes([value]))
     s = Schema(info)
