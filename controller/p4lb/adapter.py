@@ -35,6 +35,8 @@ CONNECT_TIMEOUT_S = 3.0
 RPC_TIMEOUT_S = 10.0
 # google.rpc.Code OK: the arbitration answer that makes us primary.
 _OK = 0
+# A full read of the slot tables (65,536 entries) is over gRPC's default 4 MiB message.
+_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 64 << 20)]
 _STREAM_KINDS = ("arbitration", "digest", "idle_timeout_notification", "error", "packet")
 
 
@@ -105,7 +107,7 @@ class Switch:
         self.election_id = election_id
         self.schema = info or schema()
         self._primary = False
-        self._channel = grpc.insecure_channel(address)
+        self._channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
         try:
             grpc.channel_ready_future(self._channel).result(timeout=CONNECT_TIMEOUT_S)
         except grpc.FutureTimeoutError:
