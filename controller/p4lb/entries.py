@@ -8,6 +8,7 @@ import functools
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from p4lb.config import Config, Vip
 from p4lb.schedules import smooth_wrr
@@ -61,6 +62,7 @@ class Update:
     entry: Entry
 
 
+K = TypeVar("K")
 VipKey = tuple[int, int, int]  # (address, protocol code, port)
 BackendKey = tuple[VipKey, int, int]  # (vip, backend address, backend port)
 
@@ -111,32 +113,26 @@ def ids_on_switch(current: Iterable[Entry]) -> Ids:
 def assign_ids(cfg: Config, existing: Ids) -> Ids:
     """Keep every id the switch already uses for a VIP/backend still in the config; give
     new ones the lowest free id (0 is reserved in both spaces)."""
-    services: dict[VipKey, int] = {}
-    backends: dict[BackendKey, int] = {}
-    want_s = [vip_key(v) for v in cfg.vips]
-    want_b = [backend_key(v, b.address, b.port) for v in cfg.vips for b in v.backends]
-    for k in want_s:
-        if k in existing.services:
-            services[k] = existing.services[k]
-    for bk in want_b:
-        if bk in existing.backends:
-            backends[bk] = existing.backends[bk]
-    used_s = set(services.values())
-    used_b = set(backends.values())
-    next_s = next_b = 1
-    for k in want_s:
-        if k not in services:
-            while next_s in used_s:
-                next_s += 1
-            services[k] = next_s
-            used_s.add(next_s)
-    for bk in want_b:
-        if bk not in backends:
-            while next_b in used_b:
-                next_b += 1
-            backends[bk] = next_b
-            used_b.add(next_b)
+    services = _keep_or_allocate([vip_key(v) for v in cfg.vips], existing.services)
+    backends = _keep_or_allocate(
+        [backend_key(v, b.address, b.port) for v in cfg.vips for b in v.backends],
+        existing.backends,
+    )
     return Ids(services, backends)
+
+
+def _keep_or_allocate(wanted: list[K], existing: dict[K, int]) -> dict[K, int]:
+    """Ids for `wanted` keys: the existing ones kept, the lowest free ids (from 1) given."""
+    ids = {k: existing[k] for k in wanted if k in existing}
+    used = set(ids.values())
+    candidate = 1
+    for k in wanted:
+        if k not in ids:
+            while candidate in used:
+                candidate += 1
+            ids[k] = candidate
+            used.add(candidate)
+    return ids
 
 
 def pool_members(v: Vip, ids: Ids) -> list[int]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from finsy.proto import p4i as p4info_pb2
 from finsy.proto import p4r as p4runtime_pb2
@@ -49,16 +49,16 @@ class P4InfoError(Exception):
     """An entry does not fit the P4Info (unknown name, value too wide)."""
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(NamedTuple):
+    """A match field or an action parameter."""
+
     name: str
     id: int
     bitwidth: int
     match_type: int = 0
 
 
-@dataclass(frozen=True)
-class Action:
+class Action(NamedTuple):
     name: str
     id: int
     params: tuple[Field, ...]
@@ -79,30 +79,28 @@ class Schema:
 
     def __init__(self, info: p4info_pb2.P4Info) -> None:
         self.info = info
-        self.actions: dict[str, Action] = {}
-        self.actions_by_id: dict[int, Action] = {}
-        for a in info.actions:
-            act = Action(
-                name=_short(a.preamble.name),
-                id=a.preamble.id,
-                params=tuple(Field(p.name, p.id, p.bitwidth) for p in a.params),
+        self.actions_by_id = {
+            a.preamble.id: Action(
+                _short(a.preamble.name),
+                a.preamble.id,
+                tuple(Field(p.name, p.id, p.bitwidth) for p in a.params),
             )
-            self.actions[act.name] = act
-            self.actions_by_id[act.id] = act
-        self.tables: dict[str, Table] = {}
-        self.tables_by_id: dict[int, Table] = {}
-        for t in info.tables:
-            tab = Table(
+            for a in info.actions
+        }
+        self.actions = {a.name: a for a in self.actions_by_id.values()}
+        notify = p4info_pb2.Table.IdleTimeoutBehavior.NOTIFY_CONTROL
+        self.tables_by_id = {
+            t.preamble.id: Table(
                 name=_short(t.preamble.name),
                 id=t.preamble.id,
                 size=t.size,
                 fields=tuple(Field(f.name, f.id, f.bitwidth, f.match_type) for f in t.match_fields),
-                actions=tuple(_short(self.actions_by_id[r.id].name) for r in t.action_refs),
-                idle_timeout=t.idle_timeout_behavior
-                == p4info_pb2.Table.IdleTimeoutBehavior.NOTIFY_CONTROL,
+                actions=tuple(self.actions_by_id[r.id].name for r in t.action_refs),
+                idle_timeout=t.idle_timeout_behavior == notify,
             )
-            self.tables[tab.name] = tab
-            self.tables_by_id[tab.id] = tab
+            for t in info.tables
+        }
+        self.tables = {t.name: t for t in self.tables_by_id.values()}
         self.counters = {_short(c.preamble.name): c for c in info.counters}
         self.direct_counters = {_short(c.preamble.name): c for c in info.direct_counters}
         self.digests = {_short(d.preamble.name): d for d in info.digests}
