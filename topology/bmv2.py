@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -26,6 +27,16 @@ def wait_listening(port: int, timeout_s: float, what: str = "simple_switch_grpc"
     raise TimeoutError(f"{what} did not listen on 127.0.0.1:{port} within {timeout_s:.0f} s")
 
 
+def switch_binary() -> str:
+    """The simple_switch_grpc to run: $P4LB_SIMPLE_SWITCH (e.g. BMv2's speed build in its
+    own prefix), else the one on PATH."""
+    return (
+        os.environ.get("P4LB_SIMPLE_SWITCH")
+        or shutil.which("simple_switch_grpc")
+        or "simple_switch_grpc"
+    )
+
+
 def log_args(log_file: Path | None) -> list[str]:
     """BMv2's logging flags. Without a log file BMv2 still formats every trace message at
     its default level 'trace' and throws it away, which took over half of the switch's
@@ -46,7 +57,7 @@ def spawn(
 ) -> subprocess.Popen[bytes]:
     """simple_switch_grpc outside Mininet (packet tests, controller benchmark), bound to
     127.0.0.1, no pipeline until P4Runtime pushes one; returns once gRPC listens."""
-    args = [shutil.which("simple_switch_grpc") or "simple_switch_grpc", "--device-id", "0"]
+    args = [switch_binary(), "--device-id", "0"]
     args += ["--no-p4", "--thrift-port", str(thrift_port)]
     args += log_args(log_file)
     for port, intf in sorted(ports.items()):
@@ -84,14 +95,14 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
         grpc_port: int = GRPC_PORT,
         thrift_port: int = THRIFT_PORT,
         log_dir: str | None = None,
-        binary: str = "simple_switch_grpc",
+        binary: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(name, **kwargs)
         self.grpc_port = grpc_port
         self.thrift_port = thrift_port
         self.log_dir = log_dir
-        self.binary = binary
+        self.binary = binary or switch_binary()
         self.switch_pid: int | None = None
 
     def start(self, controllers: list[Any]) -> None:

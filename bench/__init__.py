@@ -1,0 +1,1 @@
+"""Benchmarks: the switch alone (switch.py)."""

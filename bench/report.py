@@ -1,0 +1,258 @@
+"""Tables and plots for results/switch/ from the raw switch.json that `bench.switch` wrote,
+plus the connection-state collision model (the same placement the data plane does, on the
+reference hashing of p4lb.model). Re-run it alone to regenerate every table and plot."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+from p4lb.model import Flow, crc32
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "results" / "switch"
+LIVE_POINTS = (1_000, 5_000, 10_000, 20_000, 40_000, 60_000)
+MODEL_SEED = 7
+PROBE_FLOWS = 20_000
+
+
+def turned_away(live: list[Flow], probes: list[Flow], buckets: int, ways: int) -> float:
+    """Fraction of `probes` whose bucket is already full with the `live` flows stored
+    (first come, first stored: a flow that finds its bucket full is not stored)."""
+    fill: dict[int, int] = {}
+    for f in live:
+        i = crc32(f.packed()) % buckets
+        if fill.get(i, 0) < ways:
+            fill[i] = fill.get(i, 0) + 1
+    full = sum(1 for f in probes if fill.get(crc32(f.packed()) % buckets, 0) >= ways)
+    return full / len(probes)
+
+
+def collision_model() -> list[dict[str, float]]:
+    """New flows turned away by a full bucket, with n connections live, for the former
+    design (65,536 single slots) and this one (131,072 buckets x 4 ways)."""
+    rng = random.Random(MODEL_SEED)
+    flows = [
+        Flow(
+            f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}",
+            "10.0.0.100",
+            6,
+            rng.randrange(1024, 65536),
+            80,
+        )
+        for _ in range(max(LIVE_POINTS) + PROBE_FLOWS)
+    ]
+    probes = flows[max(LIVE_POINTS) :]
+    rows = []
+    for n in LIVE_POINTS:
+        rows.append(
+            {
+                "live": n,
+                "before": turned_away(flows[:n], probes, 65536, 1),
+                "after": turned_away(flows[:n], probes, 131072, 4),
+            }
+        )
+    return rows
+
+
+def fmt(s: dict[str, float], scale: float = 1.0, digits: int = 0) -> str:
+    return (
+        f"{s['median'] / scale:.{digits}f} ({s['min'] / scale:.{digits}f}–"
+        f"{s['max'] / scale:.{digits}f})"
+    )
+
+
+def tables(data: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for build, b in data.get("builds", {}).items():
+        lines += [
+            f"### {build} build (`{b['binary']}`)",
+            "",
+            "| program | zero-loss pps | vs baseline | saturation pps | "
+            "latency p50 µs (new / established / reply / fin) |",
+            "|---|---|---|---|---|",
+        ]
+        for name, p in b["programs"].items():
+            lat = p["latency_us"]
+            lat_s = " / ".join(
+                f"{lat[k]['median']:.0f}" if k in lat else "–"
+                for k in ("new", "established", "reply", "fin")
+            )
+            ratio = p.get("zero_loss_vs_baseline")
+            lines.append(
+                f"| {name} | {fmt(p['zero_loss_pps'])} | "
+                f"{'1' if name == 'baseline' else f'{ratio:.2f}'} | "
+                f"{fmt(p['saturation_pps'])} | {lat_s} |"
+            )
+        growth = b.get("growth", [])
+        if growth:
+            lines += [
+                "",
+                "LB (wrr) saturation as the switch holds more:",
+                "",
+                "| dimension | value | saturation pps | collisions while preloading |",
+                "|---|---|---|---|",
+            ]
+            for g in growth:
+                coll = g.get("collisions")
+                lines.append(
+                    f"| {g['dimension']} | {g['value']} | {fmt(g['saturation_pps'])} | "
+                    f"{fmt(coll) if coll else '–'} |"
+                )
+        lines.append("")
+    trace = data.get("trace")
+    if trace:
+        lines += [
+            f"### Work per packet (traced run, `{trace['binary']}`)",
+            "",
+            "| program | path | tables | conditions | primitives |",
+            "|---|---|---|---|---|",
+        ]
+        for name, paths in trace["counts"].items():
+            for path, c in paths.items():
+                lines.append(
+                    f"| {name} | {path} | {c.get('tables', 0)} | {c.get('conditions', 0)} | "
+                    f"{c.get('primitives', 0)} |"
+                )
+        lines.append("")
+    return lines
+
+
+def flood_tables() -> list[str]:
+    raw = OUT / "flood.json"
+    if not raw.exists():
+        return []
+    data = json.loads(raw.read_text())
+    lines = [
+        "## WRR with many clients, and after a SYN flood (`bench/flood.py`)",
+        "",
+        "| build | weights | connections per backend (wanted) | collisions |",
+        "|---|---|---|---|",
+    ]
+    for build, runs in data.items():
+        for r in runs["exactness"]:
+            lines.append(
+                f"| {build} | {':'.join(map(str, r['weights']))} | "
+                f"{' / '.join(map(str, r['connections']))} "
+                f"({' / '.join(map(str, r['wanted']))}) | {r['collisions']} |"
+            )
+    lines += [
+        "",
+        "| build | spoofed SYNs | flood s | collisions in flood | first round after | "
+        "exact 10/10/10 again after s | pre-flood connections' packets delivered |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for build, runs in data.items():
+        for r in runs["flood"]:
+            first = r["rounds"][0]["split"] if r["rounds"] else []
+            lines.append(
+                f"| {build} | {r['spoofed_syns']} | {r['flood_seconds']} | "
+                f"{r['collisions_during_flood']} | {' / '.join(map(str, first))} | "
+                f"{r['exact_again_after_s']} | {r['established_packets_delivered_after']} |"
+            )
+    return [*lines, ""]
+
+
+def plots(data: dict[str, Any], model: list[dict[str, float]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    live = [r["live"] for r in model]
+    ax.plot(live, [r["before"] * 100 for r in model], "o-", label="before: 65,536 x 1 slot")
+    ax.plot(live, [max(r["after"], 1e-4) * 100 for r in model], "s-", label="after: 131,072 x 4")
+    for build, b in data.get("builds", {}).items():
+        pts = [g for g in b.get("growth", []) if g["dimension"] == "live" and "collisions" in g]
+        if pts:
+            ax.plot(
+                [g["value"] for g in pts],
+                [max(g["collision_rate"], 1e-4) * 100 for g in pts],
+                "x",
+                markersize=9,
+                label=f"measured on BMv2 ({build})",
+            )
+    ax.set_yscale("log")
+    ax.set_xlabel("live connections")
+    ax.set_ylabel("new flows finding no slot (%)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(OUT / "collisions.png", dpi=120)
+    plt.close(fig)
+
+    builds = data.get("builds", {})
+    if not builds:
+        return
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    names = list(next(iter(builds.values()))["programs"])
+    width = 0.8 / len(builds)
+    for i, (build, b) in enumerate(builds.items()):
+        med = [b["programs"][n]["zero_loss_pps"]["median"] for n in names]
+        lo = [m - b["programs"][n]["zero_loss_pps"]["min"] for m, n in zip(med, names, strict=True)]
+        hi = [b["programs"][n]["zero_loss_pps"]["max"] - m for m, n in zip(med, names, strict=True)]
+        ax.bar(
+            [x + i * width for x in range(len(names))],
+            med,
+            width,
+            yerr=[lo, hi],
+            capsize=3,
+            label=build,
+        )
+    ax.set_xticks([x + width * (len(builds) - 1) / 2 for x in range(len(names))], names)
+    ax.set_ylabel("zero-loss packets/s")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(OUT / "zero_loss.png", dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    raw = OUT / "switch.json"
+    data: dict[str, Any] = json.loads(raw.read_text()) if raw.exists() else {}
+    model = collision_model()
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "collision_model.json").write_text(json.dumps(model, indent=2) + "\n")
+    plots(data, model)
+    lines = [
+        "# The switch alone (`make bench-switch`)",
+        "",
+        "Generated by `python -m bench.report` from `switch.json` (raw figures, with the",
+        "machine's load and the method) and the collision model; edit neither by hand.",
+        "",
+        "## Connection-state collisions",
+        "",
+        "New flows that find no free slot, by live connections: model (random 5-tuples,",
+        f"seed {MODEL_SEED}, the data plane's own CRC32 bucket index; the rate for the",
+        "next 20,000 flows once n are live, not stored).",
+        "",
+        "| live | before (65,536 x 1) | after (131,072 x 4) |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {r['live']} | {r['before']:.2%} | {r['after']:.3%} |" for r in model]
+    lines += ["", "![collisions](collisions.png)", ""]
+    if data:
+        m = data["machine"]
+        lines += [
+            "## Packet rate, latency, work per packet",
+            "",
+            f"Measured {data['when']} on {m['cpus']} CPUs (load average at start "
+            f"{m['loadavg_at_start'][0]:.2f}, at end {m['loadavg_at_end'][0]:.2f}); "
+            f"{data['reps']} repetitions, median (min–max); zero loss means at most "
+            f"{data['loss_tolerance']:.1%} of the packets lost.",
+            "",
+            *tables(data),
+            "![zero-loss rate](zero_loss.png)",
+            "",
+        ]
+    lines += flood_tables()
+    (OUT / "README.md").write_text("\n".join(lines))
+    print(f"wrote {OUT / 'README.md'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,712 @@
+"""`make bench-switch`: the switch alone, lb.p4 against plain forwarding (baseline.p4) on the
+same BMv2 binary, side by side in one run.
+
+Traffic is built once with scapy: realistic TCP connections (SYN, SYN-ACK, ACK, request,
+two response segments, ACK, FIN both ways, last ACK — ten packets) from many client
+addresses and source ports, and UDP request/response pairs, interleaved 50 connections at
+a time. The baseline gets the same packets addressed straight to the servers. Every packet
+is injected on port 1 (replies too: the switch does not look at the ingress port of a
+routed packet) with tcpreplay, and what comes out of every port is counted from the
+kernel's veth counters.
+
+Figures, per BMv2 build (P4LB_SIMPLE_SWITCH or --build NAME=PATH) and program:
+  - zero-loss packet rate: the highest tcpreplay rate (binary search) at which every
+    packet comes out (a loss of at most LOSS_TOLERANCE of the packets is counted as none,
+    for the odd packet the kernel drops under load);
+  - per-packet latency p50/p99 through the idle switch, one packet in flight, per path;
+  - tables, conditions and primitives per packet on each path, from a traced run (the
+    standard build, which has logging macros);
+  - the LB's saturation rate as live connections, VIPs and backends per VIP grow.
+Each figure is the median of --reps repetitions with min and max.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import select
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPILED = ROOT / "p4src" / "compiled"
+OUT = ROOT / "results" / "switch"
+N_PORTS = 4
+GRPC_PORT = 39559
+THRIFT_PORT = 39090
+SWITCH_MAC = "00:00:00:00:01:00"
+VIP_MAC = "00:00:00:00:01:64"
+CLIENT_NET = "10.1.0.0"
+LOSS_TOLERANCE = 0.001
+SEARCH_STEPS = 6
+SETTLE_S = 0.4  # the counters are final once they stay still this long
+SETTLE_MAX_S = 15.0
+FLOW_PACKETS = 10
+
+
+def host_if(port: int) -> str:
+    return f"p4lbb-h{port}"
+
+
+def switch_if(port: int) -> str:
+    return f"p4lbb-s{port}"
+
+
+def port_mac(port: int) -> str:
+    return f"00:00:00:00:00:{port:02x}"
+
+
+def vip_addr(i: int) -> str:
+    return f"10.0.{1 + i // 250}.{1 + i % 250}"
+
+
+def backend_addr(v: int, k: int, n_backends: int) -> str:
+    n = v * n_backends + k
+    return f"10.2.{n // 250}.{1 + n % 250}"
+
+
+def backend_port_of(k: int) -> int:
+    return 2 + k % (N_PORTS - 1)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the switch holds: VIPs, backends per VIP, and how many flows the traffic has."""
+
+    vips: int = 1
+    backends: int = 3
+    flows: int = 1500
+    udp_every: int = 10  # one flow in ten is UDP
+
+
+def lb_config(algorithm: str, shape: Shape) -> str:
+    """A p4lb config for `shape`: the client network on port 1, backends on ports 2..4."""
+    lines = [
+        "[switch]",
+        f'address = "127.0.0.1:{GRPC_PORT}"',
+        "device_id = 0",
+        "election_id = 10",
+        f'mac = "{SWITCH_MAC}"',
+        "",
+        "[[host]]",
+        'name = "clients"',
+        f'address = "{CLIENT_NET}"',
+        "prefix_len = 16",
+        f'mac = "{port_mac(1)}"',
+        "switch_port = 1",
+    ]
+    for v in range(shape.vips):
+        for proto, port, bport in (("tcp", 80, 8000), ("udp", 53, 5353)):
+            name = f"v{v}{proto}"
+            lines += [
+                "",
+                f"[vip.{name}]",
+                f'address = "{vip_addr(v)}"',
+                f'protocol = "{proto}"',
+                f"port = {port}",
+                f'algorithm = "{algorithm}"',
+                f'mac = "{VIP_MAC}"',
+            ]
+            for k in range(shape.backends):
+                sp = backend_port_of(k)
+                lines += [
+                    "",
+                    f"[[vip.{name}.backend]]",
+                    f'name = "b{k}"',
+                    f'address = "{backend_addr(v, k, shape.backends)}"',
+                    f"port = {bport}",
+                    "weight = 1",
+                    f'mac = "{port_mac(sp)}"',
+                    f"switch_port = {sp}",
+                ]
+    return "\n".join(lines) + "\n"
+
+
+def client_of(i: int) -> tuple[str, int]:
+    """Many clients (250 x 40 addresses), many source ports each."""
+    host = i % 10_000
+    return f"10.1.{host // 250}.{1 + host % 250}", 1024 + (i * 7919) % 60_000
+
+
+def flow_packets(i: int, shape: Shape, direct: bool) -> list[bytes]:
+    """One connection's packets; `direct` addresses the server itself (the baseline)."""
+    from scapy.layers.inet import IP, TCP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+
+    v = i % shape.vips
+    k = (i // shape.vips) % shape.backends
+    client, sport = client_of(i)
+    server = backend_addr(v, k, shape.backends)
+    udp = shape.udp_every and i % shape.udp_every == shape.udp_every - 1
+    vport, bport = (53, 5353) if udp else (80, 8000)
+    dst, dport = (server, bport) if direct else (vip_addr(v), vport)
+    to_server = Ether(src=port_mac(1), dst=VIP_MAC) / IP(src=client, dst=dst)
+    to_client = Ether(src=port_mac(backend_port_of(k)), dst=SWITCH_MAC) / IP(src=server, dst=client)
+    if udp:
+        req = to_server / UDP(sport=sport, dport=dport) / Raw(b"q" * 40)
+        rsp = to_client / UDP(sport=bport, dport=sport) / Raw(b"r" * 120)
+        return [bytes(p) for p in (req, rsp) * (FLOW_PACKETS // 2)]
+
+    def c(flags: str, seq: int, ack: int, data: bytes = b"") -> Any:
+        p = to_server / TCP(sport=sport, dport=dport, flags=flags, seq=seq, ack=ack)
+        return p / Raw(data) if data else p
+
+    def s(flags: str, seq: int, ack: int, data: bytes = b"") -> Any:
+        p = to_client / TCP(sport=bport, dport=sport, flags=flags, seq=seq, ack=ack)
+        return p / Raw(data) if data else p
+
+    a, b = 1000, 5000
+    pkts = [
+        c("S", a, 0),
+        s("SA", b, a + 1),
+        c("A", a + 1, b + 1),
+        c("PA", a + 1, b + 1, b"GET / HTTP/1.1\r\nHost: vip\r\n\r\n"),
+        s("A", b + 1, a + 31, b"x" * 600),
+        s("PA", b + 601, a + 31, b"y" * 400),
+        c("A", a + 31, b + 1001),
+        c("FA", a + 31, b + 1001),
+        s("FA", b + 1001, a + 32),
+        c("A", a + 32, b + 1002),
+    ]
+    return [bytes(p) for p in pkts]
+
+
+def traffic(shape: Shape, direct: bool) -> list[bytes]:
+    """All flows, interleaved 50 at a time (step k of each flow in a group, then k + 1)."""
+    flows = [flow_packets(i, shape, direct) for i in range(shape.flows)]
+    out: list[bytes] = []
+    for g in range(0, len(flows), 50):
+        group = flows[g : g + 50]
+        for step in range(FLOW_PACKETS):
+            out += [f[step] for f in group]
+    return out
+
+
+def write_pcap(packets: list[bytes], path: Path) -> None:
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+
+    wrpcap(str(path), [Ether(p) for p in packets])
+
+
+# --- the switch -------------------------------------------------------------------
+
+
+def _run(*cmd: str) -> None:
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+@contextmanager
+def veths() -> Iterator[None]:
+    remove_veths()
+    try:
+        for p in range(1, N_PORTS + 1):
+            _run("ip", "link", "add", host_if(p), "type", "veth", "peer", "name", switch_if(p))
+            for ifc in (host_if(p), switch_if(p)):
+                _run("sysctl", "-qw", f"net.ipv6.conf.{ifc}.disable_ipv6=1")
+                _run("ip", "link", "set", ifc, "up")
+        yield
+    finally:
+        remove_veths()
+
+
+def remove_veths() -> None:
+    for p in range(1, N_PORTS + 1):
+        if Path(f"/sys/class/net/{host_if(p)}").exists():
+            subprocess.run(["ip", "link", "del", host_if(p)], capture_output=True)
+
+
+def wait_listening(port: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"simple_switch_grpc did not listen on 127.0.0.1:{port}")
+
+
+@contextmanager
+def switch(binary: str, json_path: Path | None, log: Path | None) -> Iterator[None]:
+    """simple_switch_grpc on our veths, bound to 127.0.0.1; stopped by its PID."""
+    args = [binary, "--device-id", "0", "--thrift-port", str(THRIFT_PORT)]
+    args += ["--log-file", str(log), "--log-flush"] if log else ["--log-level", "off"]
+    for p in range(1, N_PORTS + 1):
+        args += ["-i", f"{p}@{switch_if(p)}"]
+    args += [str(json_path)] if json_path else ["--no-p4"]
+    args += ["--", "--grpc-server-addr", f"127.0.0.1:{GRPC_PORT}"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(GRPC_PORT, 20)
+        wait_listening(THRIFT_PORT, 20)
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def program_lb(cfg_text: str, workdir: Path) -> None:
+    cfg = workdir / "lb.toml"
+    cfg.write_text(cfg_text)
+    p4lb = shutil.which("p4lb") or str(Path(sys.executable).with_name("p4lb"))
+    r = subprocess.run([p4lb, "-c", str(cfg), "apply"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"p4lb apply failed: {r.stdout.strip()} {r.stderr.strip()}")
+
+
+def program_baseline(shape: Shape) -> None:
+    """Routes for the client network and every server, through BMv2's Thrift CLI."""
+    cmds = [f"table_add ipv4_route_table forward {CLIENT_NET}/16 => 1 {SWITCH_MAC} {port_mac(1)}"]
+    for v in range(shape.vips):
+        for k in range(shape.backends):
+            sp = backend_port_of(k)
+            cmds.append(
+                f"table_add ipv4_route_table forward {backend_addr(v, k, shape.backends)}/32 "
+                f"=> {sp} {SWITCH_MAC} {port_mac(sp)}"
+            )
+    cli = shutil.which("simple_switch_CLI") or "simple_switch_CLI"
+    r = subprocess.run(
+        [cli, "--thrift-port", str(THRIFT_PORT)],
+        input="\n".join(cmds) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if r.returncode != 0 or "Error" in r.stdout:
+        raise RuntimeError(f"simple_switch_CLI failed: {r.stdout[-300:]} {r.stderr[-300:]}")
+
+
+# --- measuring ----------------------------------------------------------------------
+
+
+def rx_total() -> int:
+    return sum(
+        int(Path(f"/sys/class/net/{host_if(p)}/statistics/rx_packets").read_text())
+        for p in range(1, N_PORTS + 1)
+    )
+
+
+def settled_rx(start: int) -> int:
+    """Packets out of the switch since `start`, once the counters stay still."""
+    deadline = time.monotonic() + SETTLE_MAX_S
+    last, still_since = rx_total(), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = rx_total()
+        if now != last:
+            last, still_since = now, time.monotonic()
+        elif time.monotonic() - still_since >= SETTLE_S:
+            break
+    return last - start
+
+
+def replay(pcap: Path, pps: int | None) -> tuple[int, float]:
+    """Send the pcap on port 1; returns (packets sent, seconds)."""
+    rate = ["--pps", str(pps)] if pps else ["--topspeed"]
+    r = subprocess.run(
+        ["tcpreplay", "-q", "--preload-pcap", *rate, "-i", host_if(1), str(pcap)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    m = re.search(r"Actual: (\d+) packets .* sent in ([\d.]+) seconds", r.stdout)
+    if r.returncode != 0 or not m:
+        raise RuntimeError(f"tcpreplay failed: {r.stdout[-300:]} {r.stderr[-300:]}")
+    return int(m.group(1)), float(m.group(2))
+
+
+def trial(pcap: Path, pps: int | None) -> tuple[float, float]:
+    """(loss fraction, delivered packets per second) for one replay."""
+    start = rx_total()
+    t0 = time.monotonic()
+    sent, _ = replay(pcap, pps)
+    out = settled_rx(start)
+    elapsed = max(time.monotonic() - t0 - SETTLE_S, 1e-3)
+    return (sent - out) / sent, out / elapsed
+
+
+def zero_loss_rate(pcap: Path) -> tuple[float, float]:
+    """(zero-loss pps, saturation pps): saturation from one top-speed replay, then a
+    binary search between a quarter of it and 1.5 times it."""
+    _, saturation = trial(pcap, None)
+    lo, hi = saturation * 0.25, saturation * 1.5
+    if trial(pcap, int(lo))[0] > LOSS_TOLERANCE:
+        lo = 0.0
+    for _ in range(SEARCH_STEPS):
+        mid = (lo + hi) / 2
+        loss, _ = trial(pcap, int(mid))
+        if loss <= LOSS_TOLERANCE:
+            lo = mid
+        else:
+            hi = mid
+    return lo, saturation
+
+
+def latencies(packets: list[tuple[str, bytes]], rounds: int) -> dict[str, list[float]]:
+    """Per path, microseconds from send on port 1 to arrival on any port, one packet in
+    flight; `packets` is one flow's sequence of (path, frame), sent `rounds` times with a
+    different source port each round."""
+    rx = []
+    for p in range(1, N_PORTS + 1):
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+        s.bind((host_if(p), 0))
+        s.setblocking(False)
+        rx.append(s)
+    tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    tx.bind((host_if(1), 0))
+    out: dict[str, list[float]] = {}
+    try:
+        for r in range(rounds):
+            for path, frame in packets:
+                frame = _with_sport(frame, 20_000 + r)
+                for s in rx:  # drain
+                    while True:
+                        try:
+                            s.recv(65535)
+                        except BlockingIOError:
+                            break
+                t0 = time.perf_counter()
+                tx.send(frame)
+                got = _await_output(rx, t0 + 0.5)
+                if got is not None:
+                    out.setdefault(path, []).append((got - t0) * 1e6)
+    finally:
+        tx.close()
+        for s in rx:
+            s.close()
+    return out
+
+
+def _await_output(rx: list[socket.socket], deadline: float) -> float | None:
+    """Time the first frame arrives on a port other than 1's own transmission."""
+    while True:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return None
+        ready, _, _ = select.select(rx, [], [], left)
+        for s in ready:
+            try:
+                _, addr = s.recvfrom(65535)
+            except BlockingIOError:
+                continue
+            if addr[2] != socket.PACKET_OUTGOING:
+                return time.perf_counter()
+
+
+def _with_sport(frame: bytes, sport: int) -> bytes:
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+
+    p = Ether(frame)
+    if p[TCP].dport in (80, 8000):
+        p[TCP].sport = sport
+    else:
+        p[TCP].dport = sport
+    del p[IP].chksum, p[TCP].chksum
+    return bytes(p)
+
+
+def path_packets(shape: Shape, direct: bool) -> list[tuple[str, bytes]]:
+    """One TCP connection's packets named by the path each takes through the LB."""
+    pk = flow_packets(0, shape, direct)
+    return [("new", pk[0]), ("reply", pk[1]), ("established", pk[2]), ("fin", pk[7])]
+
+
+def traced_counts(log: Path) -> dict[int, dict[str, int]]:
+    """Per packet id in a BMv2 trace: tables applied, conditions, primitives."""
+    counts: dict[int, dict[str, int]] = {}
+    # A message may start with its source location, "file.p4(12) ".
+    kind_re = re.compile(r"^(?:\S+\(\d+\) )?(Applying table|Condition|Primitive|Action) ")
+    kinds = {
+        "Applying table": "tables",
+        "Condition": "conditions",
+        "Primitive": "primitives",
+        "Action": "actions",
+    }
+    for line in log.read_text(errors="replace").splitlines():
+        m = re.search(r"\[(\d+)\.\d+\] \[cxt \d+\] (.*)", line)
+        if not m:
+            continue
+        k = kind_re.match(m.group(2))
+        if k:
+            c = counts.setdefault(int(m.group(1)), {"tables": 0, "conditions": 0, "primitives": 0})
+            kind = kinds[k.group(1)]
+            c[kind] = c.get(kind, 0) + 1
+    return counts
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+    }
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+# --- the run ------------------------------------------------------------------------
+
+
+@dataclass
+class Program:
+    name: str  # baseline | iphash | wrr
+    shape: Shape
+
+
+def start_program(prog: Program, binary: str, workdir: Path, log: Path | None) -> Any:
+    if prog.name == "baseline":
+        cm = switch(binary, COMPILED / "baseline.json", log)
+        cm.__enter__()
+        program_baseline(prog.shape)
+    else:
+        cm = switch(binary, None, log)
+        cm.__enter__()
+        program_lb(lb_config(prog.name, prog.shape), workdir)
+    return cm
+
+
+def pcap_for(shape: Shape, direct: bool, workdir: Path) -> Path:
+    path = (
+        workdir
+        / f"{'direct' if direct else 'vip'}-{shape.vips}-{shape.backends}-{shape.flows}.pcap"
+    )
+    if not path.exists():
+        write_pcap(traffic(shape, direct), path)
+    return path
+
+
+def measure_build(
+    build: str, binary: str, args: argparse.Namespace, workdir: Path
+) -> dict[str, Any]:
+    shape = Shape(flows=args.flows)
+    res: dict[str, Any] = {"binary": binary, "programs": {}}
+    programs = ["baseline", *args.algorithms]
+    for name in programs:
+        direct = name == "baseline"
+        pcap = pcap_for(shape, direct, workdir)
+        zl: list[float] = []
+        sat: list[float] = []
+        lat: dict[str, list[float]] = {}
+        for rep in range(args.reps):
+            progress(f"{build} {name} rep {rep + 1}/{args.reps}")
+            cm = start_program(Program(name, shape), binary, workdir, None)
+            try:
+                z, s = zero_loss_rate(pcap)
+                zl.append(z)
+                sat.append(s)
+                for path, v in latencies(path_packets(shape, direct), args.latency_rounds).items():
+                    lat.setdefault(path, []).append(statistics.median(v))
+                    lat.setdefault(path + "_p99", []).append(pct(v, 0.99))
+            finally:
+                cm.__exit__(None, None, None)
+        res["programs"][name] = {
+            "zero_loss_pps": summary(zl),
+            "saturation_pps": summary(sat),
+            "latency_us": {k: summary(v) for k, v in lat.items()},
+            "packets_per_replay": len(traffic(shape, direct)),
+        }
+    base = res["programs"]["baseline"]["zero_loss_pps"]["median"]
+    for name in args.algorithms:
+        p = res["programs"][name]
+        p["zero_loss_vs_baseline"] = p["zero_loss_pps"]["median"] / base if base else 0.0
+    return res
+
+
+def measure_trace(binary: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """One packet per path through a logging switch; counts per packet."""
+    shape = Shape()
+    out: dict[str, Any] = {}
+    for name in ["baseline", *args.algorithms]:
+        direct = name == "baseline"
+        log = workdir / f"trace-{name}.log"
+        if log.exists():
+            log.unlink()
+        cm = start_program(Program(name, shape), binary, workdir, log)
+        try:
+            packets = path_packets(shape, direct)
+            latencies(packets, 1)
+            settled_rx(rx_total())
+        finally:
+            cm.__exit__(None, None, None)
+        counts = traced_counts(log)
+        ids = sorted(counts)[-len(packets) :]
+        out[name] = {path: counts[i] for (path, _), i in zip(packets, ids, strict=False)}
+    return out
+
+
+def preload_packets(n: int, shape: Shape) -> list[bytes]:
+    """SYN then ACK of `n` connections that stay open (established, idle timeout ~2 min),
+    from client addresses and ports the measured traffic does not use."""
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+
+    out = []
+    for i in range(n):
+        client = f"10.1.{64 + (i // 250) % 190}.{1 + i % 250}"
+        sport = 1024 + (i // 47_500) * 13 + (i % 64_000)
+        v = i % shape.vips
+        base = Ether(src=port_mac(1), dst=VIP_MAC) / IP(src=client, dst=vip_addr(v))
+        out.append(bytes(base / TCP(sport=sport, dport=80, flags="S", seq=1)))
+        out.append(bytes(base / TCP(sport=sport, dport=80, flags="A", seq=2, ack=1)))
+    return out
+
+
+def collisions_on_switch(workdir: Path) -> int:
+    """The collision counters of every VIP, through `p4lb stats --json`."""
+    p4lb = shutil.which("p4lb") or str(Path(sys.executable).with_name("p4lb"))
+    r = subprocess.run(
+        [p4lb, "-c", str(workdir / "lb.toml"), "stats", "--json", "--lifetime"],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0:
+        r = subprocess.run(
+            [p4lb, "-c", str(workdir / "lb.toml"), "stats", "--json"],
+            capture_output=True,
+            text=True,
+        )
+    return _sum_key(json.loads(r.stdout), "collisions")
+
+
+def _sum_key(obj: Any, key: str) -> int:
+    if isinstance(obj, dict):
+        return sum(
+            (v if k == key and isinstance(v, int) else _sum_key(v, key)) for k, v in obj.items()
+        )
+    if isinstance(obj, list):
+        return sum(_sum_key(v, key) for v in obj)
+    return 0
+
+
+def measure_growth(binary: str, args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
+    """The LB's (WRR) saturation rate on the standard traffic as the switch holds more
+    live connections (preloaded, established), VIPs and backends per VIP; with live
+    connections also the collisions counted while preloading them."""
+    rows = []
+    points = [("live", n, Shape()) for n in args.live]
+    points += [("vips", n, Shape(vips=n)) for n in args.vips]
+    points += [("backends", n, Shape(backends=n)) for n in args.backends]
+    for kind, n, shape in points:
+        pcap = pcap_for(shape, False, workdir)
+        preload = None
+        if kind == "live":
+            preload = workdir / f"preload-{n}.pcap"
+            if not preload.exists():
+                write_pcap(preload_packets(n, shape), preload)
+        sat, coll = [], []
+        for rep in range(args.reps):
+            progress(f"growth {kind}={n} rep {rep + 1}/{args.reps}")
+            cm = start_program(Program("wrr", shape), binary, workdir, None)
+            try:
+                if preload is not None:
+                    # Slowly enough that the switch loses nothing: every SYN is stored.
+                    start = rx_total()
+                    sent, _ = replay(preload, args.preload_pps)
+                    coll.append(collisions_on_switch(workdir))
+                    if settled_rx(start) < sent * (1 - LOSS_TOLERANCE):
+                        progress(f"  preload lost packets at {args.preload_pps} pps")
+                sat.append(trial(pcap, None)[1])
+            finally:
+                cm.__exit__(None, None, None)
+        row: dict[str, Any] = {"dimension": kind, "value": n, "saturation_pps": summary(sat)}
+        if coll:
+            row["collisions"] = summary([float(c) for c in coll])
+            row["collision_rate"] = statistics.median(coll) / n
+        rows.append(row)
+    return rows
+
+
+def progress(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "loadavg_at_start": os.getloadavg(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
+
+
+def parse_builds(values: list[str]) -> dict[str, str]:
+    builds = {}
+    for v in values:
+        name, _, path = v.partition("=")
+        if not path or not Path(path).exists():
+            raise SystemExit(f"bench-switch: --build {v!r}: want NAME=PATH to simple_switch_grpc")
+        builds[name] = path
+    return builds
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench-switch", description=__doc__.splitlines()[0])
+    default = os.environ.get("P4LB_SIMPLE_SWITCH") or shutil.which("simple_switch_grpc")
+    ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--flows", type=int, default=1500)
+    ap.add_argument("--algorithms", nargs="+", default=["iphash", "wrr"])
+    ap.add_argument("--latency-rounds", type=int, default=200)
+    ap.add_argument("--live", type=int, nargs="*", default=[1000, 10_000, 60_000])
+    ap.add_argument("--vips", type=int, nargs="*", default=[1, 100, 250])
+    ap.add_argument("--backends", type=int, nargs="*", default=[3, 64, 256])
+    ap.add_argument("--preload-pps", type=int, default=3000)
+    ap.add_argument("--no-growth", action="store_true")
+    ap.add_argument("--no-trace", action="store_true")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    builds = parse_builds(args.build) or ({"standard": default} if default else {})
+    missing = [t for t in ("tcpreplay", "simple_switch_CLI") if not shutil.which(t)]
+    if not builds or missing or os.geteuid() != 0:
+        what = ", ".join(missing + ([] if builds else ["simple_switch_grpc"]))
+        print(f"bench-switch: needs root and {what or 'nothing else'}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="p4lb-bench-switch-"))
+    result: dict[str, Any] = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine(),
+        "method": __doc__,
+        "loss_tolerance": LOSS_TOLERANCE,
+        "reps": args.reps,
+        "builds": {},
+    }
+    with veths():
+        for build, binary in builds.items():
+            result["builds"][build] = measure_build(build, binary, args, workdir)
+            if not args.no_growth:
+                result["builds"][build]["growth"] = measure_growth(binary, args, workdir)
+        if not args.no_trace:
+            first = next(iter(builds.values()))
+            result["trace"] = {"binary": first, "counts": measure_trace(first, args, workdir)}
+    result["machine"]["loadavg_at_end"] = os.getloadavg()
+    (args.out / "switch.json").write_text(json.dumps(result, indent=2) + "\n")
+    progress(f"wrote {args.out / 'switch.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
