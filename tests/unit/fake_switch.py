@@ -78,6 +78,7 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
         # (election id of the writer, table name, update type) of every table write applied
         self.table_writes: list[tuple[int, str, int]] = []
         self.full_tables: set[str] = set()  # tests: tables that refuse every INSERT as full
+        self.denied: list[int] = []  # election ids of writes refused: not the primary
         self._list_ids = itertools.count(1)
         self._wipe()
         self._server: grpc.Server | None = None
@@ -182,12 +183,18 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
                 self.direct_counts[k] = (packets, nbytes)
             return len(keys)
 
-    def send_digest(self, name: str, members: list[dict[str, int]]) -> int | None:
-        """Push one DigestList to the primary, if digests are configured; its list id."""
+    def send_digest(
+        self, name: str, members: list[dict[str, int]], election_id: int | None = None
+    ) -> int | None:
+        """Push one DigestList to the primary (or to the client of `election_id`: one sent
+        just before mastership moved), if digests are configured; its list id."""
         with self.cond:
             assert self.p4info is not None
             digest = self._by_name("digests", name)
-            if digest.preamble.id not in self.digest_configs or self.primary is None:
+            to = self.primary
+            if election_id is not None:
+                to = next((c for c in self.clients if c.election_id == election_id), None)
+            if digest.preamble.id not in self.digest_configs or to is None:
                 return None
             struct = self.p4info.type_info.structs[digest.type_spec.struct.name]
             rep = p4r.StreamMessageResponse()
@@ -200,7 +207,7 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
                     data.struct.members.add().bitstring = v.to_bytes(
                         max(1, (v.bit_length() + 7) // 8), "big"
                     )
-            self.primary.out.put(rep)
+            to.out.put(rep)
             return int(rep.digest.list_id)
 
     def expire(self, table: str) -> int:
@@ -298,6 +305,8 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
 
     def _check_primary(self, election_id: p4r.Uint128, context: grpc.ServicerContext) -> None:
         if self.primary is None or _u128(election_id) != self.primary.election_id:
+            self.denied.append(_u128(election_id))
+            self.cond.notify_all()
             context.abort(grpc.StatusCode.PERMISSION_DENIED, "not the primary controller")
 
     def SetForwardingPipelineConfig(

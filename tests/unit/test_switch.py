@@ -299,3 +299,18 @@ def test_run_keeps_the_switch_when_the_config_breaks_and_follows_it_when_fixed(
     path.write_text(good.replace("weight = 1", "weight = 2", 1))
     assert running.wait_until(lambda: running.config_problem == "", 10)
     assert fake.wait_for(lambda: len(fake.entries("wrr_table")) == 4)
+
+
+def test_run_keeps_a_conn_entry_it_could_not_write_until_it_is_primary_again(
+    fake: FakeSwitch, running: Controller
+) -> None:
+    assert running.ready.wait(10)
+    with Switch(fake.address, 0, 50) as other:  # another writer takes the switch ...
+        assert other.is_primary
+        # ... just as a digest reaches p4lb run, which cannot write now,
+        list_id = fake.send_digest("conn_digest_t", [_conn_fields(40003, 2)], election_id=10)
+        assert list_id is not None
+        assert fake.wait_for(lambda: any(ack[1] == list_id for ack in fake.acks))
+        assert fake.entries("conn_table") == []
+    # and the entry lands once mastership is back.
+    assert fake.wait_for(lambda: len(fake.entries("conn_table")) == 1)
