@@ -11,7 +11,7 @@ P4_SOURCES := $(shell find $(P4SRC) -name '*.p4' -not -path '*/compiled/*')
 P4C ?= p4c-bm2-ss
 P4C_FLAGS := --arch v1model --std p4-16 --Werror
 QUICK ?=
-PY_DIRS := $(wildcard controller tests topology scripts)
+PY_DIRS := $(wildcard controller tests topology bench scripts)
 
 .PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench shell clean
 
@@ -89,8 +89,8 @@ stop:
 	$(PY) -m topology.stop
 
 bench: $(VPY)
-	$(VPY) -m topology.bench $(if $(QUICK),--quick,)
-	$(VPY) -m topology.ctlbench $(if $(QUICK),--vips 10 --trials 5,)
+	$(VPY) -m bench.apachebench $(if $(QUICK),--quick,)
+	$(VPY) -m bench.controller $(if $(QUICK),--vips 10 --trials 5,)
 
 clean:
 	rm -rf $(BUILD) .pytest_cache .mypy_cache .ruff_cache

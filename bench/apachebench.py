@@ -18,13 +18,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import ab
 from p4lb import config as cfgmod
 from p4lb import control
 from p4lb.adapter import Switch
 from p4lb.entries import Entry, Update
 from p4lb.fairness import jain, weighted_jain
 from p4lb.p4info import Schema, load_p4info
-from topology import ab
 from topology.net import (
     ROOT,
     RUN_DIR,
