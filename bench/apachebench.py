@@ -171,7 +171,7 @@ def one_run(case: Case, n: int, c: int, raw_dir: Path) -> Run:
             cfg_weights = case.weights
         else:
             cfg = cfgmod.load(lab.config_path)
-            with control.connect(cfg) as sw:
+            with control.connect_reader(cfg) as sw:
                 st = control.read_stats(sw, cfg)
             switch = {b.name: b.connections for b in st.vips[0].backends}
             cfg_weights = [b.weight for b in st.vips[0].backends]
