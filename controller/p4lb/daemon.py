@@ -91,8 +91,12 @@ class Controller:
                 if self.ready.is_set() and time.monotonic() >= next_check:
                     next_check = time.monotonic() + self.check_s
                     self._reconcile(sw, "reconciled")
-            except NotPrimaryError:
-                self.ready.clear()  # mastership moved mid-write; the next round sees it
+            except NotPrimaryError as e:
+                self.ready.clear()
+                if sw is None:  # refused a session (our election id is in use): retry later
+                    log.warning("switch: %s; retrying", e)
+                    self._stop.wait(self.retry_s)
+                # else mastership moved mid-write; the next round sees it
             except ConfigError as e:  # the file broke while we run: keep what the switch has
                 self._config_problem(str(e))
                 self._stop.wait(self.retry_s)

@@ -314,3 +314,24 @@ def test_run_keeps_a_conn_entry_it_could_not_write_until_it_is_primary_again(
         assert fake.entries("conn_table") == []
     # and the entry lands once mastership is back.
     assert fake.wait_for(lambda: len(fake.entries("conn_table")) == 1)
+
+
+def test_a_second_p4lb_run_with_the_same_election_id_waits_and_takes_over(
+    fake: FakeSwitch, running: Controller
+) -> None:
+    assert running.ready.wait(10)
+    assert running.config_path is not None
+    path = running.config_path
+    second = Controller(lambda: cfgmod.load(path), poll_s=0.02, check_s=0.1, retry_s=0.05)
+    thread = threading.Thread(target=second.run, kwargs={"duration_s": 60})
+    before = fake.arbitrations
+    thread.start()
+    try:
+        assert fake.wait_for(lambda: fake.arbitrations >= before + 2)  # refused, retried
+        assert not second.ready.is_set()
+        running.stop()  # the first one goes away ...
+        assert second.ready.wait(10)  # ... and the second takes the switch
+    finally:
+        second.stop()
+        thread.join(10)
+    assert not thread.is_alive()
