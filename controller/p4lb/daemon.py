@@ -51,7 +51,9 @@ class Controller:
         self.retry_s = retry_s
         self._stop = threading.Event()
         self.installed: set[tuple[Any, ...]] = set()
-        self.pending: list[Update] = []  # conn entries not yet written (we were a backup)
+        # conn entries to insert / idle ones to delete, not yet written (we were a backup)
+        self.pending: list[Update] = []
+        self.pending_deletes: list[Update] = []
         self.config_problem = ""  # the last config error seen, "" when the file is valid
         self.changed = threading.Condition()  # notified when config_problem changes
         # Set while a session holds the switch, in its intent, with digests enabled.
@@ -195,5 +197,13 @@ class Controller:
             for u in expired:
                 self.installed.discard(u.entry.key)
                 log.info("conn entry idle, removing %s", dict(u.entry.match))
-            if expired and sw.is_primary:
-                sw.write(expired)
+            self.pending_deletes.extend(expired)
+        if self.pending_deletes and sw.is_primary:
+            batch, self.pending_deletes = self.pending_deletes, []
+            try:
+                sw.write(batch)
+            except NotPrimaryError:
+                self.pending_deletes = batch + self.pending_deletes
+                raise
+            except SwitchError as e:  # e.g. already gone: nothing left to remove
+                log.warning("idle conn entries not removed: %s", e)

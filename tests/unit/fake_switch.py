@@ -210,16 +210,20 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
             to.out.put(rep)
             return int(rep.digest.list_id)
 
-    def expire(self, table: str) -> int:
-        """Report every entry of `table` idle to the primary (as the switch's ageing would)."""
+    def expire(self, table: str, election_id: int | None = None) -> int:
+        """Report every entry of `table` idle to the primary (or to the client of
+        `election_id`), as the switch's ageing would; how many."""
         with self.cond:
             held = self.entries(table)
-            if not held or self.primary is None:
+            to = self.primary
+            if election_id is not None:
+                to = next((c for c in self.clients if c.election_id == election_id), None)
+            if not held or to is None:
                 return 0
             rep = p4r.StreamMessageResponse()
             for te in held:
                 rep.idle_timeout_notification.table_entry.add().CopyFrom(te)
-            self.primary.out.put(rep)
+            to.out.put(rep)
             return len(held)
 
     # ------------------------------------------------------------ arbitration

@@ -301,7 +301,7 @@ def test_run_keeps_the_switch_when_the_config_breaks_and_follows_it_when_fixed(
     assert fake.wait_for(lambda: len(fake.entries("wrr_table")) == 4)
 
 
-def test_run_keeps_a_conn_entry_it_could_not_write_until_it_is_primary_again(
+def test_run_keeps_conn_writes_it_could_not_make_until_it_is_primary_again(
     fake: FakeSwitch, running: Controller
 ) -> None:
     assert running.ready.wait(10)
@@ -314,6 +314,13 @@ def test_run_keeps_a_conn_entry_it_could_not_write_until_it_is_primary_again(
         assert fake.entries("conn_table") == []
     # and the entry lands once mastership is back.
     assert fake.wait_for(lambda: len(fake.entries("conn_table")) == 1)
+    # The same for removing it: reported idle while another writer holds the switch ...
+    with Switch(fake.address, 0, 50) as other:
+        assert other.is_primary
+        assert fake.expire("conn_table", election_id=10) == 1
+        assert not fake.wait_for(lambda: not fake.entries("conn_table"), timeout=0.2)
+    # ... it goes once p4lb run is primary again.
+    assert fake.wait_for(lambda: not fake.entries("conn_table"))
 
 
 def test_a_second_p4lb_run_with_the_same_election_id_waits_and_takes_over(
