@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from bench import ab
 from p4lb import config as cfgmod
 from p4lb import control
 from p4lb.fairness import jain
-from topology import ab
 from topology.net import (
     RUN_DIR,
     VIP_ADDR,
