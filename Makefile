@@ -13,7 +13,7 @@ P4C_FLAGS := --arch v1model --std p4-16 --Werror
 QUICK ?=
 PY_DIRS := $(wildcard controller tests topology bench scripts)
 
-.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench shell clean
+.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench bench-switch shell clean
 
 help:
 	@echo "p4lb make targets:"
@@ -25,6 +25,8 @@ help:
 	@echo "  stop       stop everything 'make run' started (by PID) and remove its interfaces"
 	@echo "  test       lint + the whole test suite (layers without their tools are skipped)"
 	@echo "  bench      ApacheBench runs for every algorithm + controller speed (QUICK=1: smoke run)"
+	@echo "  bench-switch  the switch alone: lb.p4 vs plain forwarding, per BMv2 build"
+	@echo "             (BUILDS='standard=/path/simple_switch_grpc fast=/path/...'; QUICK=1)"
 	@echo "  shell      p4runtime-shell on the running switch, as a reader (own venv: $(SHELL_VENV);"
 	@echo "             CONFIG=run/lb.toml, SHELL_ARGS=--primary to write)"
 	@echo "  lint       ruff + mypy + shellcheck"
@@ -91,6 +93,14 @@ stop:
 bench: $(VPY)
 	$(VPY) -m bench.apachebench $(if $(QUICK),--quick,)
 	$(VPY) -m bench.controller $(if $(QUICK),--vips 10 --trials 5,)
+
+# Each BUILDS word is NAME=PATH to a simple_switch_grpc (default: the one on PATH).
+BUILDS ?=
+bench-switch: $(VPY)
+	$(VPY) -m bench.switch $(foreach b,$(BUILDS),--build $(b)) \
+		$(if $(QUICK),--reps 1 --flows 300 --latency-rounds 50 --live 1000 --vips 1 --backends 3,)
+	$(if $(BUILDS),$(foreach b,$(BUILDS),$(VPY) -m bench.flood --name $(firstword $(subst =, ,$(b))) --binary $(lastword $(subst =, ,$(b))) $(if $(QUICK),--reps 1 --syns 5000,);),$(VPY) -m bench.flood $(if $(QUICK),--reps 1 --syns 5000,))
+	$(VPY) -m bench.report
 
 clean:
 	rm -rf $(BUILD) .pytest_cache .mypy_cache .ruff_cache

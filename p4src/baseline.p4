@@ -18,7 +18,7 @@ control BaselineIngress(inout headers_t hdr,
                 && hdr.ipv4.ttl > 1) {
             routing.apply(hdr, meta, std_meta);
         }
-        if (!hdr.ipv4.isValid() || meta.drop_reason != DROP_NONE
+        if (!hdr.ipv4.isValid() || meta.drop_reason != DropReason.NONE
                 || std_meta.parser_error != error.NoError || hdr.ipv4.ttl <= 1) {
             mark_to_drop(std_meta);
         }

@@ -94,8 +94,13 @@ def _cells(sw: Switch, name: str) -> dict[int, tuple[int, int]]:
     if name in sw.schema.counters:
         return {i: (c.packets, c.bytes) for i, c in sw.read_counter(name).items()}
     out: dict[int, tuple[int, int]] = {}
-    for entry, c in sw.read_direct_counter(name):
-        fields = dict(entry.match) | dict(entry.params)
+    cells = sw.read_direct_counter(name)
+    # BMv2 returns a direct counter's entries without their actions: the backend id of a
+    # reverse_nat_table entry (an action parameter) comes from the table itself.
+    tables = {e.table for e, _ in cells}
+    params = {(e.table, e.match): dict(e.params) for e in sw.read_entries(tuple(tables))}
+    for entry, c in cells:
+        fields = dict(entry.match) | dict(entry.params) | params.get((entry.table, entry.match), {})
         bid = fields.get("backend_id")
         if isinstance(bid, int):
             packets, nbytes = out.get(bid, (0, 0))

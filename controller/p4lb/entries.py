@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from p4lb.config import Config, Vip
+from p4lb.maglev import maglev_table, maglev_table_size, weighted_buckets
 from p4lb.schedules import smooth_wrr
 
 MatchValue = int | tuple[int, int]  # exact value, or (value, prefix_len) for LPM
@@ -28,6 +29,7 @@ OWNED_TABLES = (
     "wrr_table",
     "vip_table",
     "vip_address_table",
+    "vip_source_table",
 )
 MULTICAST = "multicast_group"  # pseudo-table for the packet replication engine
 
@@ -141,8 +143,18 @@ def pool_members(v: Vip, ids: Ids) -> list[int]:
 
 
 def wrr_slots(v: Vip, ids: Ids) -> list[int]:
-    """Backend id of each WRR slot: one smooth-WRR cycle of the weights."""
-    order = smooth_wrr([b.weight for b in v.backends])
+    """Backend id of each slot of the VIP's slot table, filled for its algorithm: one
+    smooth-WRR cycle of the weights (wrr, and iphash, which does not read it), a weighted
+    Maglev lookup table (maglev), or weighted source buckets (srchash). Maglev and srchash
+    size their table by the configured backends, drained ones included, so a weight change
+    never changes the size (which would re-map every flow)."""
+    weights = [b.weight for b in v.backends]
+    if v.algorithm == "maglev":
+        order: Sequence[int] = maglev_table([b.name for b in v.backends], weights)
+    elif v.algorithm == "srchash":
+        order = weighted_buckets(weights, maglev_table_size(len(v.backends)))
+    else:
+        order = smooth_wrr(weights)
     return [ids.backends[backend_key(v, v.backends[i].address, v.backends[i].port)] for i in order]
 
 
@@ -190,7 +202,13 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
                     "backend_table",
                     (("backend_id", bid),),
                     "set_backend",
-                    (("addr", ip(b.address)), ("port", b.port)),
+                    (
+                        ("addr", ip(b.address)),
+                        ("port", b.port),
+                        ("switch_port", b.switch_port),
+                        ("src_mac", sw_mac),
+                        ("dst_mac", mac(b.mac)),
+                    ),
                 )
             )
             out.append(
@@ -209,6 +227,10 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
         out.append(
             Entry("vip_address_table", (("addr", addr),), "vip_address", (("vip_mac", vmac),))
         )
+        # No client sends from a VIP's address: a new flow from one is dropped as martian.
+        out.append(Entry("vip_source_table", (("addr", addr),), "vip_source", ()))
+        # The VIP's address on a port no VIP serves (or a fragment) is refused, counted.
+        out.append(Entry("ipv4_route_table", (("dst_addr", (addr, 32)),), "refuse_vip_packet", ()))
     ports = cfg.switch.ports or sorted(
         {h.switch_port for h in cfg.hosts} | {b.switch_port for v in cfg.vips for b in v.backends}
     )
@@ -298,10 +320,10 @@ def desired_entries(
 _CREATE_STAGES = (
     ("ipv4_route_table", "backend_table", "reverse_nat_table", MULTICAST),
     ("pool_table", "wrr_table"),
-    ("vip_table", "vip_address_table"),
+    ("vip_table", "vip_address_table", "vip_source_table"),
 )
 _DELETE_STAGES = (
-    ("vip_table", "vip_address_table"),
+    ("vip_table", "vip_address_table", "vip_source_table"),
     ("pool_table", "wrr_table"),
     ("ipv4_route_table", "backend_table", "reverse_nat_table", MULTICAST),
 )

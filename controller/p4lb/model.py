@@ -1,6 +1,7 @@
 """A reference model of the pipeline's hashing, bit for bit with BMv2's v1model hash()
-over the same field lists: which state slot a flow uses, its signature, and the pool
-member IP hash picks. Tests use it to predict what the switch must do."""
+over the same field lists: which state bucket a flow uses, its signature, and the pool
+member IP hash picks; and of how flows fill the 4-way buckets. Tests use it to predict
+what the switch must do; the collision figures in results/ come from it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import ipaddress
 import zlib
 from dataclasses import dataclass
 
-CONN_STATE_SIZE = 65536
+# The data plane's connection state (p4src/include/defines.p4: CONN_BUCKETS, CONN_WAYS).
+CONN_BUCKETS = 131072
+CONN_WAYS = 4
 
 
 def _crc16_arc_table() -> list[int]:
@@ -65,13 +68,30 @@ class Flow:
         )
 
 
-def state_index(flow: Flow) -> int:
-    return crc32(flow.packed()) % CONN_STATE_SIZE
+def bucket_index(flow: Flow) -> int:
+    """The state bucket: the low 17 bits of the 5-tuple's CRC32."""
+    return crc32(flow.packed()) % CONN_BUCKETS
 
 
 def signature(flow: Flow) -> int:
-    sig = (crc16(flow.packed()) << 16) | (crc32(flow.reversed_packed()) & 0xFFFF)
-    return sig or 1
+    """The 31-bit signature a slot stores: CRC32 bits 31..17, then the source port."""
+    return ((crc32(flow.packed()) >> 17) << 16) | flow.sport
+
+
+def full_bucket_rate(
+    flows: list[Flow], buckets: int = CONN_BUCKETS, ways: int = CONN_WAYS
+) -> float:
+    """Fraction of `flows`, arriving one by one and all staying live, that find their
+    bucket full (a collision: the flow is pinned by a conn_table entry instead)."""
+    fill: dict[int, int] = {}
+    full = 0
+    for f in flows:
+        i = crc32(f.packed()) % buckets
+        if fill.get(i, 0) >= ways:
+            full += 1
+        else:
+            fill[i] = fill.get(i, 0) + 1
+    return full / len(flows) if flows else 0.0
 
 
 def iphash_member(flow: Flow, pool_size: int) -> int:

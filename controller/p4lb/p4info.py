@@ -244,6 +244,8 @@ class Schema:
                 match.append((f.name, (number, prefix_len)))
             else:
                 match.append((f.name, number))
+        if action_id == 0:  # BMv2 answers a direct counter read with the match only
+            return Entry(tab.name, tuple(match), "", ())
         act = self.actions_by_id[action_id]
         values = tuple((p.name, int.from_bytes(params.get(p.id, b""), "big")) for p in act.params)
         return Entry(tab.name, tuple(match), act.name, values)

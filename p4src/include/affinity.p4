@@ -1,30 +1,149 @@
 /* Connection affinity: every packet of a connection goes to the backend chosen for its
- * first packet, whatever happens to weights, pools or the VIP's algorithm meanwhile. */
+ * first packet, whatever happens to weights, pools or the VIP's algorithm meanwhile.
+ *
+ * State lives in 4-way buckets: one 256-bit register entry holds four 64-bit slots, so a
+ * packet reads its bucket once and writes it back once. A slot holds a 30-bit signature
+ * of the flow (told apart from the bucket index: 17 bits of the same CRC32, plus a CRC16),
+ * the tick of its last packet, its state and its backend. A slot is free when its state
+ * is CONN_FREE or it has aged out; how long a slot lives depends on its state, so
+ * half-open connections (a SYN flood) free their slots within seconds. */
 #ifndef P4LB_AFFINITY_P4
 #define P4LB_AFFINITY_P4
 
-control ConnectionAffinity(inout headers_t hdr,
-                           inout metadata_t meta,
-                           inout standard_metadata_t std_meta) {
-    // State the data plane keeps per connection, indexed by a hash of the 5-tuple.
-    // conn_sig holds a second, independent signature of the flow (0 = empty) so that two
-    // flows sharing an index are told apart instead of one being misrouted.
-    register<bit<32>>(CONN_STATE_SIZE) conn_sig;
-    register<bit<16>>(CONN_STATE_SIZE) conn_backend;   // backend id | CONN_CLOSING_FLAG
-    register<bit<32>>(CONN_STATE_SIZE) conn_seen;      // last packet, in ticks
+const conn_slot_t SLOT_MASK = 0xffffffffffffffff;
+const bit<8> NO_WAY = 255;  // a slot shift meaning "no way of the bucket"
+
+// A slot holds a live flow: not free, and its expiry not yet passed.
+bool slot_live(in conn_slot_t slot, in tick_t now) {
+    return slot[11:10] != CONN_FREE && slot[32:12] - now <= CONN_IDLE_TICKS;
+}
+
+// When a slot in `state` expires, from now; one expression, no branches.
+tick_t expiry(in conn_state_t state, in tick_t now) {
+    return now + CONN_IDLE_TICKS
+        - (tick_t)(bit<1>)(state == CONN_EMBRYONIC) * (CONN_IDLE_TICKS - CONN_EMBRYONIC_TICKS)
+        - (tick_t)(bit<1>)(state == CONN_CLOSING) * (CONN_IDLE_TICKS - CONN_CLOSING_TICKS);
+}
+
+control ConnectionState(inout headers_t hdr,
+                        inout metadata_t meta,
+                        inout standard_metadata_t std_meta) {
+    register<conn_bucket_t>(CONN_BUCKETS) conn_state;
+
+    // Indexed by service id: new flows whose bucket was full. Such a flow still gets its
+    // algorithm's choice; the controller pins it with a conn_table entry.
+    @name(".collisions")
+    counter(MAX_SERVICES, CounterType.packets) collisions;
+    // Indexed by backend id: connections each backend was chosen for (new flows); TCP
+    // connections that completed the handshake (the client's first ACK), and those of
+    // them that ended with the client's FIN or an RST. Established minus closed is what a
+    // drain waits for (less idle connections, which age out of the state silently). Index
+    // 0 (no backend) collects the packets that are neither.
+    @name(".backend_conns")
+    counter(MAX_BACKENDS, CounterType.packets) backend_conns;
+    @name(".backend_established")
+    counter(MAX_BACKENDS, CounterType.packets) backend_established;
+    @name(".backend_closes")
+    counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 
     BackendSelection() selection;
+
+    // Hash the 5-tuple once, read the flow's bucket, find the way holding its signature.
+    // refresh() writes the bucket back with that slot refreshed (or freed by RST); a flow
+    // not in the bucket leaves it unchanged, and new_connection() stores it once its
+    // backend is chosen. Every value is one flat expression into metadata: p4c turns
+    // nested conditionals into extra primitives, and BMv2 pays for each primitive.
+    action lookup() {
+        hash(meta.flow_hash, HashAlgorithm.crc32, 32w0,
+             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
+               meta.l4_src_port, meta.l4_dst_port },
+             64w0x100000000);
+        meta.bucket_index = (bit<32>)meta.flow_hash[16:0];
+        meta.sig = meta.flow_hash[31:17] ++ meta.l4_src_port;
+        conn_state.read(meta.bucket, meta.bucket_index);
+        meta.now = std_meta.ingress_global_timestamp[30:10];
+        // A signature is in at most one way (a flow is always stored where it was).
+        meta.hit_ways = (bit<1>)(meta.bucket[255:225] == meta.sig)
+                     ++ (bit<1>)(meta.bucket[191:161] == meta.sig)
+                     ++ (bit<1>)(meta.bucket[127:97] == meta.sig)
+                     ++ (bit<1>)(meta.bucket[63:33] == meta.sig);
+    }
+
+    // The flow's slot: is it live and this connection's, what the packet does to it.
+    // A separate action from lookup(): within one action p4c substitutes each computed
+    // value into every later use, and these expressions would grow with every step.
+    action refresh() {
+        meta.hit_shift = ((bit<8>)(meta.hit_ways[1:1] | meta.hit_ways[3:3]) << 6)
+                       | ((bit<8>)(meta.hit_ways[2:2] | meta.hit_ways[3:3]) << 7);
+        meta.slot = (conn_slot_t)(meta.bucket >> meta.hit_shift);
+        // Known: the way is live, and this is not a SYN for a slot past its handshake
+        // (that is a new connection reusing the 5-tuple; a SYN for a half-open slot is a
+        // retransmission and keeps its backend).
+        meta.known = (bit<1>)(meta.hit_ways != 0 && slot_live(meta.slot, meta.now)
+            && !((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN
+                 && meta.slot[11:10] != CONN_EMBRYONIC));
+        // The client's first ACK establishes a half-open slot (01 -> 10: xor 11), FIN
+        // closes (| 11), RST frees (& 00). No nested conditionals: p4c would split them.
+        meta.next_state = ((meta.slot[11:10]
+                            ^ (conn_state_t)(bit<1>)(meta.slot[11:10] == CONN_EMBRYONIC
+                                                     && (meta.tcp_flags & TCP_FLAG_SYN) == 0) * 3)
+                           | (conn_state_t)(bit<1>)((meta.tcp_flags & TCP_FLAG_FIN) != 0) * 3)
+                          & (conn_state_t)(bit<1>)((meta.tcp_flags & TCP_FLAG_RST) == 0) * 3;
+        conn_state.write(meta.bucket_index, meta.known == 0 ? meta.bucket
+            : (meta.bucket & ~(((conn_bucket_t)SLOT_MASK) << meta.hit_shift))
+              | (((conn_bucket_t)(meta.sig ++ expiry(meta.next_state, meta.now)
+                                  ++ meta.next_state ++ meta.slot[9:0]))
+                 << meta.hit_shift));
+        // The handshake completes, or an established connection ends.
+        meta.conn_event = (bit<1>)(meta.known == 1 && meta.slot[11:10] == CONN_ESTABLISHED
+                                   && meta.next_state != CONN_ESTABLISHED)
+                       ++ (bit<1>)(meta.known == 1 && meta.slot[11:10] == CONN_EMBRYONIC
+                                   && meta.next_state == CONN_ESTABLISHED);
+        meta.backend_id = (backend_id_t)meta.slot[9:0];
+        meta.have_backend = meta.known;
+    }
+
+    // The backend is chosen for a flow that starts here: count the connection and store
+    // the flow in its old way (the 5-tuple reused) or the first way not live. A full
+    // bucket leaves it to conn_table: a collision, reported to the controller.
+    action new_connection() {
+        backend_conns.count((bit<32>)meta.backend_id);
+        meta.slot_shift = meta.hit_ways != 0 ? meta.hit_shift
+            : (!slot_live(meta.bucket[63:0], meta.now) ? 8w0
+            : (!slot_live(meta.bucket[127:64], meta.now) ? 8w64
+            : (!slot_live(meta.bucket[191:128], meta.now) ? 8w128
+            : (!slot_live(meta.bucket[255:192], meta.now) ? 8w192 : NO_WAY))));
+        meta.collision = (bit<1>)(meta.slot_shift == NO_WAY);
+        meta.next_state = hdr.tcp.isValid() ? CONN_EMBRYONIC : CONN_ESTABLISHED;
+        conn_state.write(meta.bucket_index, meta.slot_shift == NO_WAY ? meta.bucket
+            : (meta.bucket & ~(((conn_bucket_t)SLOT_MASK) << meta.slot_shift))
+              | (((conn_bucket_t)(meta.sig ++ expiry(meta.next_state, meta.now)
+                                  ++ meta.next_state ++ meta.backend_id[9:0]))
+                 << meta.slot_shift));
+    }
+
+    action count_event() {
+        backend_established.count((bit<32>)meta.backend_id * (bit<32>)meta.conn_event[0:0]);
+        backend_closes.count((bit<32>)meta.backend_id * (bit<32>)meta.conn_event[1:1]);
+    }
+
+    action report_collision() {
+        collisions.count((bit<32>)meta.service_id);
+        digest<conn_digest_t>((bit<32>)1,
+            { hdr.ipv4.src_addr, meta.vip_addr, hdr.ipv4.protocol,
+              meta.l4_src_port, meta.l4_dst_port, meta.backend_id });
+    }
 
     @name(".use_backend")
     action use_backend(backend_id_t backend_id) {
         meta.backend_id = backend_id;
         meta.have_backend = 1;
-        meta.conn_entry_hit = 1;
     }
 
     // Matches a flow's 5-tuple (as the client sent it, to the VIP). Hit: the backend the
-    // controller recorded for a flow the registers could not hold (an index collision).
-    // Written by the controller from digests; aged out by idle timeout. Takes precedence.
+    // controller recorded for a flow whose bucket was full. Consulted only when the
+    // buckets do not know the flow. Written by the controller from digests; aged out by
+    // idle timeout.
     @name(".conn_table")
     table conn_table {
         key = {
@@ -40,94 +159,47 @@ control ConnectionAffinity(inout headers_t hdr,
         support_timeout = true;
     }
 
+    @name(".vip_source")
+    action vip_source() {
+        meta.drop_reason = DropReason.MARTIAN_SOURCE;
+    }
+
+    // Matches a source address. Hit: a VIP's address as the source of a new flow to a
+    // VIP, which no client sends. The controller writes one entry per VIP address.
+    @name(".vip_source_table")
+    table vip_source_table {
+        key = { hdr.ipv4.src_addr: exact @name("addr"); }
+        actions = { vip_source; @defaultonly NoAction; }
+        default_action = NoAction();
+        size = MAX_SERVICES;
+    }
+
     apply {
-        conn_table.apply();
-        if (meta.conn_entry_hit == 0) {
-            hash(meta.flow_index, HashAlgorithm.crc32, (bit<32>)0,
-                 { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
-                   meta.l4_src_port, meta.l4_dst_port },
-                 CONN_STATE_SIZE);
-            bit<16> sig_hi;
-            bit<16> sig_lo;
-            hash(sig_hi, HashAlgorithm.crc16, (bit<16>)0,
-                 { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
-                   meta.l4_src_port, meta.l4_dst_port },
-                 (bit<32>)65536);
-            hash(sig_lo, HashAlgorithm.crc32, (bit<16>)0,
-                 { meta.l4_dst_port, meta.l4_src_port, hdr.ipv4.protocol,
-                   hdr.ipv4.dst_addr, hdr.ipv4.src_addr },
-                 (bit<32>)65536);
-            meta.flow_sig = sig_hi ++ sig_lo;
-            if (meta.flow_sig == 0) {
-                meta.flow_sig = 1;
+        lookup();
+        refresh();
+        if (meta.known == 1) {
+            if (meta.conn_event != CONN_EVENT_NONE) {
+                count_event();
             }
-
-            bit<32> stored_sig;
-            bit<16> stored_backend;
-            bit<32> seen;
-            conn_sig.read(stored_sig, meta.flow_index);
-            conn_backend.read(stored_backend, meta.flow_index);
-            conn_seen.read(seen, meta.flow_index);
-            bit<32> now = (bit<32>)(std_meta.ingress_global_timestamp >> 10);
-
-            bool closing = (stored_backend & CONN_CLOSING_FLAG) != 0;
-            bit<32> idle_limit = CONN_IDLE_TICKS;
-            if (closing) {
-                idle_limit = CONN_CLOSING_TICKS;
-            }
-            bool live = stored_sig != 0 && (now - seen) < idle_limit;
-            bool same = stored_sig != 0 && stored_sig == meta.flow_sig;
-            bool is_tcp = hdr.tcp.isValid();
-            bool syn = is_tcp && (hdr.tcp.flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
-            bool fin = is_tcp && (hdr.tcp.flags & TCP_FLAG_FIN) != 0;
-            bool rst = is_tcp && (hdr.tcp.flags & TCP_FLAG_RST) != 0;
-            // A TCP connection starts with a SYN; a UDP flow with any packet not yet known.
-            bool starts_flow = syn || (!is_tcp && !same);
-
-            if (same && !(syn && (closing || !live))) {
-                // A known connection (a retransmitted SYN included): keep its backend.
-                meta.backend_id = stored_backend & ~CONN_CLOSING_FLAG;
-                meta.have_backend = 1;
-                if (rst) {
-                    conn_sig.write(meta.flow_index, 0);
-                } else {
-                    conn_seen.write(meta.flow_index, now);
-                    if (fin) {
-                        conn_backend.write(meta.flow_index, stored_backend | CONN_CLOSING_FLAG);
-                    }
-                }
-            } else if (starts_flow) {
-                if (live && !same) {
-                    // The index belongs to another live flow: choose statelessly (the
-                    // flow's later packets recompute the same choice) and ask the
-                    // controller for an exact entry.
-                    meta.collision = 1;
-                    meta.select_mode = SELECT_POOL;
-                } else {
-                    meta.track_new = 1;
-                    if (meta.algorithm == ALGO_WRR) {
-                        meta.select_mode = SELECT_WRR;
-                    } else {
-                        meta.select_mode = SELECT_POOL;
+        } else if (!vip_source_table.apply().hit && !conn_table.apply().hit) {
+            // A flow the state does not know: choose by the VIP's algorithm if it starts
+            // here (a SYN, or any UDP packet); the hashes recompute its first packet's
+            // choice (Maglev's even across most pool changes); round robin cannot, and
+            // drops it rather than guess.
+            bool starts = (meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN
+                          || !hdr.tcp.isValid();
+            if (starts || meta.algorithm != Algorithm.WRR) {
+                selection.apply(hdr, meta, std_meta);
+                if (meta.have_backend == 0) {
+                    meta.drop_reason = DropReason.NO_BACKEND;
+                } else if (starts) {
+                    new_connection();
+                    if (meta.collision == 1) {
+                        report_collision();
                     }
                 }
             } else {
-                // Mid-connection packet with no state (a colliding flow before its entry
-                // lands): the same stateless choice its first packet got.
-                meta.select_mode = SELECT_POOL;
-            }
-
-            selection.apply(hdr, meta, std_meta);
-
-            if (meta.have_backend == 1 && meta.track_new == 1) {
-                conn_sig.write(meta.flow_index, meta.flow_sig);
-                conn_backend.write(meta.flow_index, meta.backend_id);
-                conn_seen.write(meta.flow_index, now);
-            }
-            if (meta.have_backend == 1 && meta.collision == 1) {
-                digest<conn_digest_t>((bit<32>)1,
-                    { hdr.ipv4.src_addr, meta.vip_addr, hdr.ipv4.protocol,
-                      meta.l4_src_port, meta.l4_dst_port, meta.backend_id });
+                meta.drop_reason = DropReason.NO_STATE;
             }
         }
     }

@@ -8,8 +8,6 @@ typedef bit<9>  port_id_t;
 typedef bit<16> service_id_t;   // one VIP = (address, protocol, port); 0 = not a VIP
 typedef bit<16> backend_id_t;   // global backend id; 0 = none
 typedef bit<16> member_index_t; // position in a pool or a WRR slot table
-typedef bit<8>  algorithm_t;
-typedef bit<8>  drop_reason_t;
 typedef bit<1>  version_t;      // which copy of a VIP's pool/slots is live
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
@@ -22,40 +20,89 @@ const bit<8>  IP_PROTO_UDP   = 17;
 const bit<8> TCP_FLAG_FIN = 0x01;
 const bit<8> TCP_FLAG_SYN = 0x02;
 const bit<8> TCP_FLAG_RST = 0x04;
+const bit<8> TCP_FLAG_PSH = 0x08;
 const bit<8> TCP_FLAG_ACK = 0x10;
+const bit<8> TCP_FLAG_URG = 0x20;
 
-// Algorithms a VIP can use; the controller picks one per VIP at run time.
-const algorithm_t ALGO_IPHASH = 0;  // 5-tuple hash modulo the pool size (the paper's baseline)
-const algorithm_t ALGO_WRR    = 1;  // smooth weighted round robin over controller-written slots
+// Algorithms a VIP can use; the controller picks one per VIP at run time (set_vip's
+// parameter), and reads the names and codes from the P4Info's serializable enums.
+// Every algorithm but IPHASH picks a slot of the VIP's slot table, which the controller
+// fills for that algorithm.
+enum bit<8> Algorithm {
+    IPHASH  = 0,  // 5-tuple hash modulo the pool size (the paper's baseline)
+    WRR     = 1,  // smooth weighted round robin: the next slot, per VIP
+    SRCHASH = 2,  // source-address hash into weighted buckets (nginx ip_hash, PCC)
+    MAGLEV  = 3   // 5-tuple hash into a weighted Maglev lookup table
+}
 
-// Drop reasons: index into the drop counter together with the service id.
-const drop_reason_t DROP_NONE             = 0;
-const drop_reason_t DROP_MALFORMED        = 1;  // parser error: truncated, bad IHL/version/offset
-const drop_reason_t DROP_BAD_CHECKSUM     = 2;  // IPv4 header checksum does not verify
-const drop_reason_t DROP_TTL_EXPIRED      = 3;
-const drop_reason_t DROP_VIP_PORT_UNKNOWN = 4;  // VIP address, but no VIP on that protocol/port
-const drop_reason_t DROP_NO_ROUTE         = 5;
-const drop_reason_t DROP_NO_BACKEND       = 6;  // VIP pool empty or backend unknown
-const drop_reason_t DROP_FRAGMENT         = 7;  // IP fragment sent to a VIP: no L4 header to balance on
-const drop_reason_t DROP_UNSUPPORTED      = 8;  // neither IPv4 nor ARP
+// Why a packet was dropped: with the service id, the index of the drop counter.
+// The controller reads the names from the P4Info (drop_table's key).
+enum bit<8> DropReason {
+    NONE             = 0,
+    MALFORMED        = 1,   // parser error: truncated, bad version/IHL, bad TCP data offset
+    BAD_CHECKSUM     = 2,   // IPv4 header checksum does not verify
+    TTL_EXPIRED      = 3,
+    VIP_PORT_UNKNOWN = 4,   // VIP address, but no VIP on that protocol/port
+    NO_ROUTE         = 5,
+    NO_BACKEND       = 6,   // VIP pool empty or backend unknown
+    FRAGMENT         = 7,   // IP fragment sent to a VIP: no L4 header to balance on
+    UNSUPPORTED      = 8,   // neither IPv4 nor ARP
+    BAD_TCP_FLAGS    = 9,   // flag sets no stack sends: SYN+FIN, SYN+RST, null, xmas
+    MARTIAN_SOURCE   = 10,  // source 0/8, 127/8, multicast, 240/4 (broadcast), a VIP, or dst
+    BAD_LENGTH       = 11,  // IPv4 total length longer than the frame or shorter than headers
+    NO_STATE         = 12   // mid-connection packet of a stateful VIP with no state to follow
+}
 // Room for more reasons without changing the counter layout.
 const bit<32> NUM_DROP_REASONS = 16;
 
 // Sizes. Each is a named constant so the controller can read them from the P4Info.
 const bit<32> MAX_SERVICES = 256;          // VIPs (address, protocol, port); id 0 is reserved
-const bit<32> MAX_BACKENDS = 1024;         // backends over all VIPs; id 0 is reserved
+const bit<32> MAX_BACKENDS = 1024;         // backends over all VIPs; id 0 is reserved; 10 bits
 const bit<32> POOL_TABLE_SIZE = 8192;      // IP-hash pool members, two versions per VIP
-const bit<32> WRR_TABLE_SIZE = 65536;      // WRR slots, two versions per VIP (weights up to 1000)
+// Slots over all VIPs, two versions each: a WRR cycle is the sum of the weights (up to
+// 1000 each); a Maglev table is a prime >= 100 x the backends (307 for 3, 6421 for 64).
+const bit<32> SLOT_TABLE_SIZE = 262144;
 const bit<32> ROUTE_TABLE_SIZE = 1024;
-const bit<32> CONN_TABLE_SIZE = 16384;     // controller-installed entries for colliding flows
-// Per-connection state kept by the data plane: at least 65,536 concurrent connections.
-const bit<32> CONN_STATE_SIZE = 65536;
+const bit<32> CONN_TABLE_SIZE = 16384;     // controller-installed entries for flows the
+                                           // state buckets could not hold
 const bit<32> DROP_COUNTER_SIZE = 4096;    // MAX_SERVICES * NUM_DROP_REASONS
 
-// Ages are in ticks of 1024 us (ingress timestamp >> 10).
-const bit<32> CONN_IDLE_TICKS = 120000;    // ~123 s without a packet: the state is free again
-const bit<32> CONN_CLOSING_TICKS = 4000;   // ~4 s after a FIN: long enough for the last ACKs
-const bit<16> CONN_CLOSING_FLAG = 0x8000;  // top bit of the stored backend id
+// Per-connection state: CONN_BUCKETS buckets of CONN_WAYS slots, one 256-bit register
+// entry per bucket, so a packet reads and writes its connection state once. 131,072
+// buckets x 4 ways = 524,288 slots: with 60,000 live connections a bucket holds 0.46 on
+// average and a new flow finds its bucket full with probability ~0.15 % (Poisson tail),
+// against ~60 % for the former 65,536 single-slot table.
+const bit<32> CONN_BUCKETS = 131072;
+const bit<32> CONN_WAYS = 4;
+typedef bit<256> conn_bucket_t;            // CONN_WAYS slots of conn_slot_t
+// A slot, 64 bits: signature 31 | expiry tick 21 | state 2 | backend id 10. The signature
+// is CRC32 bits 31..17 and the source port: with the bucket index (CRC32 bits 16..0) two
+// flows share both only if their 5-tuples differ beyond the port and still collide in
+// all 32 CRC bits.
+typedef bit<64>  conn_slot_t;
+typedef bit<31>  flow_sig_t;
+typedef bit<21>  tick_t;                   // wraps after 2^21 ticks (~36 min)
+typedef bit<2>   conn_state_t;
+const conn_state_t CONN_FREE        = 0;
+const conn_state_t CONN_EMBRYONIC   = 1;   // SYN seen, the client has not ACKed yet
+const conn_state_t CONN_ESTABLISHED = 2;   // the client ACKed (TCP) or any UDP flow
+const conn_state_t CONN_CLOSING     = 3;   // the client sent FIN
+
+// What a packet did to its connection, for the per-backend connection counters: one
+// bit each.
+const bit<2> CONN_EVENT_NONE        = 0;
+const bit<2> CONN_EVENT_ESTABLISHED = 1;   // the client's first ACK after its SYN
+const bit<2> CONN_EVENT_CLOSED      = 2;   // FIN or RST of an established connection
+
+// Time is in ticks of 1024 us (ingress timestamp >> 10). A slot stores when it expires,
+// set by its state on every packet, like conntrack's SYN_SENT, established and FIN
+// timeouts: a half-open connection cannot squat a slot for long. A slot is live while
+// its expiry is at most CONN_IDLE_TICKS ahead of now; once past, the difference wraps
+// far beyond that (a long-dead slot looks live again for ~2 min every ~36 min: it can
+// only waste that slot, not misroute another flow).
+const tick_t CONN_EMBRYONIC_TICKS = 3000;  // ~3 s for the client's ACK after its SYN
+const tick_t CONN_IDLE_TICKS = 120000;     // ~123 s without a packet
+const tick_t CONN_CLOSING_TICKS = 4000;    // ~4 s after a FIN: long enough for the last ACKs
 
 const bit<16> FLOOD_MCAST_GROUP = 1;       // all ports; the controller programs it
 

@@ -85,35 +85,34 @@ struct metadata_t {
     bit<16>       l4_dst_port;
     bit<1>        l4_rewritten;  // recompute TCP/UDP checksums on the way out
     bit<1>        is_flood;
-    drop_reason_t drop_reason;
+    DropReason    drop_reason;
+    bit<1>        to_vip;        // the packet is to a VIP's (address, protocol, port)
     // VIP lookup
-    ipv4_addr_t   lookup_addr;
-    bit<1>        is_vip_addr;
     ipv4_addr_t   vip_addr;      // the VIP as the client sent it (kept after NAT)
-    mac_addr_t    vip_mac;
     service_id_t  service_id;
-    algorithm_t   algorithm;
+    Algorithm     algorithm;
     version_t     version;
     bit<16>       pool_size;
     bit<16>       slot_count;
-    // affinity
-    bit<32>       flow_index;
-    bit<32>       flow_sig;
-    bit<1>        conn_entry_hit;
-    bit<1>        track_new;     // write the chosen backend into the state registers
-    bit<1>        collision;
+    // connection state
+    bit<8>        tcp_flags;     // 0 for UDP
+    bit<32>       flow_hash;     // crc32 of the 5-tuple: bucket index and half the signature
+    bit<32>       bucket_index;  // its low 17 bits
+    flow_sig_t    sig;
+    tick_t        now;
+    conn_bucket_t bucket;        // as read; written back once, with this flow's slot updated
+    bit<4>        hit_ways;      // one bit per way: holds the flow's signature
+    bit<8>        hit_shift;     // 64 * the way holding it (0 if none)
+    conn_slot_t   slot;          // that way's slot
+    bit<1>        known;         // the slot is live and names this connection's backend
+    conn_state_t  next_state;    // the slot's state after this packet (CONN_FREE: cleared)
+    bit<2>        conn_event;    // CONN_EVENT_*: the connection established or closed
+    bit<8>        slot_shift;    // where a new connection is stored, or NO_WAY (full)
+    bit<1>        collision;     // a new flow whose bucket is full
     // selection
-    bit<2>        select_mode;
     member_index_t member_index;
     backend_id_t  backend_id;
     bit<1>        have_backend;
-    ipv4_addr_t   backend_addr;
-    bit<16>       backend_port;
 }
-
-// How the backend of a packet is chosen when no state names it.
-const bit<2> SELECT_NONE = 0;
-const bit<2> SELECT_POOL = 1;   // hash over the pool (IP hash, and the stateless fallback)
-const bit<2> SELECT_WRR  = 2;
 
 #endif

@@ -1,5 +1,5 @@
-/* The ingress pipeline: validation, VIP lookup, affinity + selection, NAT, routing,
- * and one place where drops are counted by reason. */
+/* The ingress pipeline: validation, VIP lookup, connection state + selection, NAT,
+ * routing, and one place where drops are counted by reason. */
 #ifndef P4LB_INGRESS_P4
 #define P4LB_INGRESS_P4
 
@@ -9,47 +9,67 @@ control LbIngress(inout headers_t hdr,
     // Indexed by service id * NUM_DROP_REASONS + reason; service 0 = not tied to a VIP.
     @name(".drops")
     counter(DROP_COUNTER_SIZE, CounterType.packets) drops;
-    // Indexed by service id: new flows whose state index was taken by another flow.
-    @name(".collisions")
-    counter(MAX_SERVICES, CounterType.packets) collisions;
 
     VipLookup() vip_lookup;
-    ConnectionAffinity() affinity;
+    ConnectionState() connection_state;
     ToBackend() to_backend;
     FromBackend() from_backend;
+    VipAddresses() vip_addresses;
     Routing() routing;
 
+    action count_drop() {
+        drops.count((bit<32>)meta.service_id * NUM_DROP_REASONS
+                    + (bit<32>)(bit<8>)meta.drop_reason);
+        mark_to_drop(std_meta);
+    }
+
+    // Matches a drop reason; never written: its key publishes the DropReason names in
+    // the P4Info, and its one action counts the drop and drops.
+    @name(".drop_table")
+    table drop_table {
+        key = { meta.drop_reason: exact @name("reason"); }
+        actions = { count_drop; }
+        const default_action = count_drop();
+        size = 1;
+    }
+
     apply {
-        if (std_meta.parser_error != error.NoError) {
-            meta.drop_reason = DROP_MALFORMED;
-        } else if (!hdr.arp.isValid() && !hdr.ipv4.isValid()) {
-            meta.drop_reason = DROP_UNSUPPORTED;
-        } else if (hdr.ipv4.isValid() && std_meta.checksum_error == 1) {
-            meta.drop_reason = DROP_BAD_CHECKSUM;
-        } else if (hdr.ipv4.isValid() && hdr.ipv4.ttl <= 1) {
-            meta.drop_reason = DROP_TTL_EXPIRED;
-        } else {
+        if (std_meta.parser_error == error.NoError && hdr.ipv4.isValid()
+                && std_meta.checksum_error == 0 && hdr.ipv4.ttl > 1) {
             vip_lookup.apply(hdr, meta, std_meta);
-            if (hdr.ipv4.isValid() && meta.drop_reason == DROP_NONE) {
-                if (meta.service_id != 0) {
-                    affinity.apply(hdr, meta, std_meta);
-                    if (meta.collision == 1) {
-                        collisions.count((bit<32>)meta.service_id);
-                    }
+            if (meta.to_vip == 1) {
+                // To a VIP: the connection state (or a new choice) names the backend.
+                connection_state.apply(hdr, meta, std_meta);
+                if (meta.drop_reason == DropReason.NONE) {
                     to_backend.apply(hdr, meta, std_meta);
-                } else if (meta.is_vip_addr == 0) {
-                    from_backend.apply(hdr, meta, std_meta);
                 }
-                if (meta.drop_reason == DROP_NONE) {
-                    routing.apply(hdr, meta, std_meta);
-                }
+            } else {
+                // A backend's reply becomes the VIP's; then everything is routed.
+                from_backend.apply(hdr, meta, std_meta);
+                routing.apply(hdr, meta, std_meta);
             }
+        } else if (std_meta.parser_error == error.NoError && hdr.arp.isValid()) {
+            vip_addresses.apply(hdr, meta, std_meta);
+        } else if (std_meta.parser_error == error.TcpBadFlags) {
+            meta.drop_reason = DropReason.BAD_TCP_FLAGS;
+        } else if (std_meta.parser_error == error.MartianSource) {
+            meta.drop_reason = DropReason.MARTIAN_SOURCE;
+        } else if (std_meta.parser_error == error.IPv4BadTotalLen
+                   || std_meta.parser_error == error.IPv4TotalLenTooLong
+                   || std_meta.parser_error == error.L4BadTotalLen) {
+            meta.drop_reason = DropReason.BAD_LENGTH;
+        } else if (std_meta.parser_error != error.NoError) {
+            meta.drop_reason = DropReason.MALFORMED;
+        } else if (!hdr.ipv4.isValid()) {
+            meta.drop_reason = DropReason.UNSUPPORTED;
+        } else if (std_meta.checksum_error == 1) {
+            meta.drop_reason = DropReason.BAD_CHECKSUM;
+        } else {
+            meta.drop_reason = DropReason.TTL_EXPIRED;
         }
 
-        if (meta.drop_reason != DROP_NONE) {
-            drops.count((bit<32>)meta.service_id * NUM_DROP_REASONS
-                        + (bit<32>)meta.drop_reason);
-            mark_to_drop(std_meta);
+        if (meta.drop_reason != DropReason.NONE) {
+            drop_table.apply();
         }
     }
 }

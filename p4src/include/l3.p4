@@ -15,7 +15,15 @@ control Routing(inout headers_t hdr,
 
     @name(".no_route")
     action no_route() {
-        meta.drop_reason = DROP_NO_ROUTE;
+        meta.drop_reason = DropReason.NO_ROUTE;
+    }
+
+    // A VIP's address on a port no VIP serves, or a fragment (no L4 header to balance
+    // on): the controller gives every VIP address this route.
+    @name(".refuse_vip_packet")
+    action refuse_vip_packet() {
+        meta.drop_reason = hdr.ipv4.frag_offset != 0 || (hdr.ipv4.flags & 3w1) != 0
+            ? DropReason.FRAGMENT : DropReason.VIP_PORT_UNKNOWN;
     }
 
     // Longest-prefix match on the (possibly rewritten) destination. Hit: out of a port,
@@ -23,7 +31,7 @@ control Routing(inout headers_t hdr,
     @name(".ipv4_route_table")
     table ipv4_route_table {
         key = { hdr.ipv4.dst_addr: lpm @name("dst_addr"); }
-        actions = { forward; @defaultonly no_route; }
+        actions = { forward; refuse_vip_packet; @defaultonly no_route; }
         const default_action = no_route();
         size = ROUTE_TABLE_SIZE;
     }

@@ -6,60 +6,68 @@
 control ToBackend(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t std_meta) {
+    // Per backend entry: packets and bytes sent toward it.
     @name(".backend_tx")
-    counter(MAX_BACKENDS, CounterType.packets_and_bytes) backend_tx;
-    @name(".backend_conns")
-    counter(MAX_BACKENDS, CounterType.packets) backend_conns;
+    direct_counter(CounterType.packets_and_bytes) backend_tx;
 
+    // Rewrite the destination to the backend and send the frame straight to it: backends
+    // are on the switch's own ports, so no route lookup is needed.
     @name(".set_backend")
-    action set_backend(ipv4_addr_t addr, bit<16> port) {
-        meta.backend_addr = addr;
-        meta.backend_port = port;
+    action set_backend(ipv4_addr_t addr, bit<16> port, port_id_t switch_port,
+                       mac_addr_t src_mac, mac_addr_t dst_mac) {
+        hdr.ipv4.dst_addr = addr;
+        if (hdr.tcp.isValid()) {
+            hdr.tcp.dst_port = port;
+        } else {
+            hdr.udp.dst_port = port;
+        }
+        meta.l4_rewritten = 1;
+        std_meta.egress_spec = switch_port;
+        hdr.ethernet.src_addr = src_mac;
+        hdr.ethernet.dst_addr = dst_mac;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
     }
 
-    // Matches a backend id. Hit: that backend's address and port, written into the packet.
-    // The controller writes one entry per backend and keeps it while the backend is
-    // drained, so open connections to it keep working.
+    action unknown_backend() {
+        meta.drop_reason = DropReason.NO_BACKEND;
+    }
+
+    // Matches a backend id. Hit: that backend's address, port and attachment, written
+    // into the packet. The controller writes one entry per backend and keeps it while the
+    // backend is drained, so open connections to it keep working.
     @name(".backend_table")
     table backend_table {
         key = { meta.backend_id: exact @name("backend_id"); }
-        actions = { set_backend; @defaultonly NoAction; }
-        default_action = NoAction();
+        actions = { set_backend; @defaultonly unknown_backend; }
+        const default_action = unknown_backend();
+        counters = backend_tx;
         size = MAX_BACKENDS;
     }
 
     apply {
-        if (meta.have_backend == 0) {
-            meta.drop_reason = DROP_NO_BACKEND;
-        } else if (!backend_table.apply().hit) {
-            meta.drop_reason = DROP_NO_BACKEND;
-        } else {
-            hdr.ipv4.dst_addr = meta.backend_addr;
-            if (hdr.tcp.isValid()) {
-                hdr.tcp.dst_port = meta.backend_port;
-            } else {
-                hdr.udp.dst_port = meta.backend_port;
-            }
-            meta.l4_rewritten = 1;
-            backend_tx.count((bit<32>)meta.backend_id);
-            if (meta.track_new == 1 || meta.collision == 1) {
-                backend_conns.count((bit<32>)meta.backend_id);
-            }
-        }
+        backend_table.apply();
     }
 }
 
 control FromBackend(inout headers_t hdr,
                     inout metadata_t meta,
                     inout standard_metadata_t std_meta) {
+    // Per backend entry: packets and bytes of its replies.
     @name(".backend_rx")
-    counter(MAX_BACKENDS, CounterType.packets_and_bytes) backend_rx;
+    direct_counter(CounterType.packets_and_bytes) backend_rx;
 
+    // backend_id does nothing here: it records which backend id the entry belongs to,
+    // so a restarted controller recovers its id assignment from the switch.
     @name(".set_vip_source")
-    action set_vip_source(ipv4_addr_t vip_addr, bit<16> vip_port, backend_id_t backend_id) {
+    action set_vip_source(ipv4_addr_t vip_addr, bit<16> vip_port,
+                          @noWarn("unused") backend_id_t backend_id) {
         hdr.ipv4.src_addr = vip_addr;
-        meta.backend_port = vip_port;
-        meta.backend_id = backend_id;
+        if (hdr.tcp.isValid()) {
+            hdr.tcp.src_port = vip_port;
+        } else {
+            hdr.udp.src_port = vip_port;
+        }
+        meta.l4_rewritten = 1;
     }
 
     // Matches a backend's (address, protocol, port) as the source of a reply.
@@ -74,21 +82,12 @@ control FromBackend(inout headers_t hdr,
         }
         actions = { set_vip_source; @defaultonly NoAction; }
         default_action = NoAction();
+        counters = backend_rx;
         size = MAX_BACKENDS;
     }
 
     apply {
-        if (hdr.tcp.isValid() || hdr.udp.isValid()) {
-            if (reverse_nat_table.apply().hit) {
-                if (hdr.tcp.isValid()) {
-                    hdr.tcp.src_port = meta.backend_port;
-                } else {
-                    hdr.udp.src_port = meta.backend_port;
-                }
-                meta.l4_rewritten = 1;
-                backend_rx.count((bit<32>)meta.backend_id);
-            }
-        }
+        reverse_nat_table.apply();
     }
 }
 

@@ -2,11 +2,33 @@
 #ifndef P4LB_PARSER_P4
 #define P4LB_PARSER_P4
 
+// Each maps to a DropReason in the ingress (malformed, bad length, bad flags, martian).
 error {
     IPv4BadVersion,
     IPv4BadIHL,
-    IPv4BadTotalLen,
-    TcpBadDataOffset
+    IPv4BadTotalLen,       // total length shorter than the IPv4 header
+    IPv4TotalLenTooLong,   // total length longer than the frame carries
+    L4BadTotalLen,         // total length shorter than the IPv4 + TCP/UDP headers
+    MartianSource,
+    TcpBadDataOffset,
+    TcpBadFlags
+}
+
+// Sources no host sends from: 0.0.0.0/8, 127.0.0.0/8, 224.0.0.0/4 (multicast) and
+// 240.0.0.0/4 (reserved, 255.255.255.255 included), or the destination itself.
+// (A VIP as source is caught by the VIP lookup.)
+bool is_martian_source(in ipv4_addr_t src, in ipv4_addr_t dst) {
+    return src[31:24] == 0 || src[31:24] == 127 || src[31:28] >= 0xE || src == dst;
+}
+
+// Flag sets no TCP stack sends: SYN+FIN, SYN+RST, none of the six (null scan),
+// FIN+PSH+URG (xmas).
+bool is_bad_tcp_flags(in bit<8> f) {
+    return (f & (TCP_FLAG_SYN | TCP_FLAG_FIN)) == (TCP_FLAG_SYN | TCP_FLAG_FIN)
+        || (f & (TCP_FLAG_SYN | TCP_FLAG_RST)) == (TCP_FLAG_SYN | TCP_FLAG_RST)
+        || (f & 0x3f) == 0
+        || (f & (TCP_FLAG_FIN | TCP_FLAG_PSH | TCP_FLAG_URG))
+            == (TCP_FLAG_FIN | TCP_FLAG_PSH | TCP_FLAG_URG);
 }
 
 parser LbParser(packet_in pkt,
@@ -32,6 +54,10 @@ parser LbParser(packet_in pkt,
         verify(hdr.ipv4.version == 4, error.IPv4BadVersion);
         verify(hdr.ipv4.ihl >= 5, error.IPv4BadIHL);
         verify(hdr.ipv4.total_len >= ((bit<16>)hdr.ipv4.ihl) << 2, error.IPv4BadTotalLen);
+        // The frame may carry padding after the datagram, never less than it claims.
+        verify((bit<32>)hdr.ipv4.total_len + 14 <= std_meta.packet_length,
+               error.IPv4TotalLenTooLong);
+        verify(!is_martian_source(hdr.ipv4.src_addr, hdr.ipv4.dst_addr), error.MartianSource);
         meta.l4_len = hdr.ipv4.total_len - (((bit<16>)hdr.ipv4.ihl) << 2);
         transition select(hdr.ipv4.ihl) {
             5:       parse_l4;
@@ -44,25 +70,30 @@ parser LbParser(packet_in pkt,
         transition parse_l4;
     }
 
-    // Only a first fragment (offset 0) carries the L4 header.
+    // Only an unfragmented datagram (offset 0, no more-fragments flag) is taken apart:
+    // a fragment has no ports to balance on, or its later fragments have none.
     state parse_l4 {
-        transition select(hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
-            (0, IP_PROTO_TCP): parse_tcp;
-            (0, IP_PROTO_UDP): parse_udp;
-            default:           accept;
+        transition select(hdr.ipv4.frag_offset, hdr.ipv4.flags[0:0], hdr.ipv4.protocol) {
+            (0, 0, IP_PROTO_TCP): parse_tcp;
+            (0, 0, IP_PROTO_UDP): parse_udp;
+            default:              accept;
         }
     }
 
     state parse_tcp {
         pkt.extract(hdr.tcp);
         verify(hdr.tcp.data_offset >= 5, error.TcpBadDataOffset);
+        verify(meta.l4_len >= ((bit<16>)hdr.tcp.data_offset) << 2, error.L4BadTotalLen);
+        verify(!is_bad_tcp_flags(hdr.tcp.flags), error.TcpBadFlags);
         meta.l4_src_port = hdr.tcp.src_port;
         meta.l4_dst_port = hdr.tcp.dst_port;
+        meta.tcp_flags = hdr.tcp.flags;
         transition accept;
     }
 
     state parse_udp {
         pkt.extract(hdr.udp);
+        verify(meta.l4_len >= 8, error.L4BadTotalLen);
         meta.l4_src_port = hdr.udp.src_port;
         meta.l4_dst_port = hdr.udp.dst_port;
         transition accept;

@@ -1,42 +1,27 @@
-/* VIP lookup and ARP for VIP addresses. */
+/* VIP lookup, and the addresses the switch answers for (ARP) or guards. */
 #ifndef P4LB_VIP_P4
 #define P4LB_VIP_P4
 
 control VipLookup(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t std_meta) {
-    @name(".vip_address")
-    action vip_address(mac_addr_t vip_mac) {
-        meta.is_vip_addr = 1;
-        meta.vip_mac = vip_mac;
-    }
-
-    // Matches an IPv4 address (an ARP target or a packet's destination).
-    // Hit: the address belongs to at least one VIP; ARP requests for it are answered
-    // with vip_mac. The controller writes one entry per VIP address.
-    @name(".vip_address_table")
-    table vip_address_table {
-        key = { meta.lookup_addr: exact @name("addr"); }
-        actions = { vip_address; @defaultonly NoAction; }
-        default_action = NoAction();
-        size = MAX_SERVICES;
-    }
-
     // The per-VIP "flip" entry: which service, algorithm and version of the pool and
     // slot tables is live. Changing a pool means writing the other version's entries and
     // then modifying this one entry, so a change is never seen half-applied.
     @name(".set_vip")
-    action set_vip(service_id_t service_id, algorithm_t algorithm, version_t version,
+    action set_vip(service_id_t service_id, Algorithm algorithm, version_t version,
                    bit<16> pool_size, bit<16> slot_count) {
+        meta.to_vip = 1;
         meta.service_id = service_id;
         meta.algorithm = algorithm;
         meta.version = version;
         meta.pool_size = pool_size;
         meta.slot_count = slot_count;
+        meta.vip_addr = hdr.ipv4.dst_addr;
     }
 
     // Matches (VIP address, protocol, port). Hit: the packet is load-balanced.
-    // Miss on a VIP address: dropped and counted as an unknown VIP port.
+    // Miss: routed (a VIP's address on an unknown port has a route that refuses it).
     // The controller writes one entry per VIP and modifies it to flip versions.
     @name(".vip_table")
     table vip_table {
@@ -46,44 +31,54 @@ control VipLookup(inout headers_t hdr,
             meta.l4_dst_port:   exact @name("port");
         }
         actions = { set_vip; @defaultonly NoAction; }
-        default_action = NoAction();
+        const default_action = NoAction();
         size = MAX_SERVICES;
     }
 
     apply {
-        if (hdr.arp.isValid()) {
-            meta.lookup_addr = hdr.arp.tpa;
-        } else {
-            meta.lookup_addr = hdr.ipv4.dst_addr;
-        }
-        vip_address_table.apply();
+        vip_table.apply();
+    }
+}
 
-        if (hdr.arp.isValid()) {
-            if (hdr.arp.oper == ARP_OP_REQUEST && meta.is_vip_addr == 1) {
-                // Answer for the VIP: the request goes back out of its port as a reply.
-                ipv4_addr_t asker = hdr.arp.spa;
-                hdr.ethernet.dst_addr = hdr.arp.sha;
-                hdr.ethernet.src_addr = meta.vip_mac;
-                hdr.arp.oper = ARP_OP_REPLY;
-                hdr.arp.tha = hdr.arp.sha;
-                hdr.arp.sha = meta.vip_mac;
-                hdr.arp.spa = hdr.arp.tpa;
-                hdr.arp.tpa = asker;
-                std_meta.egress_spec = std_meta.ingress_port;
-            } else {
-                // Hosts resolve each other: flood to every port but the ingress one.
-                std_meta.mcast_grp = FLOOD_MCAST_GROUP;
-                meta.is_flood = 1;
-            }
-        } else if (meta.is_vip_addr == 1) {
-            meta.vip_addr = hdr.ipv4.dst_addr;
-            if (hdr.ipv4.frag_offset != 0 || (hdr.ipv4.flags & 3w1) != 0) {
-                meta.drop_reason = DROP_FRAGMENT;
-            } else if (!hdr.tcp.isValid() && !hdr.udp.isValid()) {
-                meta.drop_reason = DROP_VIP_PORT_UNKNOWN;
-            } else if (!vip_table.apply().hit) {
-                meta.drop_reason = DROP_VIP_PORT_UNKNOWN;
-            }
+// ARP for VIP addresses: the switch answers; other ARP is flooded.
+control VipAddresses(inout headers_t hdr,
+                     inout metadata_t meta,
+                     inout standard_metadata_t std_meta) {
+    // Answer an ARP request for a VIP: it goes back out of its port as a reply.
+    @name(".vip_address")
+    action vip_address(mac_addr_t vip_mac) {
+        ipv4_addr_t asker = hdr.arp.spa;
+        hdr.ethernet.dst_addr = hdr.arp.sha;
+        hdr.ethernet.src_addr = vip_mac;
+        hdr.arp.oper = ARP_OP_REPLY;
+        hdr.arp.tha = hdr.arp.sha;
+        hdr.arp.sha = vip_mac;
+        hdr.arp.spa = hdr.arp.tpa;
+        hdr.arp.tpa = asker;
+        std_meta.egress_spec = std_meta.ingress_port;
+    }
+
+    // Hosts resolve each other: flood to every port but the ingress one.
+    action flood() {
+        std_meta.mcast_grp = FLOOD_MCAST_GROUP;
+        meta.is_flood = 1;
+    }
+
+    // Matches an ARP request's target address. Hit: a VIP's address, answered with
+    // vip_mac. Miss: flooded. The controller writes one entry per VIP address.
+    @name(".vip_address_table")
+    table vip_address_table {
+        key = { hdr.arp.tpa: exact @name("addr"); }
+        actions = { vip_address; @defaultonly flood; }
+        const default_action = flood();
+        size = MAX_SERVICES;
+    }
+
+    apply {
+        if (hdr.arp.oper == ARP_OP_REQUEST) {
+            vip_address_table.apply();
+        } else {
+            flood();
         }
     }
 }

@@ -17,7 +17,7 @@ from p4lb import config as cfgmod
 from p4lb import control
 from p4lb.adapter import Switch
 from p4lb.config import Config
-from p4lb.model import Flow, state_index
+from p4lb.model import Flow, bucket_index
 from topology import bmv2
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -257,17 +257,25 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
-def colliding_pair() -> tuple[Flow, Flow]:
-    """Two client flows to the web VIP whose state registers share an index."""
-    seen: dict[int, Flow] = {}
+def same_bucket_flows(n: int) -> list[Flow]:
+    """`n` client flows to the web VIP whose connection state shares one bucket (4 ways:
+    the fifth finds it full)."""
+    seen: dict[int, list[Flow]] = {}
     for host in range(2, 250):
-        for sport in range(50000, 50400):
+        for sport in range(20000, 60000):
             f = Flow(f"10.0.1.{host}", VIP, 6, sport, 80)
-            idx = state_index(f)
-            if idx in seen:
-                return seen[idx], f
-            seen[idx] = f
-    raise AssertionError("no colliding pair found")
+            flows = seen.setdefault(bucket_index(f), [])
+            flows.append(f)
+            if len(flows) == n:
+                return flows
+    raise AssertionError(f"no {n} flows share a bucket")
+
+
+def drop_reasons() -> dict[str, int]:
+    """DropReason names and codes, from the committed P4Info."""
+    from p4lb.p4info import schema
+
+    return {name: code for code, name in schema().drop_reasons().items()}
 
 
 def flow_syn(f: Flow, flags: str = "S") -> Any:

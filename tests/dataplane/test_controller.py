@@ -19,7 +19,7 @@ from p4lb.adapter import Switch, SwitchError
 from p4lb.cli import main
 from p4lb.daemon import Controller
 from p4lb.entries import desired_entries
-from tests.dataplane.harness import GRPC_PORT, Bmv2, Wire, colliding_pair, flow_syn
+from tests.dataplane.harness import GRPC_PORT, Bmv2, Wire, flow_syn, same_bucket_flows
 
 
 def test_what_the_switch_holds_is_what_was_intended(bmv2: Bmv2) -> None:
@@ -140,13 +140,13 @@ def test_run_restores_everything_after_the_switch_restarts(bmv2: Bmv2) -> None:
 
 
 def test_run_installs_an_entry_for_a_colliding_flow(bmv2: Bmv2, wire: Wire) -> None:
-    a, b = colliding_pair()
+    *held_flows, b = same_bucket_flows(5)
     with RunningController(bmv2) as run:
         reader = _reader(bmv2)
         assert run.ctl.ready.wait(15), "p4lb run did not take the switch"
-        wire.send(1, flow_syn(a))
-        wire.send(1, flow_syn(b))
-        assert len(wire.expect(2, where=lambda port, raw: port != 1)) == 2
+        for f in [*held_flows, b]:  # four fill the bucket, the fifth finds it full
+            wire.send(1, flow_syn(f))
+        assert len(wire.expect(5, where=lambda port, raw: port != 1)) == 5
 
         def installed() -> bool:
             held = reader.read_entries(("conn_table",))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from scapy.layers.inet import ICMP, IP, TCP, UDP
 from scapy.layers.l2 import ARP, Ether
 
 from p4lb import control, intent
-from p4lb.entries import Update, desired_entries, ids_on_switch, plan, vip_key
+from p4lb.entries import Update, backend_key, desired_entries, ids_on_switch, plan, vip_key
 from p4lb.model import Flow, iphash_member
 from tests.dataplane.harness import (
     SWITCH_MAC,
@@ -18,24 +19,17 @@ from tests.dataplane.harness import (
     VIP_MAC,
     Bmv2,
     Wire,
-    colliding_pair,
+    drop_reasons,
     flow_syn,
+    host_iface,
     host_ip,
     host_mac,
+    same_bucket_flows,
 )
 
 CLIENT = host_ip(1)
 BACKEND_PORTS = (2, 3, 4)
-DROPS = {
-    "malformed": 1,
-    "bad_checksum": 2,
-    "ttl_expired": 3,
-    "vip_port_unknown": 4,
-    "no_route": 5,
-    "no_backend": 6,
-    "fragment": 7,
-    "unsupported": 8,
-}
+DROPS = drop_reasons()
 
 
 def syn(sport: int, flags: str = "S", dport: int = 80, ttl: int = 64) -> Any:
@@ -273,6 +267,18 @@ def _fragment() -> Any:
     return p
 
 
+def _from(src: str) -> Any:
+    p = syn(48011)
+    p[IP].src = src
+    return p
+
+
+def _total_len(n: int) -> Any:
+    p = syn(48012)
+    p[IP].len = n  # the checksum is computed over the lying length: only the length is bad
+    return p
+
+
 DROP_CASES = [
     ("truncated IPv4 header", _truncated, "malformed", 0),
     (
@@ -297,6 +303,19 @@ DROP_CASES = [
         0,
     ),
     ("fragment to a VIP", _fragment, "fragment", 0),
+    ("SYN+FIN", lambda: syn(48006, flags="SF"), "bad_tcp_flags", 0),
+    ("SYN+RST", lambda: syn(48007, flags="SR"), "bad_tcp_flags", 0),
+    ("no TCP flags (null scan)", lambda: syn(48008, flags=""), "bad_tcp_flags", 0),
+    ("FIN+PSH+URG (xmas)", lambda: syn(48009, flags="FPU"), "bad_tcp_flags", 0),
+    ("every TCP flag", lambda: syn(48010, flags="FSRPAUEC"), "bad_tcp_flags", 0),
+    ("source 127.0.0.1", lambda: _from("127.0.0.1"), "martian_source", 0),
+    ("source 255.255.255.255", lambda: _from("255.255.255.255"), "martian_source", 0),
+    ("source 0.0.0.7", lambda: _from("0.0.0.7"), "martian_source", 0),
+    ("multicast source", lambda: _from("224.0.0.9"), "martian_source", 0),
+    ("source is the destination VIP", lambda: _from(VIP), "martian_source", 0),
+    ("total length 1500 in a 54-byte frame", lambda: _total_len(1500), "bad_length", 0),
+    ("total length 20 with a TCP header", lambda: _total_len(20), "bad_length", 0),
+    ("total length 30 cuts the TCP header", lambda: _total_len(30), "bad_length", 0),
     (
         "IPv6 frame",
         lambda: Ether(src=host_mac(1), dst=SWITCH_MAC, type=0x86DD) / (b"\x60" + bytes(39)),
@@ -323,16 +342,23 @@ def test_drops_are_counted_and_nothing_leaves(
     assert all(TCP in Ether(raw) and Ether(raw)[TCP].sport == 49000 for _, raw in wire.got)
 
 
-def test_collision_is_detected_routed_statelessly_and_reported(bmv2: Bmv2, wire: Wire) -> None:
-    a, b = colliding_pair()
+def test_a_full_bucket_keeps_wrr_and_reports_the_flow(bmv2: Bmv2, wire: Wire) -> None:
+    """Four flows fill a state bucket; the fifth still gets the next WRR turn (the cycle
+    does not skip or repeat), is counted as a collision and reported with that backend.
+    Its later packets are not guessed at before the controller's entry lands (dropped as
+    no_state), and follow the entry after."""
+    *held, b = same_bucket_flows(5)
     bmv2.sw.enable_digest()
-    wire.send(1, flow_syn(a))
-    port_a = backend_of(wire, a.sport)
+    ports = []
+    for f in held:
+        wire.send(1, flow_syn(f))
+        ports.append(backend_of(wire, f.sport))
+        wire.clear()
     before = bmv2.counter("collisions", 1)
-    wire.clear()
     wire.send(1, flow_syn(b))
     port_b = backend_of(wire, b.sport)
-    assert port_b == BACKEND_PORTS[iphash_member(b, 3)]
+    ports.append(port_b)
+    assert ports == [2, 3, 4, 2, 3], "a flow in a full bucket must take its WRR turn"
     assert bmv2.wait_counter("collisions", 1, before + 1) == before + 1
     msg = bmv2.sw.next_stream_message("digest", timeout=3.0)
     assert msg is not None
@@ -345,18 +371,89 @@ def test_collision_is_detected_routed_statelessly_and_reported(bmv2: Bmv2, wire:
         "dst_port": 80,
         "backend_id": port_b - 1,
     }
-    # Before the controller's entry lands, later packets recompute the same choice ...
+    # Before the controller's entry lands, a later packet is dropped, not misrouted ...
+    sid = ids_on_switch(bmv2.sw.read_entries()).services[vip_key(bmv2.cfg.vip("web"))]
+    index = sid * 16 + DROPS["no_state"]
+    dropped = bmv2.counter("drops", index)
     wire.clear()
     wire.send(1, flow_syn(b, "A"))
-    assert backend_of(wire, b.sport) == port_b
-    # ... and after it, the entry decides; the first flow keeps its backend throughout.
+    assert bmv2.wait_counter("drops", index, dropped + 1) == dropped + 1
+    assert wire.expect(1, timeout=0.3, where=lambda p, raw: p != 1) == []
+    # ... and after it, the entry decides; the held flows keep their backends throughout.
     bmv2.sw.write([Update("INSERT", control.conn_entry(fields))])
-    held = bmv2.sw.read_entries(("conn_table",))
-    assert [e.p("backend_id") for e in held if e.table == "conn_table"] == [port_b - 1]
     bmv2.apply(intent.set_weight(bmv2.cfg, "web", f"s{port_b}", 0))
-    wire.clear()
     wire.send(1, flow_syn(b, "A"))
     assert backend_of(wire, b.sport) == port_b
+    for f, port in zip(held, ports, strict=False):
+        wire.clear()
+        wire.send(1, flow_syn(f, "A"))
+        assert backend_of(wire, f.sport) == port
+
+
+def test_half_open_connections_free_their_slots_within_seconds(bmv2: Bmv2, wire: Wire) -> None:
+    """A SYN flood's half-open state expires after CONN_EMBRYONIC_TICKS (~3 s); an
+    established connection in the same bucket keeps its slot and its backend."""
+    flows = same_bucket_flows(7)
+    established, half_open, late = flows[:2], flows[2:4], flows[4:]
+    ports = {}
+    for f in established:
+        wire.send(1, flow_syn(f))
+        ports[f] = backend_of(wire, f.sport)
+        wire.send(1, flow_syn(f, "A"))  # the client's ACK: established
+        wire.clear()
+    for f in half_open:
+        wire.send(1, flow_syn(f))
+    before = bmv2.counter("collisions", 1)
+    wire.send(1, flow_syn(late[0]))  # the bucket is full of live state
+    assert bmv2.wait_counter("collisions", 1, before + 1) == before + 1
+    # What is under test is the timeout itself: let ~3.1 s of switch time pass.
+    time.sleep(3.5)
     wire.clear()
-    wire.send(1, flow_syn(a, "A"))
-    assert backend_of(wire, a.sport) == port_a
+    for f in late[1:]:
+        wire.send(1, flow_syn(f))  # two half-open slots expired: both fit
+    assert len(wire.expect(2, where=lambda p, raw: p != 1)) == 2
+    assert bmv2.counter("collisions", 1) == before + 1
+    for f in established:
+        wire.clear()
+        wire.send(1, flow_syn(f, "PA"))
+        assert backend_of(wire, f.sport) == ports[f]
+
+
+def test_a_packet_without_state_is_dropped_for_wrr_and_hashed_for_iphash(
+    bmv2: Bmv2, wire: Wire
+) -> None:
+    sid = ids_on_switch(bmv2.sw.read_entries()).services[vip_key(bmv2.cfg.vip("web"))]
+    index = sid * 16 + DROPS["no_state"]
+    before = bmv2.counter("drops", index)
+    wire.send(1, syn(54000, flags="A"))  # no SYN was ever seen for this flow
+    assert bmv2.wait_counter("drops", index, before + 1) == before + 1
+    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "iphash"))
+    wire.clear()
+    wire.send(1, syn(54001, flags="A"))
+    want = BACKEND_PORTS[iphash_member(Flow(CLIENT, VIP, 6, 54001, 80), 3)]
+    assert backend_of(wire, 54001) == want
+
+
+def test_wrr_is_exact_over_many_clients(bmv2: Bmv2, wire: Wire) -> None:
+    """1,500 connections from 30 client addresses at weights 1:2:3: every backend gets
+    exactly its share (the switch's own connection counters), and no flow collides."""
+    del wire  # only for its fresh view of the veths (scapy caches interface indexes)
+    bmv2.apply(intent.set_weight(intent.set_weight(bmv2.cfg, "web", "s3", 2), "web", "s4", 3))
+    from scapy.sendrecv import sendp
+
+    ids = ids_on_switch(bmv2.sw.read_entries())
+    web = bmv2.cfg.vip("web")
+    bid = {p: ids.backends[backend_key(web, host_ip(p), 8000)] for p in BACKEND_PORTS}
+    flows = [Flow(f"10.0.2.{1 + i % 30}", VIP, 6, 30000 + i, 80) for i in range(1500)]
+
+    def total() -> int:
+        return sum(bmv2.counter("backend_conns", b) for b in bid.values())
+
+    for i in range(0, len(flows), 50):  # bursts BMv2's input queue holds
+        sendp([bytes(flow_syn(f)) for f in flows[i : i + 50]], iface=host_iface(1), verbose=False)
+        deadline = time.monotonic() + 10
+        while total() < i + 50 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    counts = {p: bmv2.counter("backend_conns", b) for p, b in bid.items()}
+    assert counts == {2: 250, 3: 500, 4: 750}
+    assert bmv2.counter("collisions", 1) == 0

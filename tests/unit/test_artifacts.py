@@ -11,6 +11,7 @@ import pytest
 from finsy.proto import p4i as p4info_pb2
 
 from p4lb import config as cfgmod
+from p4lb import model
 from p4lb.entries import MULTICAST, desired_entries
 from p4lb.p4info import P4InfoError, Schema, load_p4info
 
@@ -28,6 +29,7 @@ LPM = p4info_pb2.MatchField.LPM
 # table -> [(field, bitwidth, match type)], action -> [(param, bitwidth)]
 TABLES = {
     "vip_address_table": [("addr", 32, EXACT)],
+    "vip_source_table": [("addr", 32, EXACT)],
     "vip_table": [("addr", 32, EXACT), ("protocol", 8, EXACT), ("port", 16, EXACT)],
     "pool_table": [("service_id", 16, EXACT), ("version", 1, EXACT), ("index", 16, EXACT)],
     "wrr_table": [("service_id", 16, EXACT), ("version", 1, EXACT), ("slot", 16, EXACT)],
@@ -52,15 +54,23 @@ ACTIONS = {
         ("slot_count", 16),
     ],
     "set_member": [("backend_id", 16)],
-    "set_backend": [("addr", 32), ("port", 16)],
+    "set_backend": [
+        ("addr", 32),
+        ("port", 16),
+        ("switch_port", 9),
+        ("src_mac", 48),
+        ("dst_mac", 48),
+    ],
     "set_vip_source": [("vip_addr", 32), ("vip_port", 16), ("backend_id", 16)],
     "use_backend": [("backend_id", 16)],
     "forward": [("port", 9), ("src_mac", 48), ("dst_mac", 48)],
+    "refuse_vip_packet": [],
+    "vip_source": [],
 }
 COUNTERS = {
-    "backend_tx": 1024,
-    "backend_rx": 1024,
     "backend_conns": 1024,
+    "backend_established": 1024,
+    "backend_closes": 1024,
     "drops": 4096,
     "collisions": 256,
 }
@@ -80,8 +90,10 @@ def test_bmv2_json_is_a_v1model_program_with_our_tables() -> None:
     prog = json.loads((COMPILED / "lb.json").read_text())
     names = {t["name"] for p in prog["pipelines"] for t in p["tables"]}
     assert {"vip_table", "conn_table", "wrr_table", "ipv4_route_table"} <= names
-    regs = {r["name"].rsplit(".", 1)[-1]: r["size"] for r in prog["register_arrays"]}
-    assert regs["conn_sig"] >= 65536
+    regs = {r["name"].rsplit(".", 1)[-1]: r for r in prog["register_arrays"]}
+    # The reference model (and the collision figures) assume the data plane's geometry.
+    assert regs["conn_state"]["size"] == model.CONN_BUCKETS
+    assert regs["conn_state"]["bitwidth"] == 64 * model.CONN_WAYS
 
 
 @pytest.mark.parametrize("table", sorted(TABLES))
@@ -99,6 +111,9 @@ def test_counters_and_sizes(schema: Schema) -> None:
     for name, size in COUNTERS.items():
         assert schema.counter_size(name) == size
     assert schema.table("conn_table").idle_timeout
+    # Packets and bytes per backend are direct counters of the tables that name backends.
+    assert schema.direct_counter_table("backend_tx") == "backend_table"
+    assert schema.direct_counter_table("backend_rx") == "reverse_nat_table"
     assert "conn_digest_t" in schema.digests
     limits = schema.limits()
     assert limits.max_services == 256 and limits.max_backends == 1024
@@ -130,7 +145,7 @@ def test_digest_layout_comes_from_the_p4info(schema: Schema) -> None:
 
 def test_algorithms_and_drop_reasons_come_from_the_p4info(schema: Schema) -> None:
     algorithms = schema.algorithms()
-    assert {"iphash", "wrr"} <= set(algorithms)
+    assert {"iphash", "wrr", "srchash", "maglev"} <= set(algorithms)
     assert len(set(algorithms.values())) == len(algorithms)
     width = schema.param("set_vip", "algorithm").bitwidth
     assert all(0 <= c < 1 << width for c in algorithms.values())
