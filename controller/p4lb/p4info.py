@@ -30,21 +30,6 @@ def compiled_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "p4src" / "compiled"
 
 
-# Until the P4 program declares its serializable enums (issue 11), the codes it uses. Once
-# the committed P4Info carries `Algorithm` and `DropReason`, these go.
-_FALLBACK_ALGORITHMS = {"iphash": 0, "wrr": 1}
-_FALLBACK_DROP_REASONS = {
-    "malformed": 1,
-    "bad_checksum": 2,
-    "ttl_expired": 3,
-    "vip_port_unknown": 4,
-    "no_route": 5,
-    "no_backend": 6,
-    "fragment": 7,
-    "unsupported": 8,
-}
-
-
 class P4InfoError(Exception):
     """An entry does not fit the P4Info (unknown name, value too wide)."""
 
@@ -139,14 +124,19 @@ class Schema:
         members = self.info.type_info.serializable_enums[name].members
         return {m.name.lower(): int.from_bytes(m.value, "big") for m in members}
 
+    def _required_enum(self, name: str) -> dict[str, int]:
+        found = self.enum(name)
+        if found is None:
+            raise P4InfoError(f"P4Info declares no serializable enum {name!r}")
+        return found
+
     def algorithms(self) -> dict[str, int]:
         """Algorithm name -> the code `set_vip` takes (the P4 `Algorithm` enum)."""
-        return self.enum("Algorithm") or dict(_FALLBACK_ALGORITHMS)
+        return self._required_enum("Algorithm")
 
     def drop_reasons(self) -> dict[int, str]:
         """Drop reason code -> name (the P4 `DropReason` enum), without 'none' (code 0)."""
-        found = self.enum("DropReason")
-        codes = found if found is not None else _FALLBACK_DROP_REASONS
+        codes = self._required_enum("DropReason")
         return {code: name for name, code in codes.items() if code != 0}
 
     def drop_counter_stride(self) -> int:

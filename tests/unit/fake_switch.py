@@ -513,7 +513,8 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
                 raise _Refused(INVALID_ARGUMENT, f"{table.preamble.name} has no direct counter")
             for k, te in self.tables.get(tid, {}).items():
                 d = rep.entities.add().direct_counter_entry
-                d.table_entry.CopyFrom(te)
+                d.table_entry.table_id = te.table_id  # as BMv2: the match, not the action
+                d.table_entry.match.extend(te.match)
                 packets, nbytes = self.direct_counts.get(k, (0, 0))
                 d.data.packet_count, d.data.byte_count = packets, nbytes
         elif kind == "packet_replication_engine_entry":

@@ -144,6 +144,7 @@ def test_digest_layout_comes_from_the_p4info(schema: Schema) -> None:
 
 
 def test_algorithms_and_drop_reasons_come_from_the_p4info(schema: Schema) -> None:
+    assert schema.enum("Algorithm") is not None and schema.enum("DropReason") is not None
     algorithms = schema.algorithms()
     assert {"iphash", "wrr", "srchash", "maglev"} <= set(algorithms)
     assert len(set(algorithms.values())) == len(algorithms)
@@ -172,6 +173,14 @@ def test_serializable_enums_are_read_when_the_p4info_declares_them(schema: Schem
     assert s.algorithms() == {"iphash": 0, "wrr": 1, "maglev": 2}
     assert s.drop_reasons() == {1: "malformed", 9: "rate_limited"}
     assert s.limits().algorithms == ("iphash", "wrr", "maglev")
+
+
+def test_a_p4info_without_the_enums_is_refused(schema: Schema) -> None:
+    info = p4info_pb2.P4Info()
+    info.CopyFrom(schema.info)
+    info.type_info.ClearField("serializable_enums")
+    with pytest.raises(P4InfoError, match="no serializable enum 'Algorithm'"):
+        Schema(info).algorithms()
 
 
 def test_encode_refuses_values_that_do_not_fit(schema: Schema) -> None:
