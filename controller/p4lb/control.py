@@ -10,8 +10,7 @@ from typing import Any
 
 from p4lb.adapter import NotPrimaryError, Switch, SwitchError
 from p4lb.config import Config
-from p4lb.digests import CONN_ACTION, CONN_DIGEST, CONN_TABLE, digest_fields
-from p4lb.digests import conn_entry as _conn_entry
+from p4lb.digests import ConnDigests
 from p4lb.entries import Entry, Update, desired_entries, ids_on_switch, plan
 from p4lb.p4info import schema
 from p4lb.stats import DropLayout, Stats, compute
@@ -110,15 +109,12 @@ def _cells(sw: Switch, name: str) -> dict[int, tuple[int, int]]:
 
 def conn_entry(fields: dict[str, int]) -> Entry:
     """The conn_table entry pinning a digested flow (names from the committed P4Info)."""
-    s = schema()
-    match = [f.name for f in s.table(CONN_TABLE).fields]
-    params = [p.name for p in s.action(CONN_ACTION).params]
-    return _conn_entry(fields, match, params)
+    return ConnDigests.of(schema()).entry(fields)
 
 
 def _digest_fields(member: Any) -> dict[str, int]:
     """A conn_digest_t list member as named integers (kept for tests/dataplane)."""
-    return digest_fields(member, schema().digest_fields(CONN_DIGEST))
+    return ConnDigests.of(schema()).values(member)
 
 
 __all__ = [

@@ -24,7 +24,7 @@ from typing import Any
 from p4lb.adapter import NotPrimaryError, Switch, SwitchError
 from p4lb.config import Config, ConfigError
 from p4lb.control import apply, connect
-from p4lb.digests import CONN_ACTION, CONN_DIGEST, CONN_TABLE, conn_entry, digest_fields
+from p4lb.digests import ConnDigests
 from p4lb.entries import Update
 from p4lb.lock import ConfigLocked, config_lock
 
@@ -165,16 +165,12 @@ class Controller:
             return True
 
     def _handle_stream(self, sw: Switch) -> None:
-        schema = sw.schema
         rep = sw.next_stream_message("digest", timeout=self.poll_s)
         if rep is not None:
             msg = rep.digest
-            names = schema.digest_fields(CONN_DIGEST)
-            match = [f.name for f in schema.table(CONN_TABLE).fields]
-            params = [p.name for p in schema.action(CONN_ACTION).params]
+            digests = ConnDigests.of(sw.schema)
             for member in msg.data:
-                fields = digest_fields(member, names)
-                entry = conn_entry(fields, match, params)
+                entry = digests.entry(digests.values(member))
                 if entry.key in self.installed:
                     continue
                 self.installed.add(entry.key)
@@ -193,7 +189,7 @@ class Controller:
         rep = sw.next_stream_message("idle_timeout_notification", timeout=0)
         if rep is not None:
             note = rep.idle_timeout_notification
-            expired = [Update("DELETE", schema.decode(te)) for te in note.table_entry]
+            expired = [Update("DELETE", sw.schema.decode(te)) for te in note.table_entry]
             for u in expired:
                 self.installed.discard(u.entry.key)
                 log.info("conn entry idle, removing %s", dict(u.entry.match))
