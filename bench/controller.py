@@ -27,7 +27,8 @@ from topology import bmv2
 ROOT = Path(__file__).resolve().parents[1]
 GRPC_PORT = 39559
 THRIFT_PORT = 39090
-HOST_IF, SWITCH_IF = "p4lbb-h1", "p4lbb-s1"
+# Not p4lbb-*: bench.switch (make bench-switch) uses those names for its own veths.
+HOST_IF, SWITCH_IF = "p4lbc-h1", "p4lbc-s1"
 SWITCH_MAC = "00:00:00:00:01:00"
 CLIENT_MAC = "02:00:00:00:00:01"
 ETH_P_ALL = 0x0003
