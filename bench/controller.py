@@ -25,9 +25,9 @@ from p4lb.validate import validate
 from topology import bmv2
 
 ROOT = Path(__file__).resolve().parents[1]
-GRPC_PORT = 39559
-THRIFT_PORT = 39090
-# Not p4lbb-*: bench.switch (make bench-switch) uses those names for its own veths.
+# Ports and veths apart from bench.switch (make bench-switch), so both can run at once.
+GRPC_PORT = 49559
+THRIFT_PORT = 49090
 HOST_IF, SWITCH_IF = "p4lbc-h1", "p4lbc-s1"
 SWITCH_MAC = "00:00:00:00:01:00"
 CLIENT_MAC = "02:00:00:00:00:01"
