@@ -72,14 +72,14 @@ def tables(data: dict[str, Any]) -> list[str]:
             f"### {build} build (`{b['binary']}`)",
             "",
             "| program | zero-loss pps | vs baseline | saturation pps | "
-            "latency p50 µs (new / established / reply / fin) |",
+            "latency p50 µs (new / handshake / established / reply / fin) |",
             "|---|---|---|---|---|",
         ]
         for name, p in b["programs"].items():
             lat = p["latency_us"]
             lat_s = " / ".join(
                 f"{lat[k]['median']:.0f}" if k in lat else "–"
-                for k in ("new", "established", "reply", "fin")
+                for k in ("new", "handshake", "established", "reply", "fin")
             )
             ratio = p.get("zero_loss_vs_baseline")
             lines.append(

@@ -283,8 +283,10 @@ def program_baseline(shape: Shape) -> None:
                 f"=> {sp} {SWITCH_MAC} {port_mac(sp)}"
             )
     cli = shutil.which("simple_switch_CLI") or "simple_switch_CLI"
+    # BMv2's CLI needs the thrift module of the Python it was installed for.
+    py = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
     r = subprocess.run(
-        [cli, "--thrift-port", str(THRIFT_PORT)],
+        [py, cli, "--thrift-port", str(THRIFT_PORT)],
         input="\n".join(cmds) + "\n",
         capture_output=True,
         text=True,
@@ -427,7 +429,13 @@ def _with_sport(frame: bytes, sport: int) -> bytes:
 def path_packets(shape: Shape, direct: bool) -> list[tuple[str, bytes]]:
     """One TCP connection's packets named by the path each takes through the LB."""
     pk = flow_packets(0, shape, direct)
-    return [("new", pk[0]), ("reply", pk[1]), ("established", pk[2]), ("fin", pk[7])]
+    return [
+        ("new", pk[0]),
+        ("reply", pk[1]),
+        ("handshake", pk[2]),
+        ("established", pk[3]),
+        ("fin", pk[7]),
+    ]
 
 
 def traced_counts(log: Path) -> dict[int, dict[str, int]]:
@@ -551,7 +559,8 @@ def measure_trace(binary: str, args: argparse.Namespace, workdir: Path) -> dict[
             settled_rx(rx_total())
         finally:
             cm.__exit__(None, None, None)
-        counts = traced_counts(log)
+        # BMv2 names its log file NAME.txt.
+        counts = traced_counts(log if log.exists() else log.with_name(log.name + ".txt"))
         ids = sorted(counts)[-len(packets) :]
         out[name] = {path: counts[i] for (path, _), i in zip(packets, ids, strict=False)}
     return out

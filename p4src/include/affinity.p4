@@ -13,22 +13,46 @@
 const conn_slot_t SLOT_MASK = 0xffffffffffffffff;
 const bit<8> NO_WAY = 255;  // a slot shift meaning "no way of the bucket"
 
+// Macros, not functions: p4c inlines a function call as statements, and a call inside a
+// condition or a ternary then becomes several predicated primitives in BMv2.
 // A slot holds a live flow: not free, and its expiry not yet passed.
-bool slot_live(in conn_slot_t slot, in tick_t now) {
-    return slot[11:10] != CONN_FREE && slot[32:12] - now <= CONN_IDLE_TICKS;
-}
+#define SLOT_LIVE(slot, now) \
+    ((slot)[11:10] != CONN_FREE && (slot)[32:12] - (now) <= CONN_IDLE_TICKS)
+// When a slot in `state` expires, from now.
+#define EXPIRY(state, now) \
+    ((now) + CONN_IDLE_TICKS \
+     - (tick_t)(bit<1>)((state) == CONN_EMBRYONIC) * (CONN_IDLE_TICKS - CONN_EMBRYONIC_TICKS) \
+     - (tick_t)(bit<1>)((state) == CONN_CLOSING) * (CONN_IDLE_TICKS - CONN_CLOSING_TICKS))
 
-// When a slot in `state` expires, from now; one expression, no branches.
-tick_t expiry(in conn_state_t state, in tick_t now) {
-    return now + CONN_IDLE_TICKS
-        - (tick_t)(bit<1>)(state == CONN_EMBRYONIC) * (CONN_IDLE_TICKS - CONN_EMBRYONIC_TICKS)
-        - (tick_t)(bit<1>)(state == CONN_CLOSING) * (CONN_IDLE_TICKS - CONN_CLOSING_TICKS);
-}
+// One entry per bucket. Global, so that the VIP lookup's action can read the bucket:
+// every step folded into an action the packet runs anyway is one table less in BMv2.
+register<conn_bucket_t>(CONN_BUCKETS) conn_state;
+
+// Hash the 5-tuple once, read the flow's bucket, find the way holding its signature;
+// the VIP lookup's own action (set_vip) runs this for every packet to a VIP. refresh()
+// writes the bucket back with that slot refreshed (or freed by RST); a flow not in the
+// bucket leaves it unchanged, and new_connection() stores it once its backend is chosen.
+// Every value is one flat expression into metadata: p4c turns nested conditionals into
+// extra primitives, and BMv2 pays for each primitive. A macro, not an action: calling an
+// action with the headers and metadata copies them whole, in and out.
+#define CONN_LOOKUP() \
+    hash(meta.flow_hash, HashAlgorithm.crc32, 32w0, \
+         { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol, \
+           meta.l4_src_port, meta.l4_dst_port }, \
+         64w0x100000000); \
+    meta.bucket_index = (bit<32>)meta.flow_hash[16:0]; \
+    meta.sig = meta.flow_hash[31:17] ++ meta.l4_src_port; \
+    conn_state.read(meta.bucket, meta.bucket_index); \
+    meta.now = std_meta.ingress_global_timestamp[30:10]; \
+    /* A signature is in at most one way (a flow is always stored where it was). */ \
+    meta.hit_ways = (bit<1>)(meta.bucket[255:225] == meta.sig) \
+                 ++ (bit<1>)(meta.bucket[191:161] == meta.sig) \
+                 ++ (bit<1>)(meta.bucket[127:97] == meta.sig) \
+                 ++ (bit<1>)(meta.bucket[63:33] == meta.sig)
 
 control ConnectionState(inout headers_t hdr,
                         inout metadata_t meta,
                         inout standard_metadata_t std_meta) {
-    register<conn_bucket_t>(CONN_BUCKETS) conn_state;
 
     // Indexed by service id: new flows whose bucket was full. Such a flow still gets its
     // algorithm's choice; the controller pins it with a conn_table entry.
@@ -48,38 +72,21 @@ control ConnectionState(inout headers_t hdr,
 
     BackendSelection() selection;
 
-    // Hash the 5-tuple once, read the flow's bucket, find the way holding its signature.
-    // refresh() writes the bucket back with that slot refreshed (or freed by RST); a flow
-    // not in the bucket leaves it unchanged, and new_connection() stores it once its
-    // backend is chosen. Every value is one flat expression into metadata: p4c turns
-    // nested conditionals into extra primitives, and BMv2 pays for each primitive.
-    action lookup() {
-        hash(meta.flow_hash, HashAlgorithm.crc32, 32w0,
-             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
-               meta.l4_src_port, meta.l4_dst_port },
-             64w0x100000000);
-        meta.bucket_index = (bit<32>)meta.flow_hash[16:0];
-        meta.sig = meta.flow_hash[31:17] ++ meta.l4_src_port;
-        conn_state.read(meta.bucket, meta.bucket_index);
-        meta.now = std_meta.ingress_global_timestamp[30:10];
-        // A signature is in at most one way (a flow is always stored where it was).
-        meta.hit_ways = (bit<1>)(meta.bucket[255:225] == meta.sig)
-                     ++ (bit<1>)(meta.bucket[191:161] == meta.sig)
-                     ++ (bit<1>)(meta.bucket[127:97] == meta.sig)
-                     ++ (bit<1>)(meta.bucket[63:33] == meta.sig);
-    }
-
-    // The flow's slot: is it live and this connection's, what the packet does to it.
-    // A separate action from lookup(): within one action p4c substitutes each computed
-    // value into every later use, and these expressions would grow with every step.
-    action refresh() {
+    // The flow's slot (locate), whether it is live and this connection's, and what the
+    // packet does to it (refresh). Three actions, not one: within an action p4c
+    // substitutes each computed value into every later use, so a value many later ones
+    // read (hit_ways, slot) is better computed in an action of its own.
+    action locate() {
         meta.hit_shift = ((bit<8>)(meta.hit_ways[1:1] | meta.hit_ways[3:3]) << 6)
                        | ((bit<8>)(meta.hit_ways[2:2] | meta.hit_ways[3:3]) << 7);
         meta.slot = (conn_slot_t)(meta.bucket >> meta.hit_shift);
+    }
+
+    action refresh() {
         // Known: the way is live, and this is not a SYN for a slot past its handshake
         // (that is a new connection reusing the 5-tuple; a SYN for a half-open slot is a
         // retransmission and keeps its backend).
-        meta.known = (bit<1>)(meta.hit_ways != 0 && slot_live(meta.slot, meta.now)
+        meta.known = (bit<1>)(meta.hit_ways != 0 && SLOT_LIVE(meta.slot, meta.now)
             && !((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN
                  && meta.slot[11:10] != CONN_EMBRYONIC));
         // The client's first ACK establishes a half-open slot (01 -> 10: xor 11), FIN
@@ -91,7 +98,7 @@ control ConnectionState(inout headers_t hdr,
                           & (conn_state_t)(bit<1>)((meta.tcp_flags & TCP_FLAG_RST) == 0) * 3;
         conn_state.write(meta.bucket_index, meta.known == 0 ? meta.bucket
             : (meta.bucket & ~(((conn_bucket_t)SLOT_MASK) << meta.hit_shift))
-              | (((conn_bucket_t)(meta.sig ++ expiry(meta.next_state, meta.now)
+              | (((conn_bucket_t)(meta.sig ++ EXPIRY(meta.next_state, meta.now)
                                   ++ meta.next_state ++ meta.slot[9:0]))
                  << meta.hit_shift));
         // The handshake completes, or an established connection ends.
@@ -109,15 +116,15 @@ control ConnectionState(inout headers_t hdr,
     action new_connection() {
         backend_conns.count((bit<32>)meta.backend_id);
         meta.slot_shift = meta.hit_ways != 0 ? meta.hit_shift
-            : (!slot_live(meta.bucket[63:0], meta.now) ? 8w0
-            : (!slot_live(meta.bucket[127:64], meta.now) ? 8w64
-            : (!slot_live(meta.bucket[191:128], meta.now) ? 8w128
-            : (!slot_live(meta.bucket[255:192], meta.now) ? 8w192 : NO_WAY))));
+            : (!SLOT_LIVE(meta.bucket[63:0], meta.now) ? 8w0
+            : (!SLOT_LIVE(meta.bucket[127:64], meta.now) ? 8w64
+            : (!SLOT_LIVE(meta.bucket[191:128], meta.now) ? 8w128
+            : (!SLOT_LIVE(meta.bucket[255:192], meta.now) ? 8w192 : NO_WAY))));
         meta.collision = (bit<1>)(meta.slot_shift == NO_WAY);
         meta.next_state = hdr.tcp.isValid() ? CONN_EMBRYONIC : CONN_ESTABLISHED;
         conn_state.write(meta.bucket_index, meta.slot_shift == NO_WAY ? meta.bucket
             : (meta.bucket & ~(((conn_bucket_t)SLOT_MASK) << meta.slot_shift))
-              | (((conn_bucket_t)(meta.sig ++ expiry(meta.next_state, meta.now)
+              | (((conn_bucket_t)(meta.sig ++ EXPIRY(meta.next_state, meta.now)
                                   ++ meta.next_state ++ meta.backend_id[9:0]))
                  << meta.slot_shift));
     }
@@ -130,7 +137,7 @@ control ConnectionState(inout headers_t hdr,
     action report_collision() {
         collisions.count((bit<32>)meta.service_id);
         digest<conn_digest_t>((bit<32>)1,
-            { hdr.ipv4.src_addr, meta.vip_addr, hdr.ipv4.protocol,
+            { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
               meta.l4_src_port, meta.l4_dst_port, meta.backend_id });
     }
 
@@ -175,7 +182,7 @@ control ConnectionState(inout headers_t hdr,
     }
 
     apply {
-        lookup();
+        locate();
         refresh();
         if (meta.known == 1) {
             if (meta.conn_event != CONN_EVENT_NONE) {

@@ -88,7 +88,6 @@ struct metadata_t {
     DropReason    drop_reason;
     bit<1>        to_vip;        // the packet is to a VIP's (address, protocol, port)
     // VIP lookup
-    ipv4_addr_t   vip_addr;      // the VIP as the client sent it (kept after NAT)
     service_id_t  service_id;
     Algorithm     algorithm;
     version_t     version;

@@ -6,7 +6,7 @@ control VipLookup(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t std_meta) {
     // The per-VIP "flip" entry: which service, algorithm and version of the pool and
-    // slot tables is live. Changing a pool means writing the other version's entries and
+    // slot tables is live; and the lookup of the packet's connection state. Changing a pool means writing the other version's entries and
     // then modifying this one entry, so a change is never seen half-applied.
     @name(".set_vip")
     action set_vip(service_id_t service_id, Algorithm algorithm, version_t version,
@@ -17,7 +17,7 @@ control VipLookup(inout headers_t hdr,
         meta.version = version;
         meta.pool_size = pool_size;
         meta.slot_count = slot_count;
-        meta.vip_addr = hdr.ipv4.dst_addr;
+        CONN_LOOKUP();
     }
 
     // Matches (VIP address, protocol, port). Hit: the packet is load-balanced.
