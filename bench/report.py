@@ -71,7 +71,7 @@ def tables(data: dict[str, Any]) -> list[str]:
         lines += [
             f"### {build} build (`{b['binary']}`)",
             "",
-            "| program | zero-loss pps | vs baseline | saturation pps | "
+            "| program | zero-loss pps | vs baseline | delivered at top speed pps | "
             "latency p50 µs (new / handshake / established / reply / fin) |",
             "|---|---|---|---|---|",
         ]
@@ -91,9 +91,9 @@ def tables(data: dict[str, Any]) -> list[str]:
         if growth:
             lines += [
                 "",
-                "LB (wrr) saturation as the switch holds more:",
+                "LB (wrr) packet rate at top speed (overloaded) as the switch holds more:",
                 "",
-                "| dimension | value | saturation pps | collisions while preloading |",
+                "| dimension | value | delivered at top speed pps | collisions while preloading |",
                 "|---|---|---|---|",
             ]
             for g in growth:

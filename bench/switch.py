@@ -51,7 +51,7 @@ SWITCH_MAC = "00:00:00:00:01:00"
 VIP_MAC = "00:00:00:00:01:64"
 CLIENT_NET = "10.1.0.0"
 LOSS_TOLERANCE = 0.001
-SEARCH_STEPS = 6
+SEARCH_STEPS = 7
 SETTLE_S = 0.4  # the counters are final once they stay still this long
 SETTLE_MAX_S = 15.0
 FLOW_PACKETS = 10
@@ -346,10 +346,12 @@ def trial(pcap: Path, pps: int | None) -> tuple[float, float]:
 
 
 def zero_loss_rate(pcap: Path) -> tuple[float, float]:
-    """(zero-loss pps, saturation pps): saturation from one top-speed replay, then a
-    binary search between a quarter of it and 1.5 times it."""
+    """(zero-loss pps, delivered pps at top speed): one top-speed replay, then a binary
+    search between a quarter of that rate and four times it."""
+    # BMv2 overloaded at top speed delivers less than its zero-loss rate (its queues drop
+    # and its threads thrash), so the search runs well above that figure.
     _, saturation = trial(pcap, None)
-    lo, hi = saturation * 0.25, saturation * 1.5
+    lo, hi = saturation * 0.25, saturation * 4
     if trial(pcap, int(lo))[0] > LOSS_TOLERANCE:
         lo = 0.0
     for _ in range(SEARCH_STEPS):
@@ -676,13 +678,13 @@ def main(argv: list[str] | None = None) -> int:
     default = os.environ.get("P4LB_SIMPLE_SWITCH") or shutil.which("simple_switch_grpc")
     ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--flows", type=int, default=1500)
+    ap.add_argument("--flows", type=int, default=1000)
     ap.add_argument("--algorithms", nargs="+", default=["iphash", "wrr"])
     ap.add_argument("--latency-rounds", type=int, default=200)
     ap.add_argument("--live", type=int, nargs="*", default=[1000, 10_000, 60_000])
     ap.add_argument("--vips", type=int, nargs="*", default=[1, 100, 250])
     ap.add_argument("--backends", type=int, nargs="*", default=[3, 64, 256])
-    ap.add_argument("--preload-pps", type=int, default=3000)
+    ap.add_argument("--preload-pps", type=int, default=1500)
     ap.add_argument("--no-growth", action="store_true")
     ap.add_argument("--no-trace", action="store_true")
     ap.add_argument("--out", type=Path, default=OUT)
