@@ -109,7 +109,8 @@ def lb_config(algorithm: str, shape: Shape) -> str:
         "switch_port = 1",
     ]
     for v in range(shape.vips):
-        for proto, port, bport in (("tcp", 80, 8000), ("udp", 53, 5353)):
+        # Every VIP serves TCP; the first also serves UDP (the table holds 255 services).
+        for proto, port, bport in (("tcp", 80, 8000), ("udp", 53, 5353))[: 2 if v == 0 else 1]:
             name = f"v{v}{proto}"
             lines += [
                 "",
@@ -147,11 +148,11 @@ def flow_packets(i: int, shape: Shape, direct: bool) -> list[bytes]:
     from scapy.layers.l2 import Ether
     from scapy.packet import Raw
 
-    v = i % shape.vips
+    udp = shape.udp_every and i % shape.udp_every == shape.udp_every - 1
+    v = 0 if udp else i % shape.vips
     k = (i // shape.vips) % shape.backends
     client, sport = client_of(i)
     server = backend_addr(v, k, shape.backends)
-    udp = shape.udp_every and i % shape.udp_every == shape.udp_every - 1
     vport, bport = (53, 5353) if udp else (80, 8000)
     dst, dport = (server, bport) if direct else (vip_addr(v), vport)
     to_server = Ether(src=port_mac(1), dst=VIP_MAC) / IP(src=client, dst=dst)
@@ -686,6 +687,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backends", type=int, nargs="*", default=[3, 64, 256])
     ap.add_argument("--preload-pps", type=int, default=1500)
     ap.add_argument("--no-growth", action="store_true")
+    ap.add_argument("--growth-builds", nargs="*", default=[], help="builds to grow (all)")
     ap.add_argument("--no-trace", action="store_true")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
@@ -705,17 +707,19 @@ def main(argv: list[str] | None = None) -> int:
         "reps": args.reps,
         "builds": {},
     }
+    out = args.out / "switch.json"
     with veths():
         for build, binary in builds.items():
             result["builds"][build] = measure_build(build, binary, args, workdir)
-            if not args.no_growth:
+            if not args.no_growth and (not args.growth_builds or build in args.growth_builds):
                 result["builds"][build]["growth"] = measure_growth(binary, args, workdir)
+            out.write_text(json.dumps(result, indent=2) + "\n")  # what is done so far
         if not args.no_trace:
             first = next(iter(builds.values()))
             result["trace"] = {"binary": first, "counts": measure_trace(first, args, workdir)}
     result["machine"]["loadavg_at_end"] = os.getloadavg()
-    (args.out / "switch.json").write_text(json.dumps(result, indent=2) + "\n")
-    progress(f"wrote {args.out / 'switch.json'}")
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    progress(f"wrote {out}")
     return 0
 
 
