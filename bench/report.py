@@ -244,6 +244,15 @@ def main(argv: list[str] | None = None) -> int:
             f"{data['reps']} repetitions, median (min–max); zero loss means at most "
             f"{data['loss_tolerance']:.1%} of the packets lost.",
             "",
+            *(
+                [
+                    f"Programs: {data['merged_from']['programs']}; growth and trace: "
+                    f"{data['merged_from']['growth_and_trace']}.",
+                    "",
+                ]
+                if "merged_from" in data
+                else []
+            ),
             *tables(data),
             "![zero-loss rate](zero_loss.png)",
             "",

@@ -51,7 +51,9 @@ SWITCH_MAC = "00:00:00:00:01:00"
 VIP_MAC = "00:00:00:00:01:64"
 CLIENT_NET = "10.1.0.0"
 LOSS_TOLERANCE = 0.001
-SEARCH_STEPS = 7
+SEARCH_STEPS = 5
+START_PPS = 1000
+MAX_PPS = 128_000
 SETTLE_S = 0.4  # the counters are final once they stay still this long
 SETTLE_MAX_S = 15.0
 FLOW_PACKETS = 10
@@ -347,22 +349,21 @@ def trial(pcap: Path, pps: int | None) -> tuple[float, float]:
 
 
 def zero_loss_rate(pcap: Path) -> tuple[float, float]:
-    """(zero-loss pps, delivered pps at top speed): one top-speed replay, then a binary
-    search between a quarter of that rate and four times it."""
-    # BMv2 overloaded at top speed delivers less than its zero-loss rate (its queues drop
-    # and its threads thrash), so the search runs well above that figure.
-    _, saturation = trial(pcap, None)
-    lo, hi = saturation * 0.25, saturation * 4
-    if trial(pcap, int(lo))[0] > LOSS_TOLERANCE:
-        lo = 0.0
+    """(zero-loss pps, delivered pps at top speed). The rate doubles from START_PPS until
+    a replay loses packets, then a binary search narrows the last doubling. (BMv2
+    overloaded at top speed delivers far less than its zero-loss rate, so that figure
+    cannot bound the search.)"""
+    _, top = trial(pcap, None)
+    lo, hi = 0.0, float(START_PPS)
+    while hi <= MAX_PPS and trial(pcap, int(hi))[0] <= LOSS_TOLERANCE:
+        lo, hi = hi, hi * 2
     for _ in range(SEARCH_STEPS):
         mid = (lo + hi) / 2
-        loss, _ = trial(pcap, int(mid))
-        if loss <= LOSS_TOLERANCE:
+        if trial(pcap, int(mid))[0] <= LOSS_TOLERANCE:
             lo = mid
         else:
             hi = mid
-    return lo, saturation
+    return lo, top
 
 
 def latencies(packets: list[tuple[str, bytes]], rounds: int) -> dict[str, list[float]]:
