@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from topology.bmv2 import wait_listening
+
 ROOT = Path(__file__).resolve().parents[1]
 COMPILED = ROOT / "p4src" / "compiled"
 OUT = ROOT / "results" / "switch"
@@ -231,16 +233,6 @@ def remove_veths() -> None:
     for p in range(1, N_PORTS + 1):
         if Path(f"/sys/class/net/{host_if(p)}").exists():
             subprocess.run(["ip", "link", "del", host_if(p)], capture_output=True)
-
-
-def wait_listening(port: int, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"simple_switch_grpc did not listen on 127.0.0.1:{port}")
 
 
 @contextmanager
