@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from topology.bmv2 import wait_listening
+from topology.bmv2 import terminate, wait_listening
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPILED = ROOT / "p4src" / "compiled"
@@ -250,12 +250,7 @@ def switch(binary: str, json_path: Path | None, log: Path | None) -> Iterator[No
         wait_listening(THRIFT_PORT, 20)
         yield
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        terminate(proc)
 
 
 def program_lb(cfg_text: str, workdir: Path) -> None:
@@ -481,14 +476,19 @@ class Program:
 
 
 def start_program(prog: Program, binary: str, workdir: Path, log: Path | None) -> Any:
-    if prog.name == "baseline":
-        cm = switch(binary, COMPILED / "baseline.json", log)
-        cm.__enter__()
-        program_baseline(prog.shape)
-    else:
-        cm = switch(binary, None, log)
-        cm.__enter__()
-        program_lb(lb_config(prog.name, prog.shape), workdir)
+    """A switch running `prog`, programmed; the caller ends it with __exit__. A switch
+    that cannot be programmed is stopped here (by its PID) before the error goes on."""
+    baseline = prog.name == "baseline"
+    cm = switch(binary, COMPILED / "baseline.json" if baseline else None, log)
+    cm.__enter__()
+    try:
+        if baseline:
+            program_baseline(prog.shape)
+        else:
+            program_lb(lb_config(prog.name, prog.shape), workdir)
+    except BaseException:
+        cm.__exit__(None, None, None)
+        raise
     return cm
 
 

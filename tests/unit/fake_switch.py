@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -530,3 +531,17 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
                 d.config.CopyFrom(cfg)
         else:
             raise _Refused(UNIMPLEMENTED, f"{kind} reads are not supported")
+
+
+@contextmanager
+def run_in_thread(ctl: Any, duration_s: float) -> Iterator[Any]:
+    """`p4lb run` (a Controller) in a thread for the test's duration; stopped and joined
+    (bounded) after it, failing the test if it does not stop."""
+    thread = threading.Thread(target=ctl.run, kwargs={"duration_s": duration_s})
+    thread.start()
+    try:
+        yield ctl
+    finally:
+        ctl.stop()
+        thread.join(10)
+        assert not thread.is_alive(), "p4lb run did not stop"

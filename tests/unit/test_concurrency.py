@@ -20,7 +20,7 @@ from p4lb.cli import main
 from p4lb.daemon import Controller
 from p4lb.entries import OWNED_TABLES, desired_entries
 from p4lb.p4info import schema
-from tests.unit.fake_switch import FakeSwitch
+from tests.unit.fake_switch import FakeSwitch, run_in_thread
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_ELECTION_ID = 10  # configs/default.toml
@@ -151,14 +151,8 @@ def running(fake: FakeSwitch, fake_cfg: Path) -> Iterator[Controller]:
         config_path=str(fake_cfg),
         retry_s=0.05,
     )
-    thread = threading.Thread(target=ctl.run, kwargs={"duration_s": 120})
-    thread.start()
-    try:
-        yield ctl
-    finally:
-        ctl.stop()
-        thread.join(10)
-        assert not thread.is_alive(), "p4lb run did not stop"
+    with run_in_thread(ctl, 120) as running_ctl:
+        yield running_ctl
 
 
 def test_commands_during_p4lb_run_land_and_run_never_applies_a_stale_config(

@@ -19,7 +19,7 @@ from p4lb.config import Config
 from p4lb.daemon import Controller
 from p4lb.entries import Entry, Update, desired_entries, plan
 from p4lb.p4info import Schema, schema
-from tests.unit.fake_switch import FakeSwitch
+from tests.unit.fake_switch import FakeSwitch, run_in_thread
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -180,14 +180,8 @@ def running(fake: FakeSwitch, tmp_path: Path) -> Iterator[Controller]:
     ctl = Controller(
         lambda: cfgmod.load(path), poll_s=0.02, check_s=0.1, config_path=str(path), retry_s=0.05
     )
-    thread = threading.Thread(target=ctl.run, kwargs={"duration_s": 60})
-    thread.start()
-    try:
-        yield ctl
-    finally:
-        ctl.stop()
-        thread.join(10)
-        assert not thread.is_alive(), "p4lb run did not stop"
+    with run_in_thread(ctl, 60) as running_ctl:
+        yield running_ctl
 
 
 def _conn_fields(src_port: int, backend_id: int) -> dict[str, int]:
