@@ -275,10 +275,13 @@ class Switch:
             )
         return out
 
-    def read_counter(self, name: str) -> dict[int, CounterValue]:
-        """All cells of an indirect counter, by index."""
+    def read_counter(self, name: str, index: int | None = None) -> dict[int, CounterValue]:
+        """All cells of an indirect counter (or the one at `index`), by index."""
         req = p4r.ReadRequest()
-        req.entities.add().counter_entry.counter_id = self.schema.counter_id(name)
+        entry = req.entities.add().counter_entry
+        entry.counter_id = self.schema.counter_id(name)
+        if index is not None:
+            entry.index.index = index
         out = {}
         for e in self._read(req):
             c = e.counter_entry

@@ -47,7 +47,7 @@ def _runtime_change(edit: Edit) -> Callable[[argparse.Namespace, Limits], int]:
     safely against concurrent operators."""
 
     def handler(args: argparse.Namespace, limits: Limits) -> int:
-        from p4lb import control
+        from p4lb import control, health
         from p4lb.lock import config_lock
 
         path = args.config
@@ -55,7 +55,8 @@ def _runtime_change(edit: Edit) -> Callable[[argparse.Namespace, Limits], int]:
             cfg = configmod.load(path, limits)  # inside the lock: the latest file
             new, vips = edit(args, cfg, limits)
             with control.connect(new, one_shot=True, wait_s=args.wait) as sw:
-                result = control.apply(sw, new)
+                # DOWN backends stay at weight 0 while `p4lb run` checks them.
+                result = control.apply(sw, health.overlay_from_file(new, path))
                 try:
                     configmod.save(new, path)  # only after the switch took it
                 except OSError as e:
@@ -179,11 +180,11 @@ def _check(args: argparse.Namespace, limits: Limits) -> int:
 
 
 def _apply(args: argparse.Namespace, limits: Limits) -> int:
-    from p4lb import control
+    from p4lb import control, health
     from p4lb.lock import config_lock
 
     with config_lock(args.config, wait_s=args.wait):
-        cfg = configmod.load(args.config, limits)
+        cfg = health.overlay_from_file(configmod.load(args.config, limits), args.config)
         with control.connect(cfg, one_shot=True, wait_s=args.wait) as sw:
             result = control.apply(sw, cfg, dry_run=args.dry_run)
     if args.dry_run:
@@ -202,7 +203,7 @@ def _apply(args: argparse.Namespace, limits: Limits) -> int:
 
 
 def _stats(args: argparse.Namespace, limits: Limits) -> int:
-    from p4lb import control, stats
+    from p4lb import control, health, stats
 
     cfg = configmod.load(args.config, limits)
     rounds = 0
@@ -232,6 +233,7 @@ def _stats(args: argparse.Namespace, limits: Limits) -> int:
                         for v in shown.vips
                     ),
                 )
+            shown = stats.with_health(shown, health.load_state(args.config), time.time())
             print(json.dumps(shown.to_json()) if args.json else stats.render(shown), flush=True)
             previous = (now, lifetime)
             rounds += 1
@@ -249,6 +251,73 @@ def _run(args: argparse.Namespace, limits: Limits) -> int:
 
     load()  # a bad config is a one-line error before anything starts
     return Controller(load, config_path=args.config).run(args.duration)
+
+
+_drain_change = _runtime_change(_drain)
+DRAIN_TIMEOUT_S = 60.0
+DRAIN_POLL_S = 0.5
+
+
+def _backend_drain(args: argparse.Namespace, limits: Limits) -> int:
+    """Drain (weight 0), then report the backend's open connections; with --wait, poll
+    (bounded in time and count) until none is left, so `backend remove` cuts nothing."""
+    from p4lb import control
+
+    code = _drain_change(args, limits)
+    if code:
+        return code
+    cfg = configmod.load(args.config, limits)
+    vip = cfg.vip(args.vip)
+    who = f"backend {args.name} of VIP {vip.name}"
+    started = time.monotonic()
+    deadline = started + args.timeout
+    polls = int(args.timeout / DRAIN_POLL_S) + 2  # the deadline ends it first; a cap anyway
+    with control.connect_reader(cfg) as sw:
+        active = control.active_connections(sw, cfg, vip.name, args.name)
+        print(f"{who}: {active} active connections")
+        for _ in range(polls):
+            if not args.wait_drained or active == 0:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(DRAIN_POLL_S, left))
+            active = control.active_connections(sw, cfg, vip.name, args.name)
+    if not args.wait_drained:
+        return 0
+    if active:
+        print(
+            f"p4lb: {who}: still {active} active connections after {args.timeout:g} s "
+            "(the drain stays in place; wait longer or remove it anyway)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"{who}: drained (0 active connections) after {time.monotonic() - started:.1f} s")
+    return 0
+
+
+def _drain_args(p: argparse.ArgumentParser, limits: Limits) -> None:
+    _vip_backend(p, limits)
+    p.add_argument(
+        "--wait",
+        dest="wait_drained",
+        action="store_true",
+        help="then wait until the backend has no active connections",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=DRAIN_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"with --wait: give up (exit 1) after SECONDS (default {DRAIN_TIMEOUT_S:.0f})",
+    )
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 86400:
+        raise argparse.ArgumentTypeError(f"{text}: must be 0..86400 seconds")
+    return value
 
 
 def _shell(args: argparse.Namespace, limits: Limits) -> int:
@@ -359,9 +428,9 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         ("backend", "drain"),
-        "weight 0: no new connections, open ones stay",
-        _runtime_change(_drain),
-        _vip_backend,
+        "weight 0: no new connections, open ones stay; reports (--wait: waits for) them",
+        _backend_drain,
+        _drain_args,
     ),
     Command(
         ("algorithm", "set"),

@@ -11,7 +11,10 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # p4lb.health imports ConfigError from here
+    from p4lb.health import HealthSettings
 
 PROTOCOLS = ("tcp", "udp")
 MAX_WEIGHT = 1000
@@ -88,6 +91,8 @@ class Vip:
     algorithm: str
     mac: str
     backends: tuple[Backend, ...] = ()
+    # `[vip.NAME.health]`: check the backends from `p4lb run`; None: no checks.
+    health: HealthSettings | None = None
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -261,7 +266,7 @@ def parse_vip(name: str, t: Any, src: str, default_mac: str, limits: Limits) -> 
     if not isinstance(t, dict):
         raise ConfigError(f"{src}: {where}: must be a table")
     _name(name, src, where)
-    _only(t, {"address", "protocol", "port", "algorithm", "mac", "backend"}, src, where)
+    _only(t, {"address", "protocol", "port", "algorithm", "mac", "backend", "health"}, src, where)
     protocol = _get(t, "protocol", str, src, where, "tcp").lower()
     if protocol not in PROTOCOLS:
         raise ConfigError(f"{src}: {where}.protocol: {protocol!r} is not one of {PROTOCOLS}")
@@ -283,7 +288,22 @@ def parse_vip(name: str, t: Any, src: str, default_mac: str, limits: Limits) -> 
         algorithm=algorithm,
         mac=_mac(_get(t, "mac", str, src, where, default_mac), src, f"{where}.mac"),
         backends=backends,
+        health=_health(t, src, where),
     )
+
+
+def _health(t: dict[str, Any], src: str, where: str) -> HealthSettings | None:
+    """The VIP's `[vip.NAME.health]` table, checked key by key (None when absent)."""
+    if "health" not in t:
+        return None
+    table = t["health"]
+    if not isinstance(table, dict):
+        raise ConfigError(f"{src}: {where}.health: must be a table ([{where}.health])")
+    if str(t.get("protocol", "tcp")).lower() != "tcp":
+        raise ConfigError(f"{src}: {where}.health: checks connect over TCP; this VIP is not tcp")
+    from p4lb.health import parse_settings  # it imports this module's ConfigError
+
+    return parse_settings(table, src, f"{where}.health")
 
 
 def parse_backend(t: dict[str, Any], src: str, where: str) -> Backend:

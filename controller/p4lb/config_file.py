@@ -14,6 +14,7 @@ import tomlkit
 from tomlkit.items import AoT, Table
 
 from p4lb.config import Backend, Config, Host, SwitchConfig, parse_backend, parse_host
+from p4lb.health import HealthSettings, parse_settings
 
 HEADER = (
     "# p4lb config. Runtime commands (p4lb weight/backend/vip/algorithm) update this file\n"
@@ -85,6 +86,21 @@ def update(doc: tomlkit.TOMLDocument, cfg: Config) -> None:
         if "mac" not in t and v.mac != cfg.switch.mac:
             t["mac"] = v.mac
         _sync_aot(t, "backend", v.backends, _backend_table, lambda b: parse_backend(b, "", ""))
+        _sync_health(t, v.health)
+
+
+def _sync_health(vip: Table, health: HealthSettings | None) -> None:
+    """Make `[vip.NAME.health]` say `health`: keys left at their defaults stay implicit."""
+    if health is None:
+        if "health" in vip:
+            del vip["health"]
+        return
+    t = vip.get("health")
+    if not isinstance(t, Table):
+        t = tomlkit.table()
+        vip["health"] = t
+    current = parse_settings(dict(t), "", "")
+    _set_fields(t, current, health)
 
 
 def _current_switch(t: Table) -> SwitchConfig:

@@ -11,14 +11,22 @@ from typing import Any
 from p4lb.adapter import NotPrimaryError, Switch, SwitchError
 from p4lb.config import Config
 from p4lb.digests import ConnDigests
-from p4lb.entries import Entry, Update, desired_entries, ids_on_switch, plan
+from p4lb.entries import Entry, Update, backend_key, desired_entries, ids_on_switch, plan
 from p4lb.p4info import schema
 from p4lb.stats import DropLayout, Stats, compute
 
 log = logging.getLogger("p4lb")
 
 PRIMARY_WAIT_S = 15.0
-STATS_COUNTERS = ("backend_conns", "backend_tx", "backend_rx", "drops", "collisions")
+STATS_COUNTERS = (
+    "backend_conns",
+    "backend_established",
+    "backend_closes",
+    "backend_tx",
+    "backend_rx",
+    "drops",
+    "collisions",
+)
 
 
 @dataclass
@@ -87,6 +95,22 @@ def read_stats(sw: Switch, cfg: Config) -> Stats:
     return compute(cfg, ids, counters, layout)
 
 
+def active_connections(sw: Switch, cfg: Config, vip: str, backend: str) -> int:
+    """A backend's open connections: the data plane's handshakes completed minus
+    connections closed (FIN/RST either way, or a dead slot reclaimed), at least 0. A backend
+    the switch does not hold has none."""
+    v = cfg.vip(vip)
+    b = v.backend(backend)
+    ids = ids_on_switch(sw.read_entries(("reverse_nat_table",)))
+    bid = ids.backends.get(backend_key(v, b.address, b.port))
+    if bid is None:
+        return 0
+    established = sw.read_counter("backend_established", bid).get(bid)
+    closes = sw.read_counter("backend_closes", bid).get(bid)
+    opened = established.packets if established else 0
+    return max(0, opened - (closes.packets if closes else 0))
+
+
 def _cells(sw: Switch, name: str) -> dict[int, tuple[int, int]]:
     """A counter's cells as {index: (packets, bytes)}. A direct counter (on backend_table or
     reverse_nat_table) is indexed by the backend id its entries match or set."""
@@ -120,6 +144,7 @@ def _digest_fields(member: Any) -> dict[str, int]:
 __all__ = [
     "ApplyResult",
     "NotPrimaryError",
+    "active_connections",
     "SwitchError",
     "apply",
     "conn_entry",

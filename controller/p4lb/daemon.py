@@ -9,7 +9,13 @@ With a runtime command at the same time: the command takes the config lock and b
 primary with the election id + 1; this loop then is a backup. It skips its reconciles
 while the lock is held (so it never applies a config older than the command's), keeps
 digest entries it could not write and writes them once it is primary again, and reconciles
-as soon as mastership returns to it — by then the command has written the file."""
+as soon as mastership returns to it — by then the command has written the file.
+
+Health checks (VIPs with a `[vip.NAME.health]` table) run in a thread of their own. A
+state change makes the loop reconcile at once, with every DOWN backend at weight 0 (the
+config file keeps the configured weights; `p4lb.health.overlay`); open connections stay on
+it, pinned by the data plane's connection state. The states go to `lb.toml.health.json`
+for `p4lb stats` and for runtime commands, which program the same weights."""
 
 from __future__ import annotations
 
@@ -21,16 +27,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from p4lb import health
 from p4lb.adapter import NotPrimaryError, Switch, SwitchError
 from p4lb.config import Config, ConfigError
-from p4lb.control import apply, connect
+from p4lb.control import ApplyResult, apply, connect
 from p4lb.digests import ConnDigests
 from p4lb.entries import Update
+from p4lb.health import HealthChecker, Key, Probe, Programmed, State, Target
 from p4lb.lock import ConfigLocked, config_lock
 
 log = logging.getLogger("p4lb")
 
 CONN_IDLE_TIMEOUT_NS = 120 * 1_000_000_000
+HEALTH_JOIN_S = 10.0  # longer than any probe (timeout_s + the subprocess grace)
 
 
 class Controller:
@@ -43,6 +52,7 @@ class Controller:
         check_s: float = 2.0,
         config_path: str | None = None,
         retry_s: float = 1.0,
+        probe: Probe = health.default_probe,
     ) -> None:
         self.load_config = load_config
         self.config_path = config_path
@@ -58,6 +68,16 @@ class Controller:
         self.changed = threading.Condition()  # notified when config_problem changes
         # Set while a session holds the switch, in its intent, with digests enabled.
         self.ready = threading.Event()
+        # Health: the checker (its own thread), set when a state changed and the switch
+        # should follow; the weights last programmed for checked backends.
+        self.checker = HealthChecker([], self._health_changed, probe)
+        self.health_dirty = threading.Event()
+        self.programmed: dict[Key, Programmed] = {}
+        self._since: dict[Key, float] = {}  # wall time of each backend's last change
+        self._fail_open: tuple[str, ...] = ()
+        self._last_good: Config | None = None
+        self._publish_lock = threading.Lock()
+        self._published = False
 
     def stop(self, *_: object) -> None:
         self._stop.set()
@@ -71,6 +91,25 @@ class Controller:
             signal.signal(signal.SIGTERM, self.stop)
             signal.signal(signal.SIGINT, self.stop)
         deadline = None if duration_s is None else time.monotonic() + duration_s
+        with contextlib.suppress(ConfigError):  # a broken file is reported by the loop
+            self.checker.set_targets(health.targets_of(self.load_config()))
+        health_stop = threading.Event()
+        checks = threading.Thread(
+            target=self.checker.run,
+            args=(health_stop, lambda changes: self._publish_health()),
+            name="p4lb-health",
+            daemon=True,
+        )
+        checks.start()
+        try:
+            return self._loop(deadline)
+        finally:
+            health_stop.set()
+            checks.join(HEALTH_JOIN_S)
+            self.checker.close()
+            self._publish_health(final=True)
+
+    def _loop(self, deadline: float | None) -> int:
         sw: Switch | None = None
         next_check = 0.0
         while not self.stopping and (deadline is None or time.monotonic() < deadline):
@@ -90,9 +129,13 @@ class Controller:
                 self._handle_stream(sw)
                 if not sw.alive:
                     raise SwitchError("stream to the switch closed")
-                if self.ready.is_set() and time.monotonic() >= next_check:
+                health_changed = self.health_dirty.is_set()
+                if self.ready.is_set() and (health_changed or time.monotonic() >= next_check):
+                    self.health_dirty.clear()
                     next_check = time.monotonic() + self.check_s
-                    self._reconcile(sw, "reconciled")
+                    done = self._reconcile(sw, "health" if health_changed else "reconciled")
+                    if health_changed and not done:  # a command holds the lock: again soon
+                        self.health_dirty.set()
             except NotPrimaryError as e:
                 self.ready.clear()
                 if sw is None:  # refused a session (our election id is in use): retry later
@@ -126,13 +169,11 @@ class Controller:
         )
         try:
             with lock:
-                cfg = self.load_config()
-                self._config_problem("")
-                result = apply(sw, cfg)
+                cfg = self._current_config()
+                if cfg is None:
+                    return False
+                result = self._apply(sw, cfg)
         except ConfigLocked:
-            return False
-        except ConfigError as e:
-            self._config_problem(str(e))
             return False
         if result.writes or result.pipeline_pushed:
             log.info(
@@ -142,6 +183,84 @@ class Controller:
                 result.writes,
             )
         return True
+
+    def _current_config(self) -> Config | None:
+        """The file's intent; while the file is broken, the last valid one (so health
+        changes still reach the switch); None when there never was a valid one."""
+        try:
+            cfg = self.load_config()
+        except ConfigError as e:
+            self._config_problem(str(e))
+            return self._last_good
+        self._config_problem("")
+        self._last_good = cfg
+        return cfg
+
+    def _apply(self, sw: Switch, cfg: Config) -> ApplyResult:
+        """Apply `cfg` with the DOWN backends of checked VIPs at weight 0."""
+        self.checker.set_targets(health.targets_of(cfg))
+        states = {k: h.state for k, h in self.checker.health().items()}
+        over = health.overlay(cfg, states)
+        if over.fail_open != self._fail_open:
+            for name in sorted(set(over.fail_open) - set(self._fail_open)):
+                log.warning("health: every backend of VIP %s is DOWN; keeping their weights", name)
+            self._fail_open = over.fail_open
+        result = apply(sw, over.config)
+        self._note_programmed(cfg, over.config, states)
+        return result
+
+    def _note_programmed(self, cfg: Config, programmed: Config, states: dict[Key, State]) -> None:
+        """Remember (and log) the weights now on the switch for checked backends."""
+        now = time.time()
+        seen: dict[Key, Programmed] = {}
+        for v, pv in zip(cfg.vips, programmed.vips, strict=True):
+            if v.health is None:
+                continue
+            for b, pb in zip(v.backends, pv.backends, strict=True):
+                key = (v.name, b.name)
+                old = self.programmed.get(key)
+                if old is not None and old.weight == pb.weight:
+                    seen[key] = old
+                    continue
+                seen[key] = Programmed(pb.weight, now)
+                if old is not None or pb.weight != b.weight:
+                    log.info(
+                        "health: backend %s of VIP %s (%s): weight %d on the switch "
+                        "(configured %d)",
+                        b.name,
+                        v.name,
+                        states.get(key, State.UP).upper(),
+                        pb.weight,
+                        b.weight,
+                    )
+        with self._publish_lock:
+            self.programmed = seen
+        self._publish_health()
+
+    def _health_changed(self, target: Target, old: State, new: State, reason: str) -> None:
+        """From the checker's thread: have the loop bring the switch in line at once."""
+        with self._publish_lock:
+            self._since[target.key] = time.time()
+        self.health_dirty.set()
+
+    def _publish_health(self, final: bool = False) -> None:
+        """Write the states for `p4lb stats` and runtime commands (only when checks are
+        configured, or were); `final`: mark them stale now, as nobody checks any more."""
+        if self.config_path is None:
+            return
+        with self._publish_lock:
+            targets = self.checker.targets()
+            if not targets and not self._published:
+                return
+            now = time.time()
+            horizon = 0.0 if final else health.stale_horizon(targets)
+            doc = health.document(self.checker.health(), self._since, self.programmed, now, horizon)
+            try:
+                health.save_state(self.config_path, doc)
+            except OSError as e:
+                log.warning("health: state not written to %s: %s", self.config_path, e)
+                return
+            self._published = True
 
     def _config_problem(self, message: str) -> None:
         """Log a config problem once (and once when it is gone), not every round."""

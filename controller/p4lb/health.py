@@ -1,7 +1,8 @@
 """Backend health checks: probe each backend at an interval, decide UP/DOWN with rise/fall
 thresholds, and report every change so the controller can take a backend out of rotation.
 
-Config (proposed; a `[vip.NAME.health]` table turns checks on for that VIP, every key optional):
+Config (a `[vip.NAME.health]` table turns checks on for that VIP in `p4lb run`; every key
+is optional, a tcp VIP only):
 
     [vip.web.health]
     interval_s = 1.0     # start of one probe of a backend to the start of the next
@@ -30,6 +31,9 @@ A DOWN backend's effective weight is 0 (no new connections; open ones stay); rec
 the configured weight. The config file is never rewritten: `effective_weights` is the pure
 mapping the controller applies on top of the config.
 
+`p4lb run` (p4lb.daemon) runs the checker in a thread, programs `overlay(cfg, states)` and
+publishes the states in `lb.toml.health.json` (see "the state file" below).
+
 The state machine (`observe`) is pure; the probe is pluggable (`Probe`): in-process
 (`tcp_probe`) or a subprocess in a namespace (`SubprocessProbe`, running
 `python -m p4lb.health_probe`). `HealthChecker.tick` runs one round, so tests drive it step by
@@ -38,19 +42,22 @@ step; `HealthChecker.run` repeats it until an event is set.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
-from p4lb.config import ConfigError
+from p4lb.config import Config, ConfigError
 from p4lb.health_probe import probe as _socket_probe
 
 log = logging.getLogger("p4lb.health")
@@ -180,6 +187,50 @@ def effective_weights(configured: Mapping[str, int], states: Mapping[str, State]
     return {name: 0 if states.get(name) is State.DOWN else w for name, w in configured.items()}
 
 
+Key = tuple[str, str]  # (VIP name, backend name)
+
+
+def targets_of(cfg: Config) -> list[Target]:
+    """What to check: every backend (drained ones too, so their state is known when they
+    come back) of every VIP with a `[vip.NAME.health]` table."""
+    return [
+        Target(v.name, b.name, b.address, b.port, v.health)
+        for v in cfg.vips
+        if v.health is not None
+        for b in v.backends
+    ]
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """The intent with health applied: what to program on the switch."""
+
+    config: Config
+    # VIPs whose every serving backend is DOWN: programmed at their configured weights
+    # (fail open, as Envoy's panic mode does) — a broken probe must not take a whole
+    # service down, and the data plane cannot hold a pool of total weight 0.
+    fail_open: tuple[str, ...] = ()
+
+
+def overlay(cfg: Config, states: Mapping[Key, State]) -> Overlay:
+    """`cfg` with each DOWN backend of a health-checked VIP at weight 0. Pure; the config
+    file is never rewritten with these weights."""
+    vips, fail_open = [], []
+    for v in cfg.vips:
+        if v.health is None:
+            vips.append(v)
+            continue
+        mine = {b: st for (vip, b), st in states.items() if vip == v.name}
+        weights = effective_weights({b.name: b.weight for b in v.backends}, mine)
+        if sum(weights.values()) == 0 and any(b.active for b in v.backends):
+            fail_open.append(v.name)
+            vips.append(v)
+            continue
+        backends = tuple(replace(b, weight=weights[b.name]) for b in v.backends)
+        vips.append(replace(v, backends=backends))
+    return Overlay(replace(cfg, vips=tuple(vips)), tuple(fail_open))
+
+
 # ---------------------------------------------------------------- probes
 
 Probe = Callable[[Target], ProbeResult]
@@ -298,6 +349,10 @@ class HealthChecker:
             self._health = {k: self._health.get(k, Health()) for k in new}
             self._due = {k: self._due.get(k, -math.inf) for k in new}
 
+    def targets(self) -> list[Target]:
+        with self._lock:
+            return list(self._targets.values())
+
     def health(self) -> dict[tuple[str, str], Health]:
         """A snapshot of every target's state (safe from any thread)."""
         with self._lock:
@@ -348,10 +403,18 @@ class HealthChecker:
         except Exception as e:  # a broken probe counts as a failed check, not a dead checker
             return ProbeResult(False, f"probe raised {type(e).__name__}: {e}")
 
-    def run(self, stop: threading.Event) -> None:
-        """Tick whenever a target is due until `stop` is set."""
+    def run(
+        self, stop: threading.Event, after_tick: Callable[[list[Transition]], None] | None = None
+    ) -> None:
+        """Tick whenever a target is due until `stop` is set; `after_tick(changes)` after
+        each round (p4lb run publishes the states there)."""
         while not stop.is_set():
-            self.tick()
+            changes = self.tick()
+            if after_tick is not None:
+                try:
+                    after_tick(changes)
+                except Exception:
+                    log.exception("health: after-tick handler failed")
             due = self.next_due()
             stop.wait(1.0 if due is None else max(0.0, due - self._clock()))
 
@@ -363,3 +426,95 @@ class HealthChecker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# ---------------------------------------------------------------- the state file
+#
+# `p4lb run` is the only writer of `lb.toml.health.json` beside the config (atomically,
+# after every round of checks and every reconcile); `p4lb stats` shows it, and runtime
+# commands program DOWN backends at weight 0 while it is fresh, so a command never puts a
+# dead backend back into rotation. It goes stale when `p4lb run` stops writing it.
+
+STALE_ROUNDS = 3  # rounds of checks a reader waits for before it calls the file stale
+STALE_SLACK_S = 5.0
+
+
+def state_path(config_path: str | os.PathLike[str]) -> Path:
+    """`lb.toml` -> `lb.toml.health.json`."""
+    p = Path(config_path)
+    return p.with_name(p.name + ".health.json")
+
+
+def stale_horizon(targets: Iterable[Target]) -> float:
+    """How long a published state stays believable: a few rounds of the slowest check."""
+    slowest = max((t.settings.interval_s + t.settings.timeout_s for t in targets), default=1.0)
+    return STALE_ROUNDS * (slowest + SUBPROCESS_GRACE_S) + STALE_SLACK_S
+
+
+@dataclass(frozen=True)
+class Programmed:
+    """The weight `p4lb run` last wrote to the switch for a backend, and when."""
+
+    weight: int
+    at: float
+
+
+def document(
+    health: Mapping[Key, Health],
+    since: Mapping[Key, float],
+    programmed: Mapping[Key, Programmed],
+    now: float,
+    horizon_s: float,
+) -> dict[str, Any]:
+    """The state file's content (JSON-ready). Times are wall-clock seconds."""
+    vips: dict[str, dict[str, Any]] = {}
+    for (vip, backend), h in sorted(health.items()):
+        p = programmed.get((vip, backend))
+        vips.setdefault(vip, {})[backend] = h.as_dict() | {
+            "since": since.get((vip, backend)),
+            "weight": None if p is None else p.weight,
+            "weight_at": None if p is None else p.at,
+        }
+    return {"pid": os.getpid(), "updated_at": now, "stale_after": now + horizon_s, "vips": vips}
+
+
+def save_state(config_path: str | os.PathLike[str], doc: Mapping[str, Any]) -> None:
+    """Replace the state file atomically (temp file + rename)."""
+    target = state_path(config_path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, target)
+
+
+def load_state(config_path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The state file's content; {} when there is none or it is unreadable."""
+    try:
+        data = json.loads(state_path(config_path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and isinstance(data.get("vips"), dict) else {}
+
+
+def is_fresh(doc: Mapping[str, Any], now: float) -> bool:
+    stale_after = doc.get("stale_after")
+    return isinstance(stale_after, int | float) and now <= stale_after
+
+
+def fresh_states(doc: Mapping[str, Any], now: float) -> dict[Key, State]:
+    """The published states, if `p4lb run` is still publishing them ({} otherwise)."""
+    if not is_fresh(doc, now):
+        return {}
+    out: dict[Key, State] = {}
+    for vip, backends in doc.get("vips", {}).items():
+        if not isinstance(backends, dict):
+            continue
+        for name, h in backends.items():
+            if isinstance(h, dict) and h.get("state") in (State.UP, State.DOWN):
+                out[(vip, name)] = State(h["state"])
+    return out
+
+
+def overlay_from_file(cfg: Config, config_path: str | os.PathLike[str]) -> Config:
+    """What a one-shot command programs: `cfg` with the DOWN backends a running `p4lb run`
+    publishes at weight 0 (just `cfg` when none is running)."""
+    return overlay(cfg, fresh_states(load_state(config_path), time.time())).config

@@ -34,6 +34,11 @@ class BackendStats:
     share: float = 0.0
     wanted_share: float = 0.0
     connections_per_s: float | None = None
+    # Open now: handshakes completed minus closes (a gauge: never windowed).
+    active: int = 0
+    # What `p4lb run`'s health checks say (the state file's entry, with "stale" when it
+    # stopped publishing); None: not checked.
+    health: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -99,9 +104,17 @@ def _fair(v: VipStats, rows: list[BackendStats]) -> VipStats:
     )
 
 
+def _active(established: Counter, closes: Counter, bid: int) -> int:
+    if not bid:
+        return 0
+    return max(0, established.get(bid, (0, 0))[0] - closes.get(bid, (0, 0))[0])
+
+
 def compute(cfg: Config, ids: Ids, counters: dict[str, Counter], layout: DropLayout) -> Stats:
     """Lifetime totals of the raw counter cells (by name) for the VIPs and backends of `cfg`."""
     conns = counters.get("backend_conns", {})
+    established = counters.get("backend_established", {})
+    closes = counters.get("backend_closes", {})
     tx = counters.get("backend_tx", {})
     rx = counters.get("backend_rx", {})
     drops = counters.get("drops", {})
@@ -123,6 +136,7 @@ def compute(cfg: Config, ids: Ids, counters: dict[str, Counter], layout: DropLay
                     bytes=tx.get(bid, (0, 0))[1] if bid else 0,
                     reply_packets=rx.get(bid, (0, 0))[0] if bid else 0,
                     reply_bytes=rx.get(bid, (0, 0))[1] if bid else 0,
+                    active=_active(established, closes, bid),
                 )
             )
         base = VipStats(
@@ -196,6 +210,33 @@ def with_rates(now: VipStats, before: VipStats, seconds: float) -> VipStats:
     return replace(now, backends=rows)
 
 
+def with_health(st: Stats, doc: Mapping[str, Any], now: float) -> Stats:
+    """`st` with each checked backend's health from `p4lb run`'s state file (decoded);
+    every entry says whether the file is stale (nobody has published it lately)."""
+    vips = doc.get("vips", {})
+    stale_after = doc.get("stale_after")
+    stale = not isinstance(stale_after, int | float) or now > stale_after
+    out = []
+    for v in st.vips:
+        mine = vips.get(v.name, {}) if isinstance(vips, dict) else {}
+        rows = tuple(
+            replace(r, health=dict(mine[r.name]) | {"stale": stale})
+            if isinstance(mine, dict) and isinstance(mine.get(r.name), dict)
+            else r
+            for r in v.backends
+        )
+        out.append(replace(v, backends=rows))
+    return replace(st, vips=tuple(out))
+
+
+def _health_cell(r: BackendStats) -> str:
+    if r.health is None:
+        return "-"
+    state = str(r.health.get("state", "?"))
+    state = state.upper() if state == "down" else state
+    return state + ("?" if r.health.get("stale") else "")
+
+
 # ---------------------------------------------------------------- the state file
 
 
@@ -234,6 +275,15 @@ def _when(v: VipStats) -> str:
     return "since " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(v.since))
 
 
+def _since(h: Mapping[str, Any]) -> str:
+    at = h.get("since")
+    if not isinstance(at, int | float):
+        return ""
+    import time
+
+    return " since " + time.strftime("%H:%M:%S", time.localtime(at))
+
+
 def render(stats: Stats) -> str:
     """A table for people."""
     lines = []
@@ -244,18 +294,26 @@ def render(stats: Stats) -> str:
             f"collisions={v.collisions} ({_when(v)})"
         )
         rates = any(r.connections_per_s is not None for r in v.backends)
+        checked = any(r.health is not None for r in v.backends)
         lines.append(
-            f"  {'backend':<12} {'address':<21} {'weight':>6} {'conns':>8} "
+            f"  {'backend':<12} {'address':<21} {'weight':>6} {'conns':>8} {'active':>7} "
             f"{'share':>7} {'wanted':>7} {'packets':>9} {'bytes':>11}"
             + (f" {'conns/s':>8}" if rates else "")
+            + (f" {'health':<6}" if checked else "")
         )
         for r in v.backends:
             lines.append(
                 f"  {r.name:<12} {r.address + ':' + str(r.port):<21} {r.weight:>6} "
-                f"{r.connections:>8} {r.share:>7.2%} {r.wanted_share:>7.2%} "
+                f"{r.connections:>8} {r.active:>7} {r.share:>7.2%} {r.wanted_share:>7.2%} "
                 f"{r.packets:>9} {r.bytes:>11}"
                 + (f" {r.connections_per_s or 0.0:>8.1f}" if rates else "")
+                + (f" {_health_cell(r):<6}" if checked else "")
             )
+        for r in v.backends:
+            if r.health is not None and r.health.get("state") == "down":
+                lines.append(f"  {r.name} is DOWN{_since(r.health)}: {r.health.get('reason', '')}")
+        if any(r.health is not None and r.health.get("stale") for r in v.backends):
+            lines.append("  health: stale (p4lb run is not publishing checks; '?')")
         if v.drops:
             lines.append("  drops: " + ", ".join(f"{k}={n}" for k, n in v.drops.items()))
     lines.append(
