@@ -1,0 +1,225 @@
+"""End to end: `p4lb run` health checks take a killed server out of rotation and bring it
+back when it listens again, while a client keeps sending requests through the VIP.
+
+Mininet hosts, BMv2, `p4lb run` (a process of its own, as users run it) with the default
+check settings (interval 1 s, fall 2, rise 2), probing each backend with an HTTP GET from
+the backend's own host namespace, and a small HTTP client in h1 that records when every
+request started and whether it succeeded."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from p4lb import health
+from topology.net import (
+    ROOT,
+    RUN_DIR,
+    SERVER_PORT,
+    VIP_ADDR,
+    VIP_PORT,
+    Lab,
+    Options,
+    build,
+    p4lb_cmd,
+    start_servers,
+    stop,
+)
+
+URL = f"http://{VIP_ADDR}:{VIP_PORT}/"
+COMPILED = ROOT / "p4src" / "compiled"
+NETNS = "p4lbhc-"  # + host name: a name for each server host's namespace, for the probes
+OUT_OF_ROTATION_S = 3.0  # the issue's bound, from the kill to weight 0 on the switch
+CLIENT_MAX_S = 90.0  # the client stops by itself after this, whatever happens to the test
+
+# Sequential requests, one connection each (so WRR walks the backends), until the stop
+# file exists or CLIENT_MAX_S passes; one JSON line per request.
+CLIENT = """
+import json, os, sys, time, urllib.request
+url, out, stop_file, max_s = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+end = time.monotonic() + max_s
+with open(out, "w", buffering=1) as f:
+    while time.monotonic() < end and not os.path.exists(stop_file):
+        start = time.time()
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                ok, why = r.status == 200 and len(r.read()) > 0, str(r.status)
+        except Exception as e:
+            ok, why = False, f"{type(e).__name__}: {e}"
+        f.write(json.dumps({"start": start, "end": time.time(), "ok": ok, "why": why}) + "\\n")
+"""
+
+
+@dataclass
+class Request:
+    start: float
+    end: float
+    ok: bool
+    why: str
+
+
+def wait_until(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    """Poll `check` (bounded) until it returns something true; fail naming `what`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def start_server(lab: Lab, host: Any) -> None:
+    """(Re)start one backend's HTTP server as start_servers does; its PID goes into
+    lab.pids so stop() ends it."""
+    log = RUN_DIR / "access" / f"{host.name}.log"
+    out = host.cmd(
+        f"PYTHONPATH={ROOT} {sys.executable} -m topology.server --name {host.name} "
+        f"--port {SERVER_PORT} --log {log} --threaded > /dev/null 2>&1 & echo $!"
+    )
+    lab.pids[f"server-{host.name}"] = int(out.strip().split()[-1])
+
+
+def served_to(lab: Lab, host: Any, client: Any) -> int:
+    """Requests `host` answered for `client` (its access log; probes come from the host)."""
+    log = RUN_DIR / "access" / f"{host.name}.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return sum(1 for line in lines if line.split()[:1] == [client.IP()] and line.endswith(" 200"))
+
+
+def backend_health(lab: Lab, name: str) -> dict[str, Any]:
+    doc = health.load_state(lab.config_path)
+    if not health.is_fresh(doc, time.time()):
+        return {}
+    return dict(doc.get("vips", {}).get("web", {}).get(name, {}))
+
+
+def requests(path: Path) -> list[Request]:
+    text = path.read_text() if path.exists() else ""
+    return [Request(**json.loads(line)) for line in text.splitlines() if line.endswith("}")]
+
+
+@pytest.fixture
+def lab() -> Iterator[Lab]:
+    """The default topology with servers, `p4lb apply` done and the health table added;
+    a namespace name per server host for the probes; removed afterwards."""
+    if not (COMPILED / "lb.json").exists():
+        pytest.skip("e2e layer skipped: missing p4src/compiled artifacts (make artifacts)")
+    if shutil.which("nsenter") is None:
+        pytest.skip("e2e layer skipped: missing nsenter (util-linux)")
+    built = build(Options())
+    named: list[str] = []
+    try:
+        subprocess.run(p4lb_cmd(built, "apply"), check=True, capture_output=True, timeout=60)
+        start_servers(built, threaded=True)
+        for s in built.servers:
+            subprocess.run(["ip", "netns", "delete", NETNS + s.name], capture_output=True)
+            subprocess.run(["ip", "netns", "attach", NETNS + s.name, str(s.pid)], check=True)
+            named.append(NETNS + s.name)
+        with open(built.config_path, "a") as f:
+            f.write(
+                "\n[vip.web.health]           # the defaults: interval 1 s, fall 2, rise 2\n"
+                'http_path = "/"\n'
+                f'namespace = "/run/netns/{NETNS}{{backend}}"\n'
+            )
+        yield built
+    finally:
+        for name in named:  # the name only: the namespace is the Mininet host's
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+        stop(built)
+
+
+@pytest.fixture
+def p4lb_run(lab: Lab) -> Iterator[Path]:
+    """`p4lb run` as its own process; its log file. Stopped by its PID."""
+    log = RUN_DIR / "p4lb-run-health.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(p4lb_cmd(lab, "run"), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield log
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_a_killed_server_leaves_rotation_within_3_s_and_comes_back(
+    lab: Lab, p4lb_run: Path
+) -> None:
+    client, h3 = lab.clients[0], lab.servers[1]
+    for s in lab.servers:  # p4lb run checks every backend and has programmed its weight
+        wait_until(
+            lambda s=s: (
+                backend_health(lab, s.name).get("weight") == 1
+                and backend_health(lab, s.name).get("checks", 0) >= 1
+            ),
+            30,
+            f"p4lb run to check {s.name}",
+        )
+    out, stop_file = RUN_DIR / "health-client.jsonl", RUN_DIR / "health-client.stop"
+    stop_file.unlink(missing_ok=True)
+    proc = client.popen(
+        [sys.executable, "-c", CLIENT, URL, str(out), str(stop_file), str(CLIENT_MAX_S)]
+    )
+    try:
+        wait_until(lambda: served_to(lab, h3, client) >= 10, 30, "h3 to serve the client")
+
+        os.kill(lab.pids["server-h3"], signal.SIGKILL)
+        killed = time.time()
+        down = wait_until(
+            lambda: (h := backend_health(lab, "h3")).get("weight") == 0 and h, 15, "h3 DOWN"
+        )
+        assert down["state"] == "down"
+        out_at = float(down["weight_at"])
+        print(f"h3 out of rotation {out_at - killed:.2f} s after the kill")
+        assert out_at - killed <= OUT_OF_ROTATION_S, (
+            f"out of rotation after {out_at - killed:.2f} s"
+        )
+        st = subprocess.run(
+            p4lb_cmd(lab, "stats", "--json"), check=True, capture_output=True, timeout=30, text=True
+        )
+        rows = {r["name"]: r for r in json.loads(st.stdout)["vips"][0]["backends"]}
+        assert rows["h3"]["health"]["state"] == "down" and rows["h2"]["health"]["state"] == "up"
+        wait_until(
+            lambda: sum(1 for r in requests(out) if r.start > out_at + 2) >= 20,
+            30,
+            "20 requests started 2 s after h3 left rotation",
+        )
+
+        before = served_to(lab, h3, client)
+        start_server(lab, h3)
+        back = wait_until(
+            lambda: (h := backend_health(lab, "h3")).get("weight") == 1 and h, 15, "h3 UP"
+        )
+        assert back["state"] == "up"
+        wait_until(lambda: served_to(lab, h3, client) > before, 15, "h3 to serve again")
+    finally:
+        stop_file.touch()
+        proc.wait(CLIENT_MAX_S)
+        stop_file.unlink(missing_ok=True)
+
+    done = requests(out)
+    after = [r for r in done if r.start >= out_at]
+    failed_after = [r for r in after if not r.ok]
+    assert len(after) >= 20 and failed_after == [], failed_after[:5]
+    # The kill really cost requests until the switch took h3 out (else this proves nothing).
+    assert any(not r.ok for r in done if killed <= r.start < out_at)
+    assert all(r.ok for r in done if r.end < killed)
+    log = p4lb_run.read_text()
+    assert "backend h3 of VIP web (10.0.0.3:8000) is DOWN" in log
+    assert "backend h3 of VIP web (10.0.0.3:8000) is UP" in log
