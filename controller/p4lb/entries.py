@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -15,6 +16,14 @@ from p4lb.maglev import maglev_table, maglev_table_size, weighted_buckets
 from p4lb.schedules import smooth_wrr
 
 MatchValue = int | tuple[int, int]  # exact value, or (value, prefix_len) for LPM
+Params = tuple[tuple[str, int], ...]
+Slot = tuple[str, Params]  # a pool or slot table entry's action and parameters
+
+# Power of two choices over per-backend load the data plane keeps: each slot of the VIP's
+# slot table holds two candidates (set_candidates), the less loaded wins.
+LEAST_ALGORITHMS = ("leastconn", "leasttime", "leastpkt")
+# Algorithms whose slot table is sized by the backends configured (not by the weights).
+SIZED_BY_BACKENDS = ("maglev", "srchash", *LEAST_ALGORITHMS)
 
 PROTOCOL_CODES = {"tcp": 6, "udp": 17}
 PROTOCOL_NAMES = {v: k for k, v in PROTOCOL_CODES.items()}
@@ -142,32 +151,73 @@ def pool_members(v: Vip, ids: Ids) -> list[int]:
     return [ids.backends[backend_key(v, b.address, b.port)] for b in v.backends if b.active]
 
 
-def wrr_slots(v: Vip, ids: Ids) -> list[int]:
-    """Backend id of each slot of the VIP's slot table, filled for its algorithm: one
+def slot_count(v: Vip) -> int:
+    """Slots the VIP's slot table needs for its algorithm."""
+    if v.algorithm in SIZED_BY_BACKENDS:
+        return maglev_table_size(len(v.backends))
+    return len(smooth_wrr([b.weight for b in v.backends]))
+
+
+def candidate_pairs(weights: Sequence[int], size: int) -> list[tuple[int, int]]:
+    """Two candidate backend indexes per slot for the LEAST* algorithms: the slot's weighted
+    bucket, and the bucket at a fixed pseudo-random position (the first one, from there on,
+    naming another backend), so each candidate is proposed in proportion to its weight and
+    every pair of backends meets. Deterministic: the same weights give the same table."""
+    buckets = weighted_buckets(weights, size)
+    n = len(buckets)
+    order = list(range(n))
+    random.Random(n).shuffle(order)
+    pairs = []
+    for i in range(n):
+        j = order[i]
+        for step in range(n):
+            if buckets[order[(i + step) % n]] != buckets[i]:
+                j = order[(i + step) % n]
+                break
+        pairs.append((buckets[i], buckets[j]))
+    return pairs
+
+
+def wrr_slots(v: Vip, ids: Ids) -> list[Slot]:
+    """The action of each slot of the VIP's slot table, filled for its algorithm: one
     smooth-WRR cycle of the weights (wrr, and iphash, which does not read it), a weighted
-    Maglev lookup table (maglev), or weighted source buckets (srchash). Maglev and srchash
-    size their table by the configured backends, drained ones included, so a weight change
-    never changes the size (which would re-map every flow)."""
+    Maglev lookup table (maglev), weighted source buckets (srchash), or pairs of weighted
+    candidates (leastconn, leasttime, leastpkt). All but wrr size their table by the
+    configured backends, drained ones included, so a weight change never changes the size
+    (which would re-map every flow)."""
     weights = [b.weight for b in v.backends]
+    bids = [ids.backends[backend_key(v, b.address, b.port)] for b in v.backends]
+    if v.algorithm in LEAST_ALGORITHMS:
+        return [
+            (
+                "set_candidates",
+                (
+                    ("first", bids[a]),
+                    ("first_weight", weights[a]),
+                    ("second", bids[b]),
+                    ("second_weight", weights[b]),
+                ),
+            )
+            for a, b in candidate_pairs(weights, slot_count(v))
+        ]
     if v.algorithm == "maglev":
         order: Sequence[int] = maglev_table([b.name for b in v.backends], weights)
     elif v.algorithm == "srchash":
-        order = weighted_buckets(weights, maglev_table_size(len(v.backends)))
+        order = weighted_buckets(weights, slot_count(v))
     else:
         order = smooth_wrr(weights)
-    return [ids.backends[backend_key(v, v.backends[i].address, v.backends[i].port)] for i in order]
+    return [_member(bids[i]) for i in order]
 
 
-def _pool_entries(table: str, sid: int, version: int, members: list[int]) -> list[Entry]:
+def _member(bid: int) -> Slot:
+    return ("set_member", (("backend_id", bid),))
+
+
+def _pool_entries(table: str, sid: int, version: int, slots: list[Slot]) -> list[Entry]:
     index = "index" if table == "pool_table" else "slot"
     return [
-        Entry(
-            table,
-            (("service_id", sid), ("version", version), (index, i)),
-            "set_member",
-            (("backend_id", bid),),
-        )
-        for i, bid in enumerate(members)
+        Entry(table, (("service_id", sid), ("version", version), (index, i)), action, params)
+        for i, (action, params) in enumerate(slots)
     ]
 
 
@@ -216,7 +266,12 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
                     "reverse_nat_table",
                     (("addr", ip(b.address)), ("protocol", proto), ("port", b.port)),
                     "set_vip_source",
-                    (("vip_addr", ip(v.address)), ("vip_port", v.port), ("backend_id", bid)),
+                    (
+                        ("vip_addr", ip(v.address)),
+                        ("vip_port", v.port),
+                        ("backend_id", bid),
+                        ("track_time", int(v.algorithm == "leasttime")),
+                    ),
                 )
             )
     out.extend(routes.values())
@@ -262,15 +317,16 @@ def vip_entry(
     )
 
 
-def _members_by_pool(current: Iterable[Entry]) -> dict[tuple[str, int, int], list[int]]:
-    """The backend ids of every (pool or slot table, service, version) on the switch, in
-    index order; a pool with a hole in its indexes maps to [] (it matches nothing)."""
-    found: dict[tuple[str, int, int], dict[int, int]] = {}
+def _members_by_pool(current: Iterable[Entry]) -> dict[tuple[str, int, int], list[Slot]]:
+    """The slots (action and parameters) of every (pool or slot table, service, version)
+    on the switch, in index order; a pool with a hole in its indexes maps to [] (it
+    matches nothing)."""
+    found: dict[tuple[str, int, int], dict[int, Slot]] = {}
     for e in current:
         if e.table in ("pool_table", "wrr_table"):
             index = e.exact("index" if e.table == "pool_table" else "slot")
             key = (e.table, e.exact("service_id"), e.exact("version"))
-            found.setdefault(key, {})[index] = e.p("backend_id")
+            found.setdefault(key, {})[index] = (e.action, e.params)
     return {
         k: [m[i] for i in range(len(m))] if set(m) == set(range(len(m))) else []
         for k, m in found.items()
@@ -296,7 +352,7 @@ def desired_entries(
     for v in cfg.vips:
         key = vip_key(v)
         sid = ids.services[key]
-        pool = pool_members(v, ids)
+        pool = [_member(bid) for bid in pool_members(v, ids)]
         slots = wrr_slots(v, ids)
         old = live_by_key.get(key)
         version = 0

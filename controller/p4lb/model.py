@@ -74,8 +74,8 @@ def bucket_index(flow: Flow) -> int:
 
 
 def signature(flow: Flow) -> int:
-    """The 31-bit signature a slot stores: CRC32 bits 31..17, then the source port."""
-    return ((crc32(flow.packed()) >> 17) << 16) | flow.sport
+    """The 30-bit signature a slot stores: CRC32 bits 31..18, then the source port."""
+    return ((crc32(flow.packed()) >> 18) << 16) | flow.sport
 
 
 def full_bucket_rate(

@@ -3,12 +3,8 @@ route conflicts. Field-level checks happen while parsing (p4lb.config)."""
 
 from __future__ import annotations
 
-from p4lb.config import Config, ConfigError, Limits, Vip
-from p4lb.schedules import smooth_wrr
-
-
-def wrr_slot_count(vip: Vip) -> int:
-    return len(smooth_wrr([b.weight for b in vip.backends]))
+from p4lb.config import Config, ConfigError, Limits
+from p4lb.entries import slot_count
 
 
 def validate(cfg: Config, limits: Limits) -> None:
@@ -73,10 +69,10 @@ def validate(cfg: Config, limits: Limits) -> None:
             raise ConfigError(
                 f"{src}: {where}: total weight is 0 (at least one backend needs a weight above 0)"
             )
-        slots = wrr_slot_count(v)
+        slots = slot_count(v)
         if slots > limits.max_slots_per_vip:
             raise ConfigError(
-                f"{src}: {where}: weights need {slots} WRR slots, more than "
+                f"{src}: {where}: {v.algorithm} needs {slots} slots, more than "
                 f"{limits.max_slots_per_vip}; use smaller or more even weights"
             )
         total_backends += len(v.backends)

@@ -32,7 +32,13 @@ enum bit<8> Algorithm {
     IPHASH  = 0,  // 5-tuple hash modulo the pool size (the paper's baseline)
     WRR     = 1,  // smooth weighted round robin: the next slot, per VIP
     SRCHASH = 2,  // source-address hash into weighted buckets (nginx ip_hash, PCC)
-    MAGLEV  = 3   // 5-tuple hash into a weighted Maglev lookup table
+    MAGLEV  = 3,  // 5-tuple hash into a weighted Maglev lookup table
+    // Power of two choices: the 5-tuple hash picks a slot holding two candidates (drawn
+    // from weighted buckets, distinct when the VIP has two backends or more); the less
+    // loaded one by the algorithm's measure, over its weight, wins.
+    LEASTCONN = 4,  // active (established, not yet closed) connections
+    LEASTTIME = 5,  // (active connections + 1) x the backend's mean response time
+    LEASTPKT  = 6   // packets sent to the backend in the last one to two seconds
 }
 
 // Why a packet was dropped: with the service id, the index of the drop counter.
@@ -75,12 +81,13 @@ const bit<32> DROP_COUNTER_SIZE = 4096;    // MAX_SERVICES * NUM_DROP_REASONS
 const bit<32> CONN_BUCKETS = 131072;
 const bit<32> CONN_WAYS = 4;
 typedef bit<256> conn_bucket_t;            // CONN_WAYS slots of conn_slot_t
-// A slot, 64 bits: signature 31 | expiry tick 21 | state 2 | backend id 10. The signature
-// is CRC32 bits 31..17 and the source port: with the bucket index (CRC32 bits 16..0) two
-// flows share both only if their 5-tuples differ beyond the port and still collide in
-// all 32 CRC bits.
+// A slot, 64 bits: signature 30 | awaiting 1 | expiry tick 21 | state 2 | backend id 10.
+// The signature is CRC32 bits 31..18 and the source port: with the bucket index (CRC32
+// bits 16..0) two flows share both only if their 5-tuples differ beyond the port and
+// still collide in 31 CRC bits. Awaiting: the client sent data the backend has not yet
+// answered (a request, for the response time LEASTTIME balances on).
 typedef bit<64>  conn_slot_t;
-typedef bit<31>  flow_sig_t;
+typedef bit<30>  flow_sig_t;
 typedef bit<21>  tick_t;                   // wraps after 2^21 ticks (~36 min)
 typedef bit<2>   conn_state_t;
 const conn_state_t CONN_FREE        = 0;
@@ -103,6 +110,13 @@ const bit<2> CONN_EVENT_CLOSED      = 2;   // FIN or RST of an established conne
 const tick_t CONN_EMBRYONIC_TICKS = 3000;  // ~3 s for the client's ACK after its SYN
 const tick_t CONN_IDLE_TICKS = 120000;     // ~123 s without a packet
 const tick_t CONN_CLOSING_TICKS = 4000;    // ~4 s after a FIN: long enough for the last ACKs
+
+// Per-backend load, for the LEAST* algorithms. Response time: a moving average (gain 1/8)
+// in sixteenths of a tick of the time from the client's last packet of a request to the
+// backend's first pushed segment of its answer. Packets: counted in windows of
+// 2^PKT_WINDOW_BITS ticks (~1 s); the load is the current window plus the previous one.
+const bit<32> RT_SCALE = 16;
+const bit<5>  PKT_WINDOW_BITS = 10;
 
 const bit<16> FLOOD_MCAST_GROUP = 1;       // all ports; the controller programs it
 

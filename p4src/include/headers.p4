@@ -109,9 +109,19 @@ struct metadata_t {
     bit<8>        slot_shift;    // where a new connection is stored, or NO_WAY (full)
     bit<1>        collision;     // a new flow whose bucket is full
     // selection
+    bit<1>        awaiting;      // the slot's awaiting bit after this packet
+    bit<1>        sampled;       // a backend's answer to an awaited request (reply path)
+    bit<1>        track_time;    // the backend's VIP balances on response time
+    bit<32>       load;          // a per-backend register as read
+    bit<64>       window;        // packet_window as read
+    bit<16>       window_id;     // the current packet window
+    // selection
     member_index_t member_index;
     backend_id_t  backend_id;
     bit<1>        have_backend;
+    backend_id_t  second_backend; // LEAST*: the other candidate (backend_id is the first)
+    bit<16>       first_weight;
+    bit<16>       second_weight;
 }
 
 #endif

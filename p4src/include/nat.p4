@@ -56,11 +56,15 @@ control FromBackend(inout headers_t hdr,
     @name(".backend_rx")
     direct_counter(CounterType.packets_and_bytes) backend_rx;
 
+    ReplyState() reply_state;
+
     // backend_id does nothing here: it records which backend id the entry belongs to,
-    // so a restarted controller recovers its id assignment from the switch.
+    // so a restarted controller recovers its id assignment from the switch. track_time:
+    // the VIP balances on response time, so the backend's pushed segments are timed.
     @name(".set_vip_source")
     action set_vip_source(ipv4_addr_t vip_addr, bit<16> vip_port,
-                          @noWarn("unused") backend_id_t backend_id) {
+                          @noWarn("unused") backend_id_t backend_id, bit<1> track_time) {
+        meta.track_time = track_time;
         hdr.ipv4.src_addr = vip_addr;
         if (hdr.tcp.isValid()) {
             hdr.tcp.src_port = vip_port;
@@ -87,7 +91,12 @@ control FromBackend(inout headers_t hdr,
     }
 
     apply {
-        reverse_nat_table.apply();
+        // A backend's FIN or RST, or a timed answer: the connection's state follows.
+        if (reverse_nat_table.apply().hit
+                && ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0
+                    || (meta.track_time == 1 && (meta.tcp_flags & TCP_FLAG_PSH) != 0))) {
+            reply_state.apply(hdr, meta, std_meta);
+        }
     }
 }
 

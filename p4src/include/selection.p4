@@ -46,6 +46,66 @@ control BackendSelection(inout headers_t hdr,
         meta.have_backend = 1;
     }
 
+    // LEAST*: the slot's two candidates and their weights; the first until one is chosen.
+    @name(".set_candidates")
+    action set_candidates(backend_id_t first, bit<16> first_weight,
+                          backend_id_t second, bit<16> second_weight) {
+        meta.backend_id = first;
+        meta.first_weight = first_weight;
+        meta.second_backend = second;
+        meta.second_weight = second_weight;
+        meta.have_backend = 1;
+    }
+
+    // Whether the second candidate's load over its weight is below the first's:
+    // load2 / w2 < load1 / w1, in integers. The first wins a tie.
+#define SECOND_LIGHTER(load1, load2) \
+    ((bit<64>)(load2) * (bit<64>)meta.first_weight < (bit<64>)(load1) * (bit<64>)meta.second_weight)
+
+    // Least connections: (active + 1) / weight, as Envoy compares (with active alone
+    // every idle backend ties at 0 and the weights would not order them).
+    action least_conn() {
+        bit<32> first;
+        bit<32> second;
+        active_conns.read(first, (bit<32>)meta.backend_id);
+        active_conns.read(second, (bit<32>)meta.second_backend);
+        meta.backend_id = SECOND_LIGHTER(first + 1, second + 1) ? meta.second_backend : meta.backend_id;
+    }
+
+    // Least time: (active + 1) x (mean response time + 1 tick) / weight. A backend not yet
+    // timed counts one tick.
+    action least_time() {
+        bit<32> first;
+        bit<32> second;
+        bit<32> first_time;
+        bit<32> second_time;
+        active_conns.read(first, (bit<32>)meta.backend_id);
+        active_conns.read(second, (bit<32>)meta.second_backend);
+        response_time.read(first_time, (bit<32>)meta.backend_id);
+        response_time.read(second_time, (bit<32>)meta.second_backend);
+        meta.backend_id = SECOND_LIGHTER((bit<64>)(first + 1) * (bit<64>)(first_time + RT_SCALE),
+                                         (bit<64>)(second + 1) * (bit<64>)(second_time + RT_SCALE))
+            ? meta.second_backend : meta.backend_id;
+    }
+
+    // Least packets: the current window's count plus the previous one's (a stale window
+    // counts what it still covers: its current count if it was the previous window).
+    action least_packets() {
+        bit<64> first;
+        bit<64> second;
+        packet_window.read(first, (bit<32>)meta.backend_id);
+        packet_window.read(second, (bit<32>)meta.second_backend);
+        meta.window_id = (bit<16>)(meta.now >> PKT_WINDOW_BITS);
+        meta.backend_id = SECOND_LIGHTER(
+                ((bit<32>)first[47:24] * (bit<32>)(bit<1>)(first[63:48] == meta.window_id)
+                 + (bit<32>)first[23:0] * (bit<32>)(bit<1>)(first[63:48] == meta.window_id
+                                                        || first[63:48] + 1 == meta.window_id) + 1),
+                ((bit<32>)second[47:24] * (bit<32>)(bit<1>)(second[63:48] == meta.window_id)
+                 + (bit<32>)second[23:0] * (bit<32>)(bit<1>)(second[63:48] == meta.window_id
+                                                          || second[63:48] + 1 == meta.window_id) + 1))
+            ? meta.second_backend : meta.backend_id;
+    }
+
     // Matches (service, version, member index). Hit: that member's backend.
     // IP hash picks the index as hash(5-tuple) mod pool_size. The controller writes the
     // active backends of each VIP, in order, under the version it is about to flip to.
@@ -63,7 +123,8 @@ control BackendSelection(inout headers_t hdr,
 
     // Matches (service, version, slot). Hit: the backend of that slot. The controller
     // fills slot_count slots per VIP for its algorithm: the smooth (interleaved) WRR
-    // cycle of the weights, a weighted Maglev lookup table, or weighted source buckets.
+    // cycle of the weights, a weighted Maglev lookup table, weighted source buckets, or
+    // (LEAST*) pairs of candidates drawn from weighted buckets.
     @name(".wrr_table")
     table wrr_table {
         key = {
@@ -71,7 +132,7 @@ control BackendSelection(inout headers_t hdr,
             meta.version:      exact @name("version");
             meta.member_index: exact @name("slot");
         }
-        actions = { set_member; @defaultonly NoAction; }
+        actions = { set_member; set_candidates; @defaultonly NoAction; }
         default_action = NoAction();
         size = SLOT_TABLE_SIZE;
     }
@@ -85,12 +146,23 @@ control BackendSelection(inout headers_t hdr,
         } else if (meta.slot_count != 0) {
             if (meta.algorithm == Algorithm.WRR) {
                 next_slot();
-            } else if (meta.algorithm == Algorithm.MAGLEV) {
-                maglev_slot();
-            } else {
+            } else if (meta.algorithm == Algorithm.SRCHASH) {
                 source_slot();
+            } else {
+                // Maglev, and the two candidates of the LEAST* algorithms.
+                maglev_slot();
             }
-            wrr_table.apply();
+            switch (wrr_table.apply().action_run) {
+                set_candidates: {
+                    if (meta.algorithm == Algorithm.LEASTCONN) {
+                        least_conn();
+                    } else if (meta.algorithm == Algorithm.LEASTTIME) {
+                        least_time();
+                    } else {
+                        least_packets();
+                    }
+                }
+            }
         }
     }
 }

@@ -17,7 +17,7 @@ control VipLookup(inout headers_t hdr,
         meta.version = version;
         meta.pool_size = pool_size;
         meta.slot_count = slot_count;
-        CONN_LOOKUP();
+        CONN_LOOKUP(hdr.ipv4.src_addr, hdr.ipv4.dst_addr, meta.l4_src_port, meta.l4_dst_port);
     }
 
     // Matches (VIP address, protocol, port). Hit: the packet is load-balanced.

@@ -3,8 +3,12 @@ scapy on the host ends. Everything is stopped by the PID it started and removed 
 
 from __future__ import annotations
 
+import functools
 import os
+import re
+import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -12,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from p4lb import config as cfgmod
 from p4lb import control
@@ -133,6 +139,25 @@ class Bmv2:
         cell = self.sw.read_counter(name).get(index)
         return cell.packets if cell else 0
 
+    def register(self, name: str, index: int) -> int:
+        """One cell of a P4 register, read over Thrift (P4Runtime cannot read registers
+        on BMv2): the per-backend load the LEAST* algorithms compare."""
+        cli = register_cli()
+        if cli is None:
+            pytest.skip("register reads skipped: simple_switch_CLI with Python thrift missing")
+        out = subprocess.run(
+            [*cli, "--thrift-port", str(THRIFT_PORT)],
+            input=f"register_read {name} {index}\n",
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        found = re.search(rf"{re.escape(name)}\[{index}\]\s*=\s*(\d+)", out)
+        if found is None:
+            raise AssertionError(f"register_read {name} {index}: no value in {out!r}")
+        return int(found.group(1))
+
     def wait_counter(self, name: str, index: int, at_least: int, timeout: float = 3.0) -> int:
         """Poll a counter until it reaches `at_least` (the switch processed the packet)."""
         deadline = time.monotonic() + timeout
@@ -141,6 +166,20 @@ class Bmv2:
             time.sleep(0.02)
             value = self.counter(name, index)
         return value
+
+
+@functools.cache
+def register_cli() -> list[str] | None:
+    """simple_switch_CLI and a Python that runs it (its Thrift modules may be installed for
+    the system's Python only)."""
+    cli = shutil.which("simple_switch_CLI")
+    if cli is None:
+        return None
+    for py in (sys.executable, "/usr/bin/python3"):
+        probe = [py, "-c", "import thrift, bmpy_utils"]
+        if Path(py).exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+            return [py, cli]
+    return None
 
 
 def _spawn(log: Path) -> subprocess.Popen[bytes]:

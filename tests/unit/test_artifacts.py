@@ -61,7 +61,18 @@ ACTIONS = {
         ("src_mac", 48),
         ("dst_mac", 48),
     ],
-    "set_vip_source": [("vip_addr", 32), ("vip_port", 16), ("backend_id", 16)],
+    "set_candidates": [
+        ("first", 16),
+        ("first_weight", 16),
+        ("second", 16),
+        ("second_weight", 16),
+    ],
+    "set_vip_source": [
+        ("vip_addr", 32),
+        ("vip_port", 16),
+        ("backend_id", 16),
+        ("track_time", 1),
+    ],
     "use_backend": [("backend_id", 16)],
     "forward": [("port", 9), ("src_mac", 48), ("dst_mac", 48)],
     "refuse_vip_packet": [],
@@ -94,6 +105,9 @@ def test_bmv2_json_is_a_v1model_program_with_our_tables() -> None:
     # The reference model (and the collision figures) assume the data plane's geometry.
     assert regs["conn_state"]["size"] == model.CONN_BUCKETS
     assert regs["conn_state"]["bitwidth"] == 64 * model.CONN_WAYS
+    # Per-backend load for the LEAST* algorithms, indexed like the backend counters.
+    for name in ("active_conns", "response_time", "packet_window"):
+        assert regs[name]["size"] == COUNTERS["backend_closes"]
 
 
 @pytest.mark.parametrize("table", sorted(TABLES))

@@ -9,7 +9,14 @@ from pathlib import Path
 from p4lb import config as cfgmod
 from p4lb import intent
 from p4lb.config import Config
-from p4lb.entries import Ids, assign_ids, ids_on_switch, wrr_slots
+from p4lb.entries import (
+    Ids,
+    assign_ids,
+    candidate_pairs,
+    ids_on_switch,
+    static_entries,
+    wrr_slots,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,3 +65,45 @@ def test_srchash_buckets_follow_the_weights_in_a_fixed_size_table() -> None:
     assert size == _shares("srchash", (1, 1, 1))[0]
     for got, weight in zip(sorted(counts.values()), (1, 2, 2), strict=True):
         assert abs(got - size * weight / 5) <= 1
+
+
+def test_least_algorithms_pair_distinct_candidates_in_proportion_to_weight() -> None:
+    """Each slot names two different backends; each backend is proposed as either
+    candidate about in proportion to its weight, and every pair of backends meets."""
+    weights = [1, 2, 3, 2]
+    size = 409
+    pairs = candidate_pairs(weights, size)
+    assert len(pairs) == size
+    assert all(a != b for a, b in pairs)
+    for position in (0, 1):
+        counts = Counter(p[position] for p in pairs)
+        for i, w in enumerate(weights):
+            assert abs(counts[i] / size - w / sum(weights)) < 0.05, (position, counts)
+    met = {frozenset(p) for p in pairs}
+    assert met == {frozenset((a, b)) for a in range(4) for b in range(4) if a < b}
+    assert candidate_pairs(weights, size) == pairs  # deterministic
+
+
+def test_least_algorithms_leave_out_weight_0_and_fall_back_to_one_backend() -> None:
+    assert {a for p in candidate_pairs([0, 1, 1], 307) for a in p} == {1, 2}
+    assert set(candidate_pairs([0, 5, 0], 307)) == {(1, 1)}
+
+
+def test_leastconn_slots_carry_both_candidates_and_their_weights() -> None:
+    cfg, ids = _web("leastconn", (1, 2, 3))
+    slots = wrr_slots(cfg.vip("web"), ids)
+    assert len(slots) == _shares("maglev", (1, 1, 1))[0]
+    weight = {ids.backends[k]: w for k, w in zip(sorted(ids.backends), (1, 2, 3), strict=True)}
+    for action, params in slots:
+        p = dict(params)
+        assert action == "set_candidates"
+        assert p["first"] != p["second"]
+        assert (p["first_weight"], p["second_weight"]) == (weight[p["first"]], weight[p["second"]])
+
+
+def test_only_leasttime_backends_time_their_answers() -> None:
+    for algorithm in ("wrr", "leastconn", "leasttime"):
+        cfg, ids = _web(algorithm, (1, 1, 1))
+        nat = [e for e in static_entries(cfg, ids) if e.table == "reverse_nat_table"]
+        assert len(nat) == 3
+        assert {e.p("track_time") for e in nat} == {int(algorithm == "leasttime")}

@@ -1,0 +1,23 @@
+/* Per-backend load: what the LEAST* algorithms compare when they choose a backend, kept
+ * up to date by the connection state (affinity.p4) on both directions of a connection. */
+#ifndef P4LB_LOAD_P4
+#define P4LB_LOAD_P4
+
+// Per backend id (index 0: a junk bin for packets that change nothing), what the LEAST*
+// algorithms compare. Active connections: +1 when the client's first ACK establishes one,
+// -1 exactly once when it ends: the client's FIN or RST, the backend's FIN or RST (the
+// reply path), or its slot reclaimed after it aged out without either (a lost FIN leaks
+// only until its slot is reused). Half-open connections never count: a SYN flood does not
+// inflate them.
+register<bit<32>>(MAX_BACKENDS) active_conns;
+register<bit<32>>(MAX_BACKENDS) response_time;   // RT_SCALE x ticks, moving average
+register<bit<64>>(MAX_BACKENDS) packet_window;   // window 16 | previous 24 | current 24
+
+// Active connections of backend `index` up by `up` (0 or 1) and down by
+// `down` (0 or 1; never below zero).
+#define ADD_ACTIVE(index, up, down) \
+    active_conns.read(meta.load, (index)); \
+    active_conns.write((index), meta.load + (bit<32>)(up) \
+                       - (bit<32>)(bit<1>)((down) == 1 && meta.load != 0))
+
+#endif

@@ -1,0 +1,281 @@
+"""Packet tests of the load-driven algorithms (leastconn, leasttime, leastpkt) and of the
+per-backend load they compare, on a real simple_switch_grpc: the active-connection count
+rises once per handshake and falls exactly once per connection however it ends, and each
+algorithm keeps new connections off the backend that is more loaded by its measure.
+
+Connections are put on a chosen backend by giving the others weight 0 for a moment: a
+weight changes only what new connections get, so the load stays where it was put."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from scapy.layers.inet import IP, TCP
+from scapy.layers.l2 import Ether
+
+from p4lb import intent
+from p4lb.config import Config
+from p4lb.entries import backend_key, ids_on_switch, vip_key
+from tests.dataplane.harness import (
+    SWITCH_MAC,
+    VIP,
+    VIP_MAC,
+    Bmv2,
+    Wire,
+    drop_reasons,
+    host_ip,
+    host_mac,
+)
+
+CLIENT = host_ip(1)
+BACKENDS = (2, 3, 4)
+LEAST = ("leastconn", "leasttime", "leastpkt")
+
+
+def client(sport: int, flags: str, payload: bytes = b"") -> Any:
+    return (
+        Ether(src=host_mac(1), dst=VIP_MAC)
+        / IP(src=CLIENT, dst=VIP)
+        / TCP(sport=sport, dport=80, flags=flags, seq=1000)
+        / payload
+    )
+
+
+def server(port: int, sport: int, flags: str, payload: bytes = b"") -> Any:
+    """A packet of backend `port` back to the client's connection `sport`."""
+    return (
+        Ether(src=host_mac(port), dst=SWITCH_MAC)
+        / IP(src=host_ip(port), dst=CLIENT)
+        / TCP(sport=8000, dport=sport, flags=flags, seq=5000)
+        / payload
+    )
+
+
+def out_port(wire: Wire, sport: int) -> int:
+    """The backend port the client's packet from `sport` came out of (exactly once)."""
+    got = wire.expect(
+        1, where=lambda p, raw: p != 1 and TCP in Ether(raw) and Ether(raw)[TCP].sport == sport
+    )
+    assert len(got) == 1, f"packet from port {sport} came out {len(got)} times"
+    wire.clear()
+    return got[0][0]
+
+
+def to_client(wire: Wire, sport: int) -> None:
+    """Wait until the backend's packet to `sport` came out toward the client."""
+    got = wire.expect(
+        1, where=lambda p, raw: p == 1 and TCP in Ether(raw) and Ether(raw)[TCP].dport == sport
+    )
+    assert len(got) == 1, f"reply to port {sport} came out {len(got)} times"
+    wire.clear()
+
+
+def only(cfg: Config, port: int) -> Config:
+    """Every web backend but `port` at weight 0: new connections go to `port`."""
+    for p in BACKENDS:
+        cfg = intent.set_weight(cfg, "web", f"s{p}", 1 if p == port else 0)
+    return cfg
+
+
+def equal(cfg: Config) -> Config:
+    for p in BACKENDS:
+        cfg = intent.set_weight(cfg, "web", f"s{p}", 1)
+    return cfg
+
+
+def open_on(bmv2: Bmv2, wire: Wire, port: int, sports: range, establish: bool = True) -> None:
+    """Connections from `sports` on backend `port` (handshake completed unless not)."""
+    bmv2.apply(only(bmv2.cfg, port))
+    for sport in sports:
+        wire.send(1, client(sport, "S"))
+        assert out_port(wire, sport) == port
+        if establish:
+            wire.send(1, client(sport, "A"))
+            assert out_port(wire, sport) == port
+    bmv2.apply(equal(bmv2.cfg))
+
+
+def backend_ids(bmv2: Bmv2) -> dict[int, int]:
+    ids = ids_on_switch(bmv2.sw.read_entries())
+    web = bmv2.cfg.vip("web")
+    return {p: ids.backends[backend_key(web, host_ip(p), 8000)] for p in BACKENDS}
+
+
+def new_connections(wire: Wire, sports: range) -> Counter[int]:
+    """Backend port of a SYN from each of `sports` (half-open: they add no load)."""
+    got: Counter[int] = Counter()
+    for sport in sports:
+        wire.send(1, client(sport, "S"))
+        got[out_port(wire, sport)] += 1
+    return got
+
+
+def test_active_connections_count_handshakes_not_syns(bmv2: Bmv2, wire: Wire) -> None:
+    """A SYN flood adds nothing; each client ACK completing a handshake adds one; a
+    retransmitted ACK adds nothing."""
+    bid = backend_ids(bmv2)
+    open_on(bmv2, wire, 2, range(30000, 30020), establish=False)
+    assert bmv2.register("active_conns", bid[2]) == 0
+    for sport in range(30000, 30003):
+        wire.send(1, client(sport, "A"))
+        assert out_port(wire, sport) == 2
+    wire.send(1, client(30000, "A"))  # again
+    assert out_port(wire, 30000) == 2
+    assert bmv2.register("active_conns", bid[2]) == 3
+    assert bmv2.register("active_conns", bid[3]) == 0
+
+
+# Each way a connection ends, sent three times: client FIN (and its retransmissions),
+# client RST storm, the backend's FIN (the client's own FIN may be lost), the backend's
+# RST, and a SYN reusing the 5-tuple (the old connection's slot is reclaimed).
+ENDINGS: dict[str, Callable[[int], tuple[int, Any]]] = {
+    "client_fin": lambda sport: (1, client(sport, "FA")),
+    "client_rst": lambda sport: (1, client(sport, "R")),
+    "backend_fin": lambda sport: (2, server(2, sport, "FA")),
+    "backend_rst": lambda sport: (2, server(2, sport, "R")),
+    "port_reuse": lambda sport: (1, client(sport, "S")),
+}
+
+
+@pytest.mark.parametrize("ending", sorted(ENDINGS))
+def test_a_connection_ends_exactly_once(bmv2: Bmv2, wire: Wire, ending: str) -> None:
+    bid = backend_ids(bmv2)
+    open_on(bmv2, wire, 2, range(31000, 31003))
+    assert bmv2.register("active_conns", bid[2]) == 3
+    closes = bmv2.counter("backend_closes", bid[2])
+    bmv2.apply(only(bmv2.cfg, 2))  # a reused port's new connection lands on 2 as well
+    for i in range(3):
+        port, pkt = ENDINGS[ending](31000)
+        wire.send(port, pkt)
+        if port != 1:
+            to_client(wire, 31000)
+        elif ending != "client_rst" or i == 0:  # a freed slot's stray RST is dropped
+            assert out_port(wire, 31000) == 2
+    # The other two are untouched and still open on their backend (and the switch has
+    # seen everything sent before this).
+    wire.send(1, client(31001, "PA", b"GET /"))
+    assert out_port(wire, 31001) == 2
+    assert bmv2.register("active_conns", bid[2]) == 2
+    assert bmv2.wait_counter("backend_closes", bid[2], closes + 1) == closes + 1
+
+
+def test_leastconn_sends_new_connections_to_the_less_loaded(bmv2: Bmv2, wire: Wire) -> None:
+    """With two candidates per slot, a backend holding open connections loses every
+    comparison until they close; then it takes its share again."""
+    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "leastconn"))
+    open_on(bmv2, wire, 2, range(32000, 32004))
+    got = new_connections(wire, range(32100, 32130))
+    assert got[2] == 0 and got[3] > 0 and got[4] > 0, got
+    for sport in range(32000, 32004):
+        wire.send(1, client(sport, "FA"))
+        assert out_port(wire, sport) == 2
+    got = new_connections(wire, range(32200, 32260))
+    assert got[2] > 0, got
+
+
+def test_leastconn_weighs_connections_by_weight(bmv2: Bmv2, wire: Wire) -> None:
+    """Backend 2 at weight 3: with 4 open connections its load (4+1)/3 is above an idle
+    weight-1 backend's (0+1)/1, and it loses every comparison; with 1 open, (1+1)/3 is
+    below, and it wins every comparison it is in (it is a candidate in most slots)."""
+    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "leastconn"))
+    open_on(bmv2, wire, 2, range(33000, 33004))
+    bmv2.apply(intent.set_weight(bmv2.cfg, "web", "s2", 3))
+    got = new_connections(wire, range(33100, 33140))
+    assert got[2] == 0 and got[3] + got[4] == 40, got
+    for sport in range(33000, 33003):  # one left: (1+1)/3 < 1, it wins its comparisons
+        wire.send(1, client(sport, "R"))
+        assert out_port(wire, sport) == 2
+    got = new_connections(wire, range(33200, 33240))
+    assert got[2] > got[3] and got[2] > got[4], got
+
+
+def test_leasttime_avoids_the_backend_that_answers_slowly(bmv2: Bmv2, wire: Wire) -> None:
+    """One request each to backends 2 and 3; 2 answers after 300 ms, 3 at once. The
+    moving average of 2 is the larger, and new connections go elsewhere while both hold
+    one open connection (backend 4 none)."""
+    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "leasttime"))
+    bid = backend_ids(bmv2)
+    open_on(bmv2, wire, 2, range(34000, 34001))
+    open_on(bmv2, wire, 3, range(34001, 34002))
+    for port, sport, delay in ((2, 34000, 0.3), (3, 34001, 0.0)):
+        wire.send(1, client(sport, "PA", b"GET / HTTP/1.0\r\n\r\n"))
+        assert out_port(wire, sport) == port
+        time.sleep(delay)  # the backend's service time: what is being measured
+        wire.send(port, server(port, sport, "PA", b"HTTP/1.0 200 OK\r\n\r\n"))
+        to_client(wire, sport)
+        # A second pushed segment of the same answer is not a new sample.
+        wire.send(port, server(port, sport, "PA", b"body"))
+        to_client(wire, sport)
+    slow, fast = bmv2.register("response_time", bid[2]), bmv2.register("response_time", bid[3])
+    # Gain 1/8, 16 per tick of 1.024 ms: one 300 ms sample is ~585.
+    assert 450 <= slow <= 750, slow
+    assert fast < slow / 4, (fast, slow)
+    assert bmv2.register("response_time", bid[4]) == 0
+    got = new_connections(wire, range(34100, 34140))
+    assert got[2] == 0 and got[4] > got[3], got
+
+
+def test_leastpkt_avoids_the_backend_that_received_the_most_packets(bmv2: Bmv2, wire: Wire) -> None:
+    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "leastpkt"))
+    open_on(bmv2, wire, 2, range(35000, 35001))
+    for _ in range(10):
+        wire.send(1, client(35000, "PA", b"data"))
+        assert out_port(wire, 35000) == 2
+    got = new_connections(wire, range(35100, 35130))
+    assert got[2] == 0 and got[3] > 0 and got[4] > 0, got
+
+
+@pytest.mark.parametrize("algorithm", LEAST)
+def test_a_packet_without_state_is_dropped_not_guessed(
+    bmv2: Bmv2, wire: Wire, algorithm: str
+) -> None:
+    """The load-driven choice cannot be recomputed for a mid-connection packet."""
+    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", algorithm))
+    sid = ids_on_switch(bmv2.sw.read_entries()).services[vip_key(bmv2.cfg.vip("web"))]
+    index = sid * 16 + drop_reasons()["no_state"]
+    before = bmv2.counter("drops", index)
+    wire.send(1, client(36000, "A"))
+    assert bmv2.wait_counter("drops", index, before + 1) == before + 1
+    assert wire.expect(1, timeout=0.3, where=lambda p, raw: p != 1) == []
+
+
+def _every_ordered_pair(names: tuple[str, ...]) -> list[str]:
+    """A walk through `names` taking every ordered pair (a, b), a != b, as a step: an
+    Eulerian circuit of the complete directed graph (Hierholzer)."""
+    out_edges = {a: [b for b in names if b != a] for a in names}
+    stack, walk = [names[0]], []
+    while stack:
+        if out_edges[stack[-1]]:
+            stack.append(out_edges[stack[-1]].pop())
+        else:
+            walk.append(stack.pop())
+    return walk[::-1]
+
+
+def test_switching_between_any_two_algorithms_keeps_every_connection(
+    bmv2: Bmv2, wire: Wire
+) -> None:
+    """Every ordered pair of algorithms, one switch each: a connection opened under every
+    algorithm so far keeps its backend through every later switch."""
+    names = tuple(sorted(bmv2.sw.schema.algorithms()))
+    assert set(LEAST) | {"iphash", "wrr", "srchash", "maglev"} <= set(names)
+    walk = _every_ordered_pair(names)
+    assert len(list(itertools.pairwise(walk))) == len(names) * (len(names) - 1)
+    open_conns: dict[int, int] = {}
+    sports = itertools.count(37000)
+    for step, algorithm in enumerate(walk):
+        bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", algorithm))
+        sport = next(sports)
+        wire.send(1, client(sport, "S"))
+        open_conns[sport] = out_port(wire, sport)
+        wire.send(1, client(sport, "A"))
+        assert out_port(wire, sport) == open_conns[sport]
+        # Every connection so far (a sample of up to 6, to bound the run), data packets.
+        for old in list(open_conns)[-6:]:
+            wire.send(1, client(old, "PA", b"x"))
+            assert out_port(wire, old) == open_conns[old], (step, algorithm, old)
