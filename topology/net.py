@@ -29,6 +29,25 @@ SWITCH_MAC = "00:00:00:00:01:00"
 VIP_MAC = "00:00:00:00:01:64"
 
 
+QDISCS = ("tbf", "htb", "netem", "fq_codel", "cake", "sfq")
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What one server can do: `workers` requests at a time, each taking `service_ms`, and
+    optionally its link's rate towards the switch (a tc rate such as "20mbit", shaped with
+    tbf). workers=0 keeps the plain server (one request at a time, or threaded)."""
+
+    workers: int = 0
+    service_ms: float = 0.0
+    rate: str | None = None
+
+    @property
+    def requests_per_s(self) -> float | None:
+        """The most requests per second it answers, when it has a service time."""
+        return self.workers * 1000 / self.service_ms if self.workers and self.service_ms else None
+
+
 @dataclass
 class Options:
     servers: int = 3
@@ -39,6 +58,10 @@ class Options:
     weights: list[int] = field(default_factory=list)
     threaded: bool = False
     switch_log: bool = False
+    capacities: list[Capacity] = field(default_factory=list)  # per server; empty: plain
+    # Source addresses per client: 1 is its own address only; more adds secondary addresses
+    # on its interface, in 10.<client index>.0.0/16 (client_addresses() lists them).
+    addresses_per_client: int = 1
 
 
 @dataclass
@@ -49,6 +72,9 @@ class Lab:
     config: Config
     config_path: Path
     pids: dict[str, int] = field(default_factory=dict)
+    options: Options = field(default_factory=Options)
+    sources: dict[str, list[str]] = field(default_factory=dict)  # client -> source addresses
+    qdiscs: dict[str, bool] = field(default_factory=dict)  # which tc qdiscs this kernel has
 
     def save_state(self) -> None:
         """What `make stop` needs: PIDs we started and interfaces we made."""
@@ -61,6 +87,38 @@ class Lab:
 
 def mac(n: int) -> str:
     return f"00:00:00:00:00:{n:02x}"
+
+
+def client_net(index: int) -> str:
+    """The /16 that holds the secondary addresses of the client with this 1-based index."""
+    return f"10.{index}.0.0"
+
+
+def client_addresses(index: int, count: int) -> list[str]:
+    """`count` secondary source addresses of client `index` (1-based), inside client_net."""
+    return [f"10.{index}.{k // 250}.{k % 250 + 1}" for k in range(count)]
+
+
+def detect_qdiscs(host: Any) -> dict[str, bool]:
+    """Which queueing disciplines tc can attach here: each is tried on the host's loopback
+    (in its own namespace) and removed again."""
+    found = {}
+    for q in QDISCS:
+        args = {"tbf": "rate 1mbit burst 32kbit latency 50ms", "htb": "default 1"}.get(q, "")
+        out = host.cmd(f"tc qdisc add dev lo root {q} {args} 2>&1; echo rc=$?")
+        found[q] = out.strip().endswith("rc=0")
+        host.cmd("tc qdisc del dev lo root 2>/dev/null")
+    return found
+
+
+def shape(host: Any, rate: str) -> None:
+    """Limit the host's sending rate to `rate` with tbf (present on every kernel we met)."""
+    out = host.cmd(
+        f"tc qdisc replace dev {host.defaultIntf()} root tbf rate {rate} burst 32kbit "
+        "latency 100ms 2>&1; echo rc=$?"
+    )
+    if not out.strip().endswith("rc=0"):
+        raise RuntimeError(f"tc tbf rate {rate} on {host.name}: {out.strip()}")
 
 
 def build(opts: Options) -> Lab:
@@ -89,11 +147,25 @@ def build(opts: Options) -> Lab:
         h.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
     clients, servers = hosts[: opts.clients], hosts[opts.clients :]
     weights = opts.weights or [1] * opts.servers
+    sources = {c.name: [c.IP()] for c in clients}
+    cfg_hosts = [CfgHost(c.name, c.IP(), mac(i + 1), i + 1) for i, c in enumerate(clients)]
+    if opts.addresses_per_client > 1:
+        for i, c in enumerate(clients, start=1):
+            sources[c.name] = client_addresses(i, opts.addresses_per_client)
+            for a in sources[c.name]:
+                c.cmd(f"ip addr add {a}/16 dev {c.defaultIntf()}")
+            cfg_hosts.append(CfgHost(f"{c.name}-net", client_net(i), mac(i), i, prefix_len=16))
+        for s in servers:  # replies to those addresses: on-link, the switch floods the ARP
+            s.cmd(f"ip route add 10.0.0.0/8 dev {s.defaultIntf()}")
+    qdiscs = detect_qdiscs(servers[0]) if opts.capacities else {}
+    for s, cap in zip(servers, opts.capacities, strict=False):
+        if cap.rate:
+            shape(s, cap.rate)
     cfg = Config(
         switch=SwitchConfig(
             address=f"127.0.0.1:{GRPC_PORT}", device_id=0, election_id=10, mac=SWITCH_MAC
         ),
-        hosts=tuple(CfgHost(c.name, c.IP(), mac(i + 1), i + 1) for i, c in enumerate(clients)),
+        hosts=tuple(cfg_hosts),
         vips=(
             Vip(
                 name="web",
@@ -120,20 +192,29 @@ def build(opts: Options) -> Lab:
     validate(cfg, cfgmod.compiled_limits())
     path = RUN_DIR / "lb.toml"
     cfgmod.save(cfg, path)
-    lab = Lab(net, clients, servers, cfg, path)
+    lab = Lab(net, clients, servers, cfg, path, options=opts, sources=sources, qdiscs=qdiscs)
     lab.pids["switch"] = s1.switch_pid or 0
     return lab
 
 
+def access_log(server: Any) -> Path:
+    """The access log start_servers gives this server."""
+    return RUN_DIR / "access" / f"{server.name}.log"
+
+
 def start_servers(lab: Lab, threaded: bool) -> None:
+    """One HTTP server per backend host, with its capacity from the lab's options."""
     logs = RUN_DIR / "access"
     logs.mkdir(exist_ok=True)
-    for s in lab.servers:
-        log = logs / f"{s.name}.log"
+    caps = lab.options.capacities or [Capacity()] * len(lab.servers)
+    for s, cap in zip(lab.servers, caps, strict=True):
+        log = access_log(s)
         log.write_text("")
         cmd = (
             f"{sys.executable} -m topology.server --name {s.name} --port {SERVER_PORT} "
-            f"--log {log}" + (" --threaded" if threaded else "")
+            f"--log {log}"
+            + (" --threaded" if threaded else "")
+            + (f" --workers {cap.workers} --service-ms {cap.service_ms:g}" if cap.workers else "")
         )
         # One simple command in the background, so $! is the server's own PID (with
         # `cd ... && cmd &` it would be a subshell's, and stopping it would orphan the server).

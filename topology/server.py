@@ -1,4 +1,8 @@
-"""The HTTP backend of the seed paper: a fixed document on port 8000, threaded or not.
+"""The HTTP backend of the seed paper: a fixed document on port 8000, threaded or not, or a
+server with a capacity: `--workers N --service-ms T` serves at most N requests at a time, each
+taking T ms (a fixed pool of N threads that each sleep T ms per request; connections beyond N
+wait in a queue in arrival order), so it answers at most N * 1000 / T requests per second
+whatever the machine, and the server rather than the switch is the bottleneck.
 
 The access log has one line per accepted TCP connection, `client_ip client_port status`:
 status 200 for a served request, `-` for a connection closed before it sent one (ab opens
@@ -9,8 +13,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import queue
+import socket
 import sys
+import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
+from typing import Any
 
 DOCUMENT = (
     "<html><head><title>p4lb backend</title></head><body>"
@@ -19,13 +28,50 @@ DOCUMENT = (
 ).encode()
 
 
+class PoolServer(HTTPServer):
+    """Accepts every connection at once and hands it to one of `workers` threads in arrival
+    order; a connection waits in the queue while all workers are busy."""
+
+    request_queue_size = 1024
+
+    def __init__(self, address: tuple[str, int], handler: Any, workers: int) -> None:
+        super().__init__(address, handler)
+        self.pending: queue.Queue[tuple[socket.socket, Any] | None] = queue.Queue()
+        self.workers = [
+            threading.Thread(target=self._work, daemon=True, name=f"worker-{i}")
+            for i in range(workers)
+        ]
+        for t in self.workers:
+            t.start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.pending.put((request, client_address))
+
+    def _work(self) -> None:
+        while (item := self.pending.get()) is not None:
+            request, client_address = item
+            try:
+                self.finish_request(request, client_address)
+            except Exception:  # noqa: BLE001 - one broken connection must not stop a worker
+                self.handle_error(request, client_address)
+            finally:
+                self.shutdown_request(request)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--name", required=True)
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--log", required=True)
     p.add_argument("--threaded", action="store_true")
+    p.add_argument(
+        "--workers", type=int, default=0, help="requests served at once (0: --threaded or one)"
+    )
+    p.add_argument("--service-ms", type=float, default=0.0, help="time each request takes")
     args = p.parse_args(argv)
+    if args.workers < 0 or args.service_ms < 0:
+        p.error("--workers and --service-ms must be >= 0")
+    service_s = args.service_ms / 1000
     log = open(args.log, "a", buffering=1)  # noqa: SIM115 - lives as long as the server
     body = DOCUMENT.replace(b"p4lb backend", f"p4lb backend {args.name}".encode())
 
@@ -33,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         protocol_version = "HTTP/1.0"
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if service_s:
+                time.sleep(service_s)
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
             self.send_header("Content-Length", str(len(body)))
@@ -57,7 +105,11 @@ def main(argv: list[str] | None = None) -> int:
         # overflows it and the kernel drops SYNs the switch has already balanced and counted.
         request_queue_size = 1024
 
-    server = Server(("0.0.0.0", args.port), Handler)
+    server: HTTPServer
+    if args.workers:
+        server = PoolServer(("0.0.0.0", args.port), Handler, args.workers)
+    else:
+        server = Server(("0.0.0.0", args.port), Handler)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
     return 0
