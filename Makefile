@@ -11,9 +11,10 @@ P4_SOURCES := $(shell find $(P4SRC) -name '*.p4' -not -path '*/compiled/*')
 P4C ?= p4c-bm2-ss
 P4C_FLAGS := --arch v1model --std p4-16 --Werror
 QUICK ?=
+FULL ?=
 PY_DIRS := $(wildcard controller tests topology bench scripts)
 
-.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench bench-switch shell clean
+.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench bench-report bench-ab bench-switch shell clean
 
 help:
 	@echo "p4lb make targets:"
@@ -24,7 +25,9 @@ help:
 	@echo "  run        start the Mininet topology + BMv2 + controller, open the CLI"
 	@echo "  stop       stop everything 'make run' started (by PID) and remove its interfaces"
 	@echo "  test       lint + the whole test suite (layers without their tools are skipped)"
-	@echo "  bench      ApacheBench runs for every algorithm + controller speed (QUICK=1: smoke run)"
+	@echo "  bench      the experiment suite (issue 15): quick profile; FULL=1 the whole matrix;"
+	@echo "             results/experiments/ + results/README.md (report only: make bench-report)"
+	@echo "  bench-ab   ApacheBench runs for every algorithm + controller speed (QUICK=1: smoke run)"
 	@echo "  bench-switch  the switch alone: lb.p4 vs plain forwarding, per BMv2 build"
 	@echo "             (BUILDS='standard=/path/simple_switch_grpc fast=/path/...'; QUICK=1)"
 	@echo "  shell      p4runtime-shell on the running switch, as a reader (own venv: $(SHELL_VENV);"
@@ -91,6 +94,12 @@ stop:
 	$(PY) -m topology.stop
 
 bench: $(VPY)
+	$(VPY) -m bench.experiments.run --profile $(if $(FULL),full,quick)
+
+bench-report: $(VPY)
+	$(VPY) -m bench.experiments.report
+
+bench-ab: $(VPY)
 	$(VPY) -m bench.apachebench $(if $(QUICK),--quick,)
 	$(VPY) -m bench.controller $(if $(QUICK),--vips 10 --trials 5,)
 

@@ -1,0 +1,5 @@
+"""The experiment suite of issue 15: servers with a capacity, several clients with many source
+addresses, every algorithm of the compiled program against the seeds' claims.
+
+`python -m bench.experiments.run` measures (raw files under results/experiments/raw/);
+`python -m bench.experiments.report` rebuilds every table and plot from those raw files."""

@@ -1,0 +1,167 @@
+"""Load generators run inside Mininet hosts: ab (one, or one per source address at once)
+and k6 (seed 001's shapes, bench/experiments/shapes.js). Their raw output is written to the
+run's directory; parsing lives here too so the report reads the same files."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+K6_SCRIPT = HERE / "shapes.js"
+
+
+def k6_binary() -> str | None:
+    """k6 on PATH or where `go install go.k6.io/k6@v1.8.1` puts it; None when absent."""
+    found = shutil.which("k6")
+    if found:
+        return found
+    for home in {os.path.expanduser("~"), os.environ.get("SUDO_HOME", ""), "/root"}:
+        cand = Path(home or "/nonexistent") / "go" / "bin" / "k6"
+        if cand.is_file() and os.access(cand, os.X_OK):
+            return str(cand)
+    gopath = os.environ.get("GOPATH")
+    if gopath and (Path(gopath) / "bin" / "k6").is_file():
+        return str(Path(gopath) / "bin" / "k6")
+    return None
+
+
+def ab_command(
+    url: str, n: int, concurrency: int, out: Path, source: str | None = None
+) -> list[str]:
+    """ab with its per-request data (-g, TSV) and percentile table (-e, CSV) kept in `out`;
+    -r keeps going on socket errors so they are counted."""
+    stem = f"ab-{source}" if source else "ab"
+    cmd = ["ab", "-r", "-s", "30", "-n", str(n), "-c", str(concurrency)]
+    cmd += ["-g", str(out / f"{stem}.tsv"), "-e", str(out / f"{stem}.csv")]
+    if source:
+        cmd += ["-B", source]
+    return [*cmd, url]
+
+
+def run_ab(host: Any, url: str, n: int, concurrency: int, out: Path, timeout_s: float) -> str:
+    """One ab from `host`; its text report is written to out/ab.txt and returned."""
+    p = host.popen(
+        ab_command(url, n, concurrency, out), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        text = p.communicate(timeout=timeout_s)[0].decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        p.kill()
+        text = p.communicate()[0].decode(errors="replace") + "\n[killed: timeout]\n"
+    (out / "ab.txt").write_text(text)
+    return text
+
+
+def run_ab_sources(
+    sources: dict[Any, list[str]], url: str, per_address: int, out: Path, timeout_s: float
+) -> dict[str, str]:
+    """ab -c 1 -n `per_address` from every source address of every client host, all at
+    once; each report goes to out/ab-<address>.txt. Returns {address: report}."""
+    procs = []
+    for host, addresses in sources.items():
+        for a in addresses:
+            cmd = ab_command(url, per_address, 1, out, source=a)
+            procs.append((a, host.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
+    reports = {}
+    for a, p in procs:
+        try:
+            text = p.communicate(timeout=timeout_s)[0].decode(errors="replace")
+        except subprocess.TimeoutExpired:
+            p.kill()
+            text = p.communicate()[0].decode(errors="replace") + "\n[killed: timeout]\n"
+        (out / f"ab-{a}.txt").write_text(text)
+        reports[a] = text
+    return reports
+
+
+def k6_env(shape: Any, url: str, summary: Path) -> dict[str, str]:
+    return {
+        "SHAPE": shape.name,
+        "VUS": str(shape.vus),
+        "RAMP_S": str(shape.ramp_s),
+        "HOLD_S": str(shape.hold_s),
+        "DOWN_S": str(shape.down_s),
+        "RATE": str(shape.rate),
+        "P95_BOUND_MS": str(shape.p95_bound_ms),
+        "URL": url,
+        "SUMMARY": str(summary),
+    }
+
+
+def run_k6(
+    k6: str, sources: dict[Any, list[str]], shape: Any, url: str, out: Path, timeout_s: float
+) -> None:
+    """One k6 per client host, at once, its VUs spread over the host's source addresses
+    (--local-ips); per host a JSON summary and every request's duration (CSV, gzip)."""
+    procs = []
+    for host, addresses in sources.items():
+        summary = out / f"k6-{host.name}.json"
+        cmd = [k6, "run", "--quiet", "--no-color", "--no-usage-report"]
+        cmd += ["--local-ips", ",".join(addresses)]
+        cmd += ["--out", f"csv={out / f'k6-{host.name}.csv.gz'}"]
+        for k, v in k6_env(shape, url, summary).items():
+            cmd += ["-e", f"{k}={v}"]
+        cmd.append(str(K6_SCRIPT))
+        env = {"HOME": str(out), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        env["K6_NO_USAGE_REPORT"] = "true"
+        p = host.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        procs.append((host.name, p))
+    for name, p in procs:
+        try:
+            text = p.communicate(timeout=timeout_s)[0].decode(errors="replace")
+        except subprocess.TimeoutExpired:
+            p.kill()
+            text = p.communicate()[0].decode(errors="replace") + "\n[killed: timeout]\n"
+        (out / f"k6-{name}.txt").write_text(text)
+
+
+def ab_times_ms(tsv: Path) -> list[float]:
+    """Per-request total times (ms) from ab's -g file ('ttime' column)."""
+    if not tsv.exists():
+        return []
+    rows = tsv.read_text().splitlines()
+    if not rows:
+        return []
+    col = rows[0].split("\t").index("ttime")
+    return [float(r.split("\t")[col]) for r in rows[1:] if r.strip()]
+
+
+def k6_requests(csv_gz: Path) -> tuple[list[float], int, float, float]:
+    """(request durations in ms, failed requests, first and last timestamp in s) from k6's
+    CSV output."""
+    durations: list[float] = []
+    failed = 0
+    first, last = float("inf"), 0.0
+    if not csv_gz.exists():
+        return durations, failed, 0.0, 0.0
+    with gzip.open(csv_gz, "rt") as f:
+        header = f.readline().rstrip("\n").split(",")
+        i_name, i_ts, i_val = (
+            header.index(k) for k in ("metric_name", "timestamp", "metric_value")
+        )
+        for line in f:
+            cells = line.rstrip("\n").split(",")
+            if len(cells) <= max(i_name, i_ts, i_val):
+                continue
+            name = cells[i_name]
+            if name == "http_req_duration":
+                durations.append(float(cells[i_val]))
+                ts = float(cells[i_ts])
+                first, last = min(first, ts), max(last, ts)
+            elif name == "http_req_failed" and float(cells[i_val]) > 0:
+                failed += 1
+    return durations, failed, (first if durations else 0.0), last
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100), nearest rank; 0 for no values."""
+    if not values:
+        return 0.0
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, int(round(q / 100 * len(s) + 0.5)) - 1))
+    return s[k]

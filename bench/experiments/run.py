@@ -1,0 +1,452 @@
+"""Runs the experiment matrix on real BMv2 and keeps every run's raw output.
+
+For each capacity scenario one Mininet network (3 clients with many source addresses, 3
+servers with that scenario's capacities, BMv2, `p4lb apply`); in it, for each variant (every
+algorithm of the compiled program, by name), each load and each repetition, one run whose
+files go to results/experiments/raw/<experiment>/<scenario>/<variant>/<load>/r<k>/:
+the load generator's own output (ab text, -g/-e files; k6 summary JSON and per-request
+CSV) and run.json (requests per server counted at the servers, connections counted by the
+servers' kernels (SYNs that completed) and by the switch, switch drop counters, TCP
+retransmissions, the switch's packet rate and CPU, the machine's load).
+
+`python -m bench.experiments.report` turns these files into tables and plots."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench.experiments import load as loadgen
+from bench.experiments.plan import (
+    PROFILES,
+    SCENARIOS,
+    SERVICE_MS,
+    SINGLE,
+    AbLoad,
+    ClientsLoad,
+    K6Shape,
+    Profile,
+    Scenario,
+    Variant,
+    variants,
+)
+from p4lb import config as cfgmod
+from p4lb import control
+from topology.net import (
+    ROOT,
+    SERVER_PORT,
+    VIP_ADDR,
+    VIP_PORT,
+    Lab,
+    Options,
+    access_log,
+    build,
+    p4lb_cmd,
+    start_servers,
+    stop,
+    wait_servers_idle,
+)
+
+OUT = ROOT / "results" / "experiments"
+URL = f"http://{VIP_ADDR}:{VIP_PORT}/"
+LoadSpec = AbLoad | ClientsLoad | K6Shape
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    experiment: str  # ab | clients | k6
+    scenario: Scenario
+    variant: Variant
+    load: LoadSpec
+    rep: int
+
+    def path(self, root: Path) -> Path:
+        return (
+            root
+            / "raw"
+            / self.experiment
+            / self.scenario.name
+            / self.variant.name
+            / (self.load.name)
+            / f"r{self.rep}"
+        )
+
+
+def algorithms() -> tuple[str, ...]:
+    """Every algorithm the compiled program offers (its P4Info), in its order."""
+    return cfgmod.compiled_limits().algorithms
+
+
+def jobs(profile: Profile, algs: tuple[str, ...], k6: bool, only: set[str]) -> list[Job]:
+    """The whole matrix, grouped by scenario (one network each), then variant (one config
+    each), then load and repetition."""
+    out: list[Job] = []
+    names = dict.fromkeys(
+        profile.ab_scenarios + profile.clients_scenarios + (profile.k6_scenarios if k6 else ())
+    )
+    for sname in names:
+        sc = SCENARIOS[sname]
+        vs = variants(algs, sc)
+        for v in [*vs, SINGLE]:
+            if "ab" in only and sname in profile.ab_scenarios:
+                out += [
+                    Job("ab", sc, v, ld, r) for ld in profile.ab_loads for r in range(profile.reps)
+                ]
+            if v is SINGLE:
+                continue
+            if "clients" in only and sname in profile.clients_scenarios:
+                out += [
+                    Job("clients", sc, v, ld, r)
+                    for ld in profile.clients_loads
+                    for r in range(profile.reps)
+                ]
+            if (
+                "k6" in only
+                and k6
+                and sname in profile.k6_scenarios
+                and (profile.k6_variants is None or v.name in profile.k6_variants)
+            ):
+                out += [
+                    Job("k6", sc, v, sh, r) for sh in profile.k6_shapes for r in range(profile.reps)
+                ]
+    return out
+
+
+# ---------------------------------------------------------------- measurements
+
+
+def tcp_counters(host: Any) -> dict[str, int]:
+    """The host namespace's TCP counters (RetransSegs, OutSegs, PassiveOpens, ...)."""
+    lines = [
+        ln.split() for ln in host.cmd("cat /proc/net/snmp").splitlines() if ln.startswith("Tcp:")
+    ]
+    if len(lines) < 2:
+        return {}
+    return {k: int(v) for k, v in zip(lines[0][1:], lines[1][1:], strict=False)}
+
+
+def switch_packets(lab: Lab) -> int:
+    """Packets the switch received on all its ports (the veths' counters, root namespace)."""
+    total = 0
+    for intf in lab.net.switches[0].intfList():
+        if intf.name == "lo":
+            continue
+        p = Path(f"/sys/class/net/{intf.name}/statistics/rx_packets")
+        if p.exists():
+            total += int(p.read_text())
+    return total
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of a process, in clock ticks (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot."""
+    cells = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = cells[3] + (cells[4] if len(cells) > 4 else 0)
+    return sum(cells) - idle, sum(cells)
+
+
+def log_lines(lab: Lab) -> dict[str, int]:
+    out = {}
+    for s in lab.servers:
+        with open(access_log(s)) as f:
+            out[s.name] = sum(1 for _ in f)
+    return out
+
+
+def log_since(
+    lab: Lab, start: dict[str, int]
+) -> tuple[dict[str, int], dict[str, int], dict[str, dict[str, int]]]:
+    """Since `start` (line counts): requests served per server, connections accepted per
+    server, and requests per (source address, server)."""
+    served: dict[str, int] = {}
+    conns: dict[str, int] = {}
+    by_source: dict[str, Counter[str]] = {}
+    for s in lab.servers:
+        with open(access_log(s)) as f:
+            lines = [ln.split() for ln in f.readlines()[start[s.name] :] if ln.strip()]
+        conns[s.name] = len(lines)
+        served[s.name] = sum(1 for x in lines if x[-1] == "200")
+        for x in lines:
+            if x[-1] == "200":
+                by_source.setdefault(x[0], Counter())[s.name] += 1
+    return served, conns, {a: dict(c) for a, c in sorted(by_source.items())}
+
+
+def switch_view(lab: Lab) -> tuple[dict[str, int], dict[str, int]]:
+    """(new connections per backend, drops per reason) from the switch's counters, read as
+    a reader (no arbitration)."""
+    cfg = cfgmod.load(lab.config_path)
+    with control.connect_reader(cfg) as sw:
+        st = control.read_stats(sw, cfg)
+    conns = {b.name: b.connections for b in st.vips[0].backends}
+    drops = Counter(st.drops)
+    for v in st.vips:
+        drops.update(v.drops)
+    return conns, dict(drops)
+
+
+def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in after.items()}
+
+
+# ---------------------------------------------------------------- one run
+
+
+def configure(lab: Lab, scenario: Scenario, variant: Variant) -> None:
+    """Write the variant's algorithm and weights into the lab's config and `p4lb apply` it."""
+    if variant.algorithm is None:
+        return
+    cfg = cfgmod.load(lab.config_path)
+    vip = cfg.vips[0]
+    backends = tuple(
+        dataclasses.replace(b, weight=w)
+        for b, w in zip(vip.backends, variant.weight_list(scenario), strict=True)
+    )
+    vip = dataclasses.replace(vip, algorithm=variant.algorithm, backends=backends)
+    cfgmod.save(dataclasses.replace(cfg, vips=(vip,)), lab.config_path)
+    r = subprocess.run(p4lb_cmd(lab, "apply"), capture_output=True, text=True, timeout=120)
+    if r.returncode:
+        raise RuntimeError(f"p4lb apply ({variant.name}): {r.stdout}{r.stderr}".strip())
+
+
+def single_server(lab: Lab, scenario: Scenario) -> Any:
+    """No load balancer: the server with the largest capacity (the fairest one to compare)."""
+    return lab.servers[max(range(len(scenario.workers)), key=lambda i: (scenario.workers[i], -i))]
+
+
+def one_run(lab: Lab, job: Job, root: Path, k6: str | None) -> dict[str, Any]:
+    out = job.path(root)
+    out.mkdir(parents=True, exist_ok=True)
+    hosts = [*lab.clients, *lab.servers]
+    lines0 = log_lines(lab)
+    tcp0 = {h.name: tcp_counters(h) for h in hosts}
+    sw_conns0, drops0 = switch_view(lab)
+    pkts0 = switch_packets(lab)
+    swcpu0 = cpu_ticks(lab.pids.get("switch", 0))
+    busy0, total0 = machine_ticks()
+    load0 = os.getloadavg()
+    t0 = time.monotonic()
+    url = URL
+    if job.variant.algorithm is None:
+        url = f"http://{single_server(lab, job.scenario).IP()}:{SERVER_PORT}/"
+    ld = job.load
+    if isinstance(ld, AbLoad):
+        timeout = 60 + ld.n / 5
+        loadgen.run_ab(lab.clients[0], url, ld.n, ld.concurrency, out, timeout)
+    elif isinstance(ld, ClientsLoad):
+        sources = {c: lab.sources[c.name][: ld.addresses] for c in lab.clients}
+        loadgen.run_ab_sources(sources, url, ld.per_address, out, 60 + ld.per_address * 5)
+    else:
+        assert k6 is not None
+        sources = {c: lab.sources[c.name] for c in lab.clients}
+        span = ld.ramp_s + ld.hold_s + ld.down_s
+        loadgen.run_k6(k6, sources, ld, url, out, 90 + 2 * span)
+    elapsed = time.monotonic() - t0
+    pkts1 = switch_packets(lab)
+    swcpu1 = cpu_ticks(lab.pids.get("switch", 0))
+    busy1, total1 = machine_ticks()
+    wait_servers_idle(lab)
+    served, conns, by_source = log_since(lab, lines0)
+    tcp1 = {h.name: tcp_counters(h) for h in hosts}
+    sw_conns1, drops1 = switch_view(lab)
+    hz = os.sysconf("SC_CLK_TCK")
+    record: dict[str, Any] = {
+        "experiment": job.experiment,
+        "scenario": job.scenario.name,
+        "workers": list(job.scenario.workers),
+        "service_ms": SERVICE_MS,
+        "variant": job.variant.name,
+        "algorithm": job.variant.algorithm,
+        "weights": job.variant.weight_list(job.scenario) if job.variant.algorithm else None,
+        "load": dataclasses.asdict(ld) | {"name": ld.name},
+        "rep": job.rep,
+        "url": url,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "elapsed_s": elapsed,
+        "loadavg_before": list(load0),
+        "loadavg_after": list(os.getloadavg()),
+        "machine_cpu_busy": (busy1 - busy0) / max(1, total1 - total0),
+        "switch_packets": pkts1 - pkts0,
+        "switch_pps": (pkts1 - pkts0) / elapsed if elapsed else 0.0,
+        "switch_cpu": (swcpu1 - swcpu0) / hz / elapsed if elapsed else 0.0,
+        "served": served,
+        "connections": conns,
+        "by_source": by_source,
+        "syn_connections": {
+            s.name: tcp1[s.name].get("PassiveOpens", 0) - tcp0[s.name].get("PassiveOpens", 0)
+            for s in lab.servers
+        },
+        "switch_connections": delta(sw_conns1, sw_conns0),
+        "drops": {k: v for k, v in delta(drops1, drops0).items() if v},
+        "retrans_segs": {
+            h.name: tcp1[h.name].get("RetransSegs", 0) - tcp0[h.name].get("RetransSegs", 0)
+            for h in hosts
+        },
+        "out_segs": {
+            h.name: tcp1[h.name].get("OutSegs", 0) - tcp0[h.name].get("OutSegs", 0) for h in hosts
+        },
+    }
+    (out / "run.json").write_text(json.dumps(record, indent=1))
+    return record
+
+
+# ---------------------------------------------------------------- the matrix
+
+
+def versions() -> dict[str, Any]:
+    def out(*cmd: str) -> str:
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+            return (r.stdout or r.stderr).strip().splitlines()[0] if (r.stdout or r.stderr) else ""
+        except OSError:
+            return "missing"
+
+    bmv2 = subprocess.run(["which", "simple_switch_grpc"], capture_output=True, text=True)
+    k6 = loadgen.k6_binary()
+    return {
+        "commit": out("git", "-C", str(ROOT), "rev-parse", "HEAD"),
+        "bmv2": f"{bmv2.stdout.strip()} {out('simple_switch_grpc', '--version')}",
+        "ab": out("ab", "-V"),
+        "k6": out(k6, "version") if k6 else "missing",
+        "kernel": platform.release(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+
+
+def busiest() -> list[str]:
+    """The processes using most CPU right now (what else runs on the machine)."""
+    r = subprocess.run(
+        ["ps", "-eo", "pcpu,comm", "--sort=-pcpu"], capture_output=True, text=True, timeout=10
+    )
+    return [" ".join(x.split()) for x in r.stdout.splitlines()[1:9]]
+
+
+def fmt_s(s: float) -> str:
+    return f"{int(s // 60)}m{int(s % 60):02d}s"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.experiments.run")
+    p.add_argument("--profile", choices=sorted(PROFILES), default="quick")
+    p.add_argument("--only", nargs="*", default=["ab", "clients", "k6"], help="experiments")
+    p.add_argument("--scenarios", nargs="*", default=None, help="limit to these scenarios")
+    p.add_argument("--variants", nargs="*", default=None, help="limit to these variants")
+    p.add_argument("--reps", type=int, default=None, help="repetitions (default: the profile's)")
+    p.add_argument("--out", default=str(OUT))
+    p.add_argument("--keep", action="store_true", help="keep raw runs of earlier invocations")
+    p.add_argument("--no-report", action="store_true")
+    a = p.parse_args(argv)
+    if os.geteuid() != 0:
+        print("bench.experiments: needs root (Mininet and BMv2 on veths)", file=sys.stderr)
+        return 2
+    profile = PROFILES[a.profile]
+    if a.reps:
+        profile = dataclasses.replace(profile, reps=a.reps)
+    root = Path(a.out)
+    k6 = loadgen.k6_binary()
+    if k6 is None and "k6" in a.only:
+        print(
+            "k6 is not installed: the seed 001 load shapes are skipped "
+            "(go install go.k6.io/k6@v1.8.1 puts it in ~/go/bin)",
+            flush=True,
+        )
+    algs = algorithms()
+    todo = jobs(profile, algs, k6 is not None, set(a.only))
+    if a.scenarios:
+        todo = [j for j in todo if j.scenario.name in a.scenarios]
+    if a.variants:
+        todo = [j for j in todo if j.variant.name in a.variants]
+    if not a.keep and (root / "raw").exists():
+        import shutil
+
+        shutil.rmtree(root / "raw")
+    root.mkdir(parents=True, exist_ok=True)
+    meta = versions() | {
+        "profile": profile.name,
+        "algorithms": list(algs),
+        "invocation": sys.argv[1:] if argv is None else argv,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "loadavg_at_start": list(os.getloadavg()),
+        "busiest_processes_at_start": busiest(),
+        "runs_planned": len(todo),
+    }
+    print(f"{len(todo)} runs ({profile.name} profile, algorithms {', '.join(algs)})", flush=True)
+    started = time.monotonic()
+    done = 0
+    failures: list[str] = []
+    for sname in dict.fromkeys(j.scenario.name for j in todo):
+        sc = SCENARIOS[sname]
+        group = [j for j in todo if j.scenario.name == sname]
+        lab = build(
+            Options(
+                clients=profile.clients,
+                capacities=sc.capacities(),
+                weights=list(sc.workers),
+                addresses_per_client=max(2, profile.max_addresses()),
+            )
+        )
+        try:
+            meta.setdefault("qdiscs", lab.qdiscs)
+            subprocess.run(p4lb_cmd(lab, "apply"), check=True, capture_output=True, timeout=120)
+            start_servers(lab, threaded=False)
+            current: Variant | None = None
+            for job in group:
+                if job.variant != current:
+                    configure(lab, sc, job.variant)
+                    current = job.variant
+                done += 1
+                el = time.monotonic() - started
+                eta = el / (done - 1) * (len(todo) - done + 1) if done > 1 else 0.0
+                print(
+                    f"[{done}/{len(todo)}] {job.experiment} {sname} {job.variant.name} "
+                    f"{job.load.name} r{job.rep}  elapsed {fmt_s(el)}, ETA {fmt_s(eta)}",
+                    flush=True,
+                )
+                try:
+                    rec = one_run(lab, job, root, k6)
+                except Exception as e:  # noqa: BLE001 - one failed run is recorded, not fatal
+                    failures.append(f"{job.path(root)}: {e}")
+                    print(f"    FAILED: {e}", flush=True)
+                    continue
+                print(
+                    f"    served {rec['served']}, switch {rec['switch_pps']:.0f} pps, "
+                    f"{rec['elapsed_s']:.1f}s",
+                    flush=True,
+                )
+        finally:
+            stop(lab)
+    meta |= {
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "loadavg_at_end": list(os.getloadavg()),
+        "elapsed_s": time.monotonic() - started,
+        "failures": failures,
+    }
+    (root / "meta.json").write_text(json.dumps(meta, indent=1))
+    print(f"done: {done} runs, {len(failures)} failed, {fmt_s(time.monotonic() - started)}")
+    if not a.no_report:
+        from bench.experiments import report
+
+        report.main(["--out", str(root)])
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
