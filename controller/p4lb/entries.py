@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from p4lb.config import Config, Vip
-from p4lb.maglev import maglev_table, maglev_table_size, weighted_buckets
+from p4lb.maglev import MAGLEV_TABLE_SIZES, maglev_table_size, maglev_update, weighted_buckets
 from p4lb.schedules import smooth_wrr
 
 MatchValue = int | tuple[int, int]  # exact value, or (value, prefix_len) for LPM
@@ -178,13 +178,14 @@ def candidate_pairs(weights: Sequence[int], size: int) -> list[tuple[int, int]]:
     return pairs
 
 
-def wrr_slots(v: Vip, ids: Ids) -> list[Slot]:
+def wrr_slots(v: Vip, ids: Ids, previous: Sequence[Slot] = ()) -> list[Slot]:
     """The action of each slot of the VIP's slot table, filled for its algorithm: one
     smooth-WRR cycle of the weights (wrr, and iphash, which does not read it), a weighted
     Maglev lookup table (maglev), weighted source buckets (srchash), or pairs of weighted
     candidates (leastconn, leasttime, leastpkt). All but wrr size their table by the
     configured backends, drained ones included, so a weight change never changes the size
-    (which would re-map every flow)."""
+    (which would re-map every flow). `previous`: the Maglev table in use, which a change
+    of backends or weights alters in as few entries as it can (`maglev_update`)."""
     weights = [b.weight for b in v.backends]
     bids = [ids.backends[backend_key(v, b.address, b.port)] for b in v.backends]
     if v.algorithm in LEAST_ALGORITHMS:
@@ -201,7 +202,14 @@ def wrr_slots(v: Vip, ids: Ids) -> list[Slot]:
             for a, b in candidate_pairs(weights, slot_count(v))
         ]
     if v.algorithm == "maglev":
-        order: Sequence[int] = maglev_table([b.name for b in v.backends], weights)
+        name_of = {bid: b.name for bid, b in zip(bids, v.backends, strict=True)}
+        owners = [name_of.get(dict(params).get("backend_id", 0)) for _, params in previous]
+        # A table still big enough keeps its size when backends leave: a new size re-maps
+        # every flow. Growing past a rung does re-map (the next prime up the ladder).
+        size = slot_count(v)
+        if len(previous) in MAGLEV_TABLE_SIZES and len(previous) > size:
+            size = len(previous)
+        order: Sequence[int] = maglev_update(owners, [b.name for b in v.backends], weights, size)
     elif v.algorithm == "srchash":
         order = weighted_buckets(weights, slot_count(v))
     else:
@@ -353,8 +361,13 @@ def desired_entries(
         key = vip_key(v)
         sid = ids.services[key]
         pool = [_member(bid) for bid in pool_members(v, ids)]
-        slots = wrr_slots(v, ids)
         old = live_by_key.get(key)
+        in_use: list[Slot] = []
+        # Still Maglev: the next table changes the one in use as little as it can.
+        still_maglev = v.algorithm == "maglev" and old is not None and old.p("service_id") == sid
+        if still_maglev and old and old.p("algorithm") == algorithm_codes.get("maglev"):
+            in_use = members.get(("wrr_table", sid, old.p("version")), [])
+        slots = wrr_slots(v, ids, in_use)
         version = 0
         if old is not None and old.p("service_id") == sid:
             cv = old.p("version")

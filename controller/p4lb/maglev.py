@@ -137,6 +137,67 @@ def maglev_table(
     return tuple(entry)
 
 
+def apportion(weights: Sequence[int], size: int) -> list[int]:
+    """Entries per backend: `size` split by weight, by largest remainder (ties to the lower
+    index), so each count is within one of size * w_i / sum(w)."""
+    total = sum(weights)
+    counts = [size * w // total for w in weights]
+    order = sorted(range(len(weights)), key=lambda i: (-(size * weights[i] % total), i))
+    for i in order[: size - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+def maglev_update(
+    previous: Sequence[str | None],
+    names: Sequence[str],
+    weights: Sequence[int],
+    size: int | None = None,
+) -> tuple[int, ...]:
+    """The Maglev table for (names, weights), changed from `previous` (the backend name of
+    each entry of the table in use) in as few entries as the change allows.
+
+    Plain Maglev moves more than the ideal 1/N when one of N backends leaves (the survivors'
+    turns shift; 1.16x at N = 8 and 1.94x at N = 64 with 100 entries per backend). Here
+    each backend keeps the entry count the fresh table gives it (within one of its weight
+    share), every entry of the previous table whose backend is still under its count
+    stays, and only the rest are handed out: an entry goes to the backend the fresh Maglev
+    table names there if it is still short, else to the backend furthest below its count.
+    So a removal moves exactly the removed backend's entries, an addition only the entries
+    the new backend needs, and a weight change only the entries that change hands; removing
+    a backend just added restores the table it joined. Surplus entries are
+    given up where the previous owner disagrees with the fresh table first, so the table
+    drifts back toward plain Maglev. Without a usable previous table (none, another size,
+    no backend in common): the fresh Maglev table."""
+    fresh = maglev_table(names, weights, size)
+    m = len(fresh)
+    live = {name: i for i, name in enumerate(names) if weights[i] > 0}
+    if not fresh or len(previous) != m or not any(p in live for p in previous):
+        return fresh
+    # Each backend's count is the fresh table's (within one entry of its weight share).
+    room = {name: 0 for name in names}
+    for i in fresh:
+        room[names[i]] += 1
+    entry: list[int] = [NO_BACKEND] * m
+    # Keep what the fresh table agrees with first, then the rest, up to each count.
+    for agree in (True, False):
+        for c, owner in enumerate(previous):
+            if owner is None or owner not in live or entry[c] != NO_BACKEND:
+                continue
+            if room[owner] > 0 and (fresh[c] == live[owner]) == agree:
+                entry[c] = live[owner]
+                room[owner] -= 1
+    for c in range(m):
+        if entry[c] != NO_BACKEND:
+            continue
+        want = names[fresh[c]]
+        if room[want] == 0:
+            want = max(live, key=lambda n: (room[n], -live[n]))
+        entry[c] = live[want]
+        room[want] -= 1
+    return tuple(entry)
+
+
 def weighted_buckets(weights: Sequence[int], size: int | None = None) -> tuple[int, ...]:
     """Hash buckets for `srchash`: `size` entries, backend i in about size * w_i / sum(w).
 
@@ -155,11 +216,7 @@ def weighted_buckets(weights: Sequence[int], size: int | None = None) -> tuple[i
         return tuple(smooth_wrr(weights))
     if size < 1:
         raise ValueError("size must be >= 1")
-    counts = [size * w // total for w in weights]
-    # Hand out what flooring left over to the largest remainders.
-    order = sorted(range(len(weights)), key=lambda i: (-(size * weights[i] % total), i))
-    for i in order[: size - sum(counts)]:
-        counts[i] += 1
+    counts = apportion(weights, size)
     # smooth_wrr over the counts reduces them by their gcd; repeat that cycle to fill size.
     cycle = smooth_wrr(counts)
     return tuple(cycle * (size // len(cycle)))

@@ -279,3 +279,24 @@ def test_switching_between_any_two_algorithms_keeps_every_connection(
         for old in list(open_conns)[-6:]:
             wire.send(1, client(old, "PA", b"x"))
             assert out_port(wire, old) == open_conns[old], (step, algorithm, old)
+
+
+def test_maglev_drain_moves_only_the_drained_backends_flows(bmv2: Bmv2, wire: Wire) -> None:
+    """Flows the state does not hold follow the Maglev table; draining a backend rewrites
+    only its entries, so exactly its flows move and every other flow stays put."""
+    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "maglev"))
+
+    def where() -> dict[int, int]:
+        out = {}
+        for sport in range(38000, 38060):
+            wire.send(1, client(sport, "A"))  # mid-flow, no state: the table decides
+            out[sport] = out_port(wire, sport)
+        return out
+
+    before = where()
+    assert set(before.values()) == set(BACKENDS)
+    bmv2.apply(intent.drain(bmv2.cfg, "web", "s3"))
+    after = where()
+    moved = {s for s in before if before[s] != after[s]}
+    assert moved == {s for s in before if before[s] == 3}
+    assert 3 not in after.values()

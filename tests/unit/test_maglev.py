@@ -13,6 +13,7 @@ from p4lb.maglev import (
     changed_fraction,
     maglev_table,
     maglev_table_size,
+    maglev_update,
     permutation,
 )
 
@@ -212,3 +213,58 @@ def pseudocode_1(ns: list[str], m: int) -> list[str]:
 def test_equal_weights_are_exactly_pseudocode_1_in_name_order(n: int, m: int) -> None:
     ns = sorted(names(n))
     assert by_name(ns, [1] * n, m) == pseudocode_1(ns, m)
+
+
+def _named(ns: list[str], table: tuple[int, ...]) -> list[str | None]:
+    return [ns[i] for i in table]
+
+
+@pytest.mark.parametrize("n", [3, 8, 64])
+def test_update_removing_one_backend_moves_only_its_entries(n: int) -> None:
+    """The ideal disruption exactly: 1/N of the table (within one entry's rounding)."""
+    ns = names(n)
+    before = _named(ns, maglev_table(ns, [1] * n))
+    gone = ns[n // 2]
+    rest = [x for x in ns if x != gone]
+    after = _named(rest, maglev_update(before, rest, [1] * (n - 1), len(before)))
+    assert len(after) == len(before)
+    moved = [c for c, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+    assert all(before[c] == gone for c in moved)
+    assert len(moved) == before.count(gone)
+    counts = Counter(after)
+    assert max(counts.values()) - min(counts.values()) <= 1
+
+
+@pytest.mark.parametrize("n", [3, 8, 64])
+def test_update_adding_a_backend_moves_only_what_it_takes_and_removing_it_restores(
+    n: int,
+) -> None:
+    ns = names(n)
+    size = maglev_table_size(n + 1)
+    before = _named(ns, maglev_table(ns, [1] * n, size))
+    grown = [*ns, "new"]
+    after = _named(grown, maglev_update(before, grown, [1] * (n + 1), size))
+    moved = sum(a != b for a, b in zip(before, after, strict=True))
+    assert moved == after.count("new")
+    assert abs(after.count("new") - size / (n + 1)) <= 1
+    back = _named(ns, maglev_update(after, ns, [1] * n, size))
+    assert back == before
+
+
+def test_update_of_a_weight_moves_only_the_entries_that_change_hands() -> None:
+    ns = names(3)
+    before = _named(ns, maglev_table(ns, [1, 1, 1]))
+    after = _named(ns, maglev_update(before, ns, [1, 1, 2]))
+    size = len(before)
+    moved = sum(a != b for a, b in zip(before, after, strict=True))
+    assert moved == after.count("h4") - before.count("h4")
+    for name, w in zip(ns, (1, 1, 2), strict=True):
+        assert abs(after.count(name) - size * w / 4) <= 1
+
+
+def test_update_without_a_usable_previous_table_is_plain_maglev() -> None:
+    ns = names(3)
+    fresh = maglev_table(ns, [1, 1, 1])
+    assert maglev_update([], ns, [1, 1, 1]) == fresh
+    assert maglev_update(["b0"] * 7, ns, [1, 1, 1]) == fresh  # another size
+    assert maglev_update(["x"] * len(fresh), ns, [1, 1, 1]) == fresh  # nothing in common

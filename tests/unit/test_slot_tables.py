@@ -10,9 +10,11 @@ from p4lb import config as cfgmod
 from p4lb import intent
 from p4lb.config import Config
 from p4lb.entries import (
+    Entry,
     Ids,
     assign_ids,
     candidate_pairs,
+    desired_entries,
     ids_on_switch,
     static_entries,
     wrr_slots,
@@ -107,3 +109,31 @@ def test_only_leasttime_backends_time_their_answers() -> None:
         nat = [e for e in static_entries(cfg, ids) if e.table == "reverse_nat_table"]
         assert len(nat) == 3
         assert {e.p("track_time") for e in nat} == {int(algorithm == "leasttime")}
+
+
+def test_maglev_on_the_switch_changes_only_what_a_drain_or_removal_must() -> None:
+    """desired_entries builds a Maglev VIP's next table from the one in use: draining or
+    removing one of three backends rewrites exactly its entries, and the table keeps its
+    size (a new size would re-map every flow)."""
+    cfg, _ = _web("maglev", (1, 1, 1))
+    codes = {"iphash": 0, "wrr": 1, "srchash": 2, "maglev": 3}
+    _, first = desired_entries(cfg, [], codes)
+
+    def table(entries: list[Entry]) -> dict[int, int]:
+        version = next(e.p("version") for e in entries if e.table == "vip_table")
+        return {
+            e.exact("slot"): e.p("backend_id")
+            for e in entries
+            if e.table == "wrr_table" and e.exact("version") == version
+        }
+
+    before = table(first)
+    name = next(b.name for b in cfg.vip("web").backends if b.address == "10.0.0.3")
+    for changed in (intent.drain(cfg, "web", name), intent.remove_backend(cfg, "web", name)):
+        _, second = desired_entries(changed, first, codes)
+        after = table(second)
+        assert len(after) == len(before)
+        gone = {bid for bid in before.values() if bid not in after.values()}
+        assert len(gone) == 1
+        moved = [s for s in before if before[s] != after[s]]
+        assert moved and all(before[s] in gone for s in moved)
