@@ -314,9 +314,12 @@ def _drain_args(p: argparse.ArgumentParser, limits: Limits) -> None:
 
 
 def _seconds(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
     if not 0 <= value <= 86400:
-        raise argparse.ArgumentTypeError(f"{text}: must be 0..86400 seconds")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds in 0..86400")
     return value
 
 
