@@ -40,11 +40,12 @@ counter(MAX_BACKENDS, CounterType.packets) backend_established;
 counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 
 // Hash a flow's 5-tuple (as the client sends it) once, read its bucket, find the way
-// holding its signature. The VIP lookup's action (set_vip) runs this for every packet to
-// a VIP, the reply path for a backend's FIN, RST or answer. Every value is one flat
-// expression into metadata: p4c turns nested conditionals into extra primitives, and
-// BMv2 pays for each primitive. A macro, not an action: calling an action with the
-// headers and metadata copies them whole, in and out.
+// holding its signature and take its slot. The VIP lookup's action (set_vip) runs this for
+// every packet to a VIP, the reply path for a backend's FIN, RST or answer. Every value is
+// one flat expression into metadata: p4c turns nested conditionals into extra primitives,
+// and BMv2 pays for each primitive. A macro, not an action: calling an action with the
+// headers and metadata copies them whole, in and out. A signature is in at most one way
+// (a flow is always stored where it was), so the way's shift is a sum.
 #define CONN_LOOKUP(client, vip, client_port, vip_port) \
     hash(meta.flow_hash, HashAlgorithm.crc32, 32w0, \
          { client, vip, hdr.ipv4.protocol, client_port, vip_port }, \
@@ -53,18 +54,11 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
     meta.sig = meta.flow_hash[31:18] ++ (client_port); \
     conn_state.read(meta.bucket, meta.bucket_index); \
     meta.now = std_meta.ingress_global_timestamp[30:10]; \
-    /* A signature is in at most one way (a flow is always stored where it was). */ \
-    meta.hit_ways = (bit<1>)(meta.bucket[255:226] == meta.sig) \
-                 ++ (bit<1>)(meta.bucket[191:162] == meta.sig) \
-                 ++ (bit<1>)(meta.bucket[127:98] == meta.sig) \
-                 ++ (bit<1>)(meta.bucket[63:34] == meta.sig)
-
-// The flow's way (0 if none) and its slot. An action of its own: within an action p4c
-// substitutes each computed value into every later use, so values many later ones read
-// (hit_ways, slot) are better computed before the action that reads them.
-#define LOCATE() \
-    meta.hit_shift = ((bit<8>)(meta.hit_ways[1:1] | meta.hit_ways[3:3]) << 6) \
-                   | ((bit<8>)(meta.hit_ways[2:2] | meta.hit_ways[3:3]) << 7); \
+    meta.hit = (bit<1>)(meta.bucket[63:34] == meta.sig || meta.bucket[127:98] == meta.sig \
+                        || meta.bucket[191:162] == meta.sig || meta.bucket[255:226] == meta.sig); \
+    meta.hit_shift = (bit<8>)(bit<1>)(meta.bucket[127:98] == meta.sig) * 64 \
+                   + (bit<8>)(bit<1>)(meta.bucket[191:162] == meta.sig) * 128 \
+                   + (bit<8>)(bit<1>)(meta.bucket[255:226] == meta.sig) * 192; \
     meta.slot = (conn_slot_t)(meta.bucket >> meta.hit_shift)
 
 control ConnectionState(inout headers_t hdr,
@@ -77,15 +71,11 @@ control ConnectionState(inout headers_t hdr,
     counter(MAX_SERVICES, CounterType.packets) collisions;
     BackendSelection() selection;
 
-    action locate() {
-        LOCATE();
-    }
-
     action refresh() {
         // Known: the way is live, and this is not a SYN for a slot past its handshake
         // (that is a new connection reusing the 5-tuple; a SYN for a half-open slot is a
         // retransmission and keeps its backend).
-        meta.known = (bit<1>)(meta.hit_ways != 0 && SLOT_LIVE(meta.slot, meta.now)
+        meta.known = (bit<1>)(meta.hit == 1 && SLOT_LIVE(meta.slot, meta.now)
             && !((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN
                  && meta.slot[11:10] != CONN_EMBRYONIC));
         // The client's first ACK establishes a half-open slot (01 -> 10: xor 11), FIN
@@ -117,7 +107,7 @@ control ConnectionState(inout headers_t hdr,
     // bucket leaves it to conn_table: a collision, reported to the controller.
     action new_connection() {
         backend_conns.count((bit<32>)meta.backend_id);
-        meta.slot_shift = meta.hit_ways != 0 ? meta.hit_shift
+        meta.slot_shift = meta.hit == 1 ? meta.hit_shift
             : (!SLOT_LIVE(meta.bucket[63:0], meta.now) ? 8w0
             : (!SLOT_LIVE(meta.bucket[127:64], meta.now) ? 8w64
             : (!SLOT_LIVE(meta.bucket[191:128], meta.now) ? 8w128
@@ -206,7 +196,6 @@ control ConnectionState(inout headers_t hdr,
     }
 
     apply {
-        locate();
         refresh();
         if (meta.known == 1) {
             if (meta.conn_event != CONN_EVENT_NONE) {
@@ -253,14 +242,10 @@ control ReplyState(inout headers_t hdr,
         CONN_LOOKUP(hdr.ipv4.dst_addr, hdr.ipv4.src_addr, meta.l4_dst_port, hdr.tcp.src_port);
     }
 
-    action locate() {
-        LOCATE();
-    }
-
     // A live slot: FIN or RST closes it (an established connection ends: the close
     // event), a push answers the awaited request (the sample); other slots stay as they are.
     action update() {
-        meta.known = (bit<1>)(meta.hit_ways != 0 && SLOT_LIVE(meta.slot, meta.now));
+        meta.known = (bit<1>)(meta.hit == 1 && SLOT_LIVE(meta.slot, meta.now));
         meta.next_state = meta.slot[11:10]
             | (conn_state_t)(bit<1>)((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) * 3;
         meta.conn_event = (bit<1>)(meta.known == 1 && meta.slot[11:10] == CONN_ESTABLISHED
@@ -292,7 +277,6 @@ control ReplyState(inout headers_t hdr,
 
     apply {
         reply_lookup();
-        locate();
         update();
         if (meta.conn_event != CONN_EVENT_NONE || meta.sampled == 1) {
             count();

@@ -100,7 +100,7 @@ struct metadata_t {
     flow_sig_t    sig;
     tick_t        now;
     conn_bucket_t bucket;        // as read; written back once, with this flow's slot updated
-    bit<4>        hit_ways;      // one bit per way: holds the flow's signature
+    bit<1>        hit;           // a way of the bucket holds the flow's signature
     bit<8>        hit_shift;     // 64 * the way holding it (0 if none)
     conn_slot_t   slot;          // that way's slot
     bit<1>        known;         // the slot is live and names this connection's backend
