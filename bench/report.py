@@ -71,9 +71,10 @@ def tables(data: dict[str, Any]) -> list[str]:
         lines += [
             f"### {build} build (`{b['binary']}`)",
             "",
-            "| program | zero-loss pps | vs baseline | delivered at top speed pps | "
+            "| program | zero-loss pps | vs baseline (per rep) | busiest thread µs/packet | "
+            "capacity vs baseline by CPU (per rep) | delivered at top speed pps | "
             "latency p50 µs (new / handshake / established / reply / fin) |",
-            "|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|",
         ]
         for name, p in b["programs"].items():
             lat = p["latency_us"]
@@ -81,10 +82,15 @@ def tables(data: dict[str, Any]) -> list[str]:
                 f"{lat[k]['median']:.0f}" if k in lat else "–"
                 for k in ("new", "handshake", "established", "reply", "fin")
             )
-            ratio = p.get("zero_loss_vs_baseline")
+            base = name == "baseline"
+            ratio = p.get("zero_loss_vs_baseline_per_rep")
+            cpu = p.get("busiest_thread_us_per_packet")
+            capacity = p.get("cpu_capacity_vs_baseline_per_rep")
             lines.append(
                 f"| {name} | {fmt(p['zero_loss_pps'])} | "
-                f"{'1' if name == 'baseline' else f'{ratio:.2f}'} | "
+                f"{'1' if base else fmt(ratio, digits=2) if ratio else '–'} | "
+                f"{fmt(cpu, digits=1) if cpu else '–'} | "
+                f"{'1' if base else fmt(capacity, digits=2) if capacity else '–'} | "
                 f"{fmt(p['saturation_pps'])} | {lat_s} |"
             )
         growth = b.get("growth", [])

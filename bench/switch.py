@@ -16,13 +16,22 @@ Figures, per BMv2 build (P4LB_SIMPLE_SWITCH or --build NAME=PATH) and program:
   - per-packet latency p50/p99 through the idle switch, one packet in flight, per path;
   - tables, conditions and primitives per packet on each path, from a traced run (the
     standard build, which has logging macros);
+  - CPU per packet: the CPU time BMv2's busiest thread (its single ingress thread, for
+    every program here) spends per packet while the trace is replayed at CPU_PPS, well
+    below every program's zero-loss rate; read from /proc/PID/task/*/stat. Steadier
+    than the loss threshold, and the busiest thread is what bounds the zero-loss rate,
+    so baseline us / program us is the program's capacity relative to the baseline;
   - the LB's saturation rate as live connections, VIPs and backends per VIP grow.
-Each figure is the median of --reps repetitions with min and max.
+Each figure is the median of --reps repetitions with min and max. Programs take turns
+within each repetition (baseline, then each algorithm, then the next repetition), so a
+drift of the machine's speed falls on all of them alike, and each ratio to the baseline
+is also given per repetition.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -59,6 +68,8 @@ MAX_PPS = 128_000
 SETTLE_S = 0.4  # the counters are final once they stay still this long
 SETTLE_MAX_S = 15.0
 FLOW_PACKETS = 10
+CPU_PPS = 2000  # below every program's zero-loss rate on either build
+CPU_REPLAYS = 3
 
 
 def host_if(port: int) -> str:
@@ -236,8 +247,8 @@ def remove_veths() -> None:
 
 
 @contextmanager
-def switch(binary: str, json_path: Path | None, log: Path | None) -> Iterator[None]:
-    """simple_switch_grpc on our veths, bound to 127.0.0.1; stopped by its PID."""
+def switch(binary: str, json_path: Path | None, log: Path | None) -> Iterator[int]:
+    """simple_switch_grpc on our veths, bound to 127.0.0.1; its PID; stopped by it."""
     args = [binary, "--device-id", "0", "--thrift-port", str(THRIFT_PORT)]
     args += ["--log-file", str(log), "--log-flush"] if log else ["--log-level", "off"]
     for p in range(1, N_PORTS + 1):
@@ -248,7 +259,7 @@ def switch(binary: str, json_path: Path | None, log: Path | None) -> Iterator[No
     try:
         wait_listening(GRPC_PORT, 20)
         wait_listening(THRIFT_PORT, 20)
-        yield
+        yield proc.pid
     finally:
         terminate(proc)
 
@@ -333,6 +344,32 @@ def trial(pcap: Path, pps: int | None) -> tuple[float, float]:
     out = settled_rx(start)
     elapsed = max(time.monotonic() - t0 - SETTLE_S, 1e-3)
     return (sent - out) / sent, out / elapsed
+
+
+def thread_cpu_s(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of process `pid`."""
+    hz = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(FileNotFoundError):
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            out[int(tid)] = (int(stat[11]) + int(stat[12])) / hz
+    return out
+
+
+def cpu_per_packet(pid: int, pcap: Path) -> tuple[float, float]:
+    """(busiest thread, all threads) CPU microseconds per packet the switch received,
+    replaying `pcap` CPU_REPLAYS times at CPU_PPS."""
+    before = thread_cpu_s(pid)
+    sent = 0
+    for _ in range(CPU_REPLAYS):
+        start = rx_total()
+        n, _ = replay(pcap, CPU_PPS)
+        settled_rx(start)
+        sent += n
+    after = thread_cpu_s(pid)
+    used = [after[t] - before.get(t, 0.0) for t in after]
+    return max(used) * 1e6 / sent, sum(used) * 1e6 / sent
 
 
 def zero_loss_rate(pcap: Path) -> tuple[float, float]:
@@ -475,12 +512,13 @@ class Program:
     shape: Shape
 
 
-def start_program(prog: Program, binary: str, workdir: Path, log: Path | None) -> Any:
-    """A switch running `prog`, programmed; the caller ends it with __exit__. A switch
-    that cannot be programmed is stopped here (by its PID) before the error goes on."""
+def start_program(prog: Program, binary: str, workdir: Path, log: Path | None) -> tuple[Any, int]:
+    """A switch running `prog`, programmed, and its PID; the caller ends it with
+    __exit__. A switch that cannot be programmed is stopped here (by its PID) before the
+    error goes on."""
     baseline = prog.name == "baseline"
     cm = switch(binary, COMPILED / "baseline.json" if baseline else None, log)
-    cm.__enter__()
+    pid = cm.__enter__()
     try:
         if baseline:
             program_baseline(prog.shape)
@@ -489,7 +527,7 @@ def start_program(prog: Program, binary: str, workdir: Path, log: Path | None) -
     except BaseException:
         cm.__exit__(None, None, None)
         raise
-    return cm
+    return cm, pid
 
 
 def pcap_for(shape: Shape, direct: bool, workdir: Path) -> Path:
@@ -508,34 +546,50 @@ def measure_build(
     shape = Shape(flows=args.flows)
     res: dict[str, Any] = {"binary": binary, "programs": {}}
     programs = ["baseline", *args.algorithms]
-    for name in programs:
-        direct = name == "baseline"
-        pcap = pcap_for(shape, direct, workdir)
-        zl: list[float] = []
-        sat: list[float] = []
-        lat: dict[str, list[float]] = {}
-        for rep in range(args.reps):
-            progress(f"{build} {name} rep {rep + 1}/{args.reps}")
-            cm = start_program(Program(name, shape), binary, workdir, None)
+    zl: dict[str, list[float]] = {n: [] for n in programs}
+    sat: dict[str, list[float]] = {n: [] for n in programs}
+    busiest: dict[str, list[float]] = {n: [] for n in programs}
+    total: dict[str, list[float]] = {n: [] for n in programs}
+    lat: dict[str, dict[str, list[float]]] = {n: {} for n in programs}
+    for rep in range(args.reps):
+        for name in programs:
+            direct = name == "baseline"
+            pcap = pcap_for(shape, direct, workdir)
+            progress(f"{build} rep {rep + 1}/{args.reps} {name}")
+            cm, pid = start_program(Program(name, shape), binary, workdir, None)
             try:
+                b, t = cpu_per_packet(pid, pcap)
+                busiest[name].append(b)
+                total[name].append(t)
                 z, s = zero_loss_rate(pcap)
-                zl.append(z)
-                sat.append(s)
+                zl[name].append(z)
+                sat[name].append(s)
                 for path, v in latencies(path_packets(shape, direct), args.latency_rounds).items():
-                    lat.setdefault(path, []).append(statistics.median(v))
-                    lat.setdefault(path + "_p99", []).append(pct(v, 0.99))
+                    lat[name].setdefault(path, []).append(statistics.median(v))
+                    lat[name].setdefault(path + "_p99", []).append(pct(v, 0.99))
             finally:
                 cm.__exit__(None, None, None)
+    for name in programs:
+        direct = name == "baseline"
         res["programs"][name] = {
-            "zero_loss_pps": summary(zl),
-            "saturation_pps": summary(sat),
-            "latency_us": {k: summary(v) for k, v in lat.items()},
+            "zero_loss_pps": summary(zl[name]),
+            "saturation_pps": summary(sat[name]),
+            "busiest_thread_us_per_packet": summary(busiest[name]),
+            "all_threads_us_per_packet": summary(total[name]),
+            "latency_us": {k: summary(v) for k, v in lat[name].items()},
             "packets_per_replay": len(traffic(shape, direct)),
         }
     base = res["programs"]["baseline"]["zero_loss_pps"]["median"]
     for name in args.algorithms:
         p = res["programs"][name]
         p["zero_loss_vs_baseline"] = p["zero_loss_pps"]["median"] / base if base else 0.0
+        # Side by side within each repetition.
+        p["zero_loss_vs_baseline_per_rep"] = summary(
+            [z / b for z, b in zip(zl[name], zl["baseline"], strict=True) if b]
+        )
+        p["cpu_capacity_vs_baseline_per_rep"] = summary(
+            [b / u for u, b in zip(busiest[name], busiest["baseline"], strict=True) if u]
+        )
     return res
 
 
@@ -548,7 +602,7 @@ def measure_trace(binary: str, args: argparse.Namespace, workdir: Path) -> dict[
         log = workdir / f"trace-{name}.log"
         if log.exists():
             log.unlink()
-        cm = start_program(Program(name, shape), binary, workdir, log)
+        cm, _ = start_program(Program(name, shape), binary, workdir, log)
         try:
             packets = path_packets(shape, direct)
             latencies(packets, 1)
@@ -624,7 +678,7 @@ def measure_growth(binary: str, args: argparse.Namespace, workdir: Path) -> list
         sat, coll = [], []
         for rep in range(args.reps):
             progress(f"growth {kind}={n} rep {rep + 1}/{args.reps}")
-            cm = start_program(Program("wrr", shape), binary, workdir, None)
+            cm, _ = start_program(Program("wrr", shape), binary, workdir, None)
             try:
                 if preload is not None:
                     # Slowly enough that the switch loses nothing: every SYN is stored.
@@ -673,7 +727,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--flows", type=int, default=1000)
-    ap.add_argument("--algorithms", nargs="+", default=["iphash", "wrr"])
+    ap.add_argument(
+        "--algorithms", nargs="+", default=None, help="default: every algorithm in the P4Info"
+    )
     ap.add_argument("--latency-rounds", type=int, default=200)
     ap.add_argument("--live", type=int, nargs="*", default=[1000, 10_000, 60_000])
     ap.add_argument("--vips", type=int, nargs="*", default=[1, 100, 250])
@@ -684,6 +740,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-trace", action="store_true")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
+    if args.algorithms is None:
+        from p4lb.p4info import schema
+
+        codes = schema().algorithms()
+        args.algorithms = sorted(codes, key=codes.__getitem__)
     builds = parse_builds(args.build) or ({"standard": default} if default else {})
     missing = [t for t in ("tcpreplay", "simple_switch_CLI") if not shutil.which(t)]
     if not builds or missing or os.geteuid() != 0:
