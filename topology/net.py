@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,8 +143,15 @@ def build(opts: Options) -> Lab:
     net.build()
     net.start()
     for h in hosts:
-        # Rewritten packets must carry real checksums, not offload placeholders.
-        h.cmd(f"ethtool -K {h.defaultIntf()} tx off rx off >/dev/null 2>&1")
+        # Every packet must carry real checksums, not offload placeholders: the switch
+        # recomputes them only on the packets it rewrites. Without the ethtool program the
+        # same ioctls are made from Python (topology.offload).
+        if shutil.which("ethtool"):
+            h.cmd(f"ethtool -K {h.defaultIntf()} tx off rx off >/dev/null 2>&1")
+        else:
+            out = h.cmd(f"PYTHONPATH={ROOT} {sys.executable} -m topology.offload {h.defaultIntf()}")
+            if "tx-checksumming off, rx-checksumming off" not in out:
+                raise RuntimeError(f"{h.name}: could not turn checksum offload off: {out.strip()}")
         h.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
     clients, servers = hosts[: opts.clients], hosts[opts.clients :]
     weights = opts.weights or [1] * opts.servers
@@ -202,30 +210,36 @@ def access_log(server: Any) -> Path:
     return RUN_DIR / "access" / f"{server.name}.log"
 
 
+def start_server(
+    lab: Lab, host: Any, cap: Capacity, port: int, log: Path, threaded: bool = False
+) -> None:
+    """One HTTP server on `host`:`port` with capacity `cap`, logging to `log`; its PID is
+    kept in the lab (stop() ends it). Returns once it listens (bounded wait)."""
+    log.parent.mkdir(exist_ok=True)
+    log.write_text("")
+    cmd = (
+        f"{sys.executable} -m topology.server --name {host.name} --port {port} "
+        f"--log {log}"
+        + (" --threaded" if threaded else "")
+        + (f" --workers {cap.workers} --service-ms {cap.service_ms:g}" if cap.workers else "")
+    )
+    # One simple command in the background, so $! is the server's own PID (with
+    # `cd ... && cmd &` it would be a subshell's, and stopping it would orphan the server).
+    out = host.cmd(f"PYTHONPATH={ROOT} {cmd} > /dev/null 2>&1 & echo $!")
+    key = f"server-{host.name}" if port == SERVER_PORT else f"server-{host.name}-{port}"
+    lab.pids[key] = int(out.strip().split()[-1])
+    # Bounded wait until it listens (without connecting: a probe connection would be one
+    # more line in the access log than the switch saw).
+    host.cmd(
+        f"for i in $(seq 100); do ss -Hltn 'sport = :{port}' | grep -q . && break; sleep 0.05; done"
+    )
+
+
 def start_servers(lab: Lab, threaded: bool) -> None:
     """One HTTP server per backend host, with its capacity from the lab's options."""
-    logs = RUN_DIR / "access"
-    logs.mkdir(exist_ok=True)
     caps = lab.options.capacities or [Capacity()] * len(lab.servers)
     for s, cap in zip(lab.servers, caps, strict=True):
-        log = access_log(s)
-        log.write_text("")
-        cmd = (
-            f"{sys.executable} -m topology.server --name {s.name} --port {SERVER_PORT} "
-            f"--log {log}"
-            + (" --threaded" if threaded else "")
-            + (f" --workers {cap.workers} --service-ms {cap.service_ms:g}" if cap.workers else "")
-        )
-        # One simple command in the background, so $! is the server's own PID (with
-        # `cd ... && cmd &` it would be a subshell's, and stopping it would orphan the server).
-        out = s.cmd(f"PYTHONPATH={ROOT} {cmd} > /dev/null 2>&1 & echo $!")
-        lab.pids[f"server-{s.name}"] = int(out.strip().split()[-1])
-    for s in lab.servers:  # bounded wait until each server listens (without connecting:
-        # a probe connection would be one more line in the access log than the switch saw)
-        s.cmd(
-            f"for i in $(seq 100); do ss -Hltn 'sport = :{SERVER_PORT}' | grep -q . "
-            "&& break; sleep 0.05; done"
-        )
+        start_server(lab, s, cap, SERVER_PORT, access_log(s), threaded)
 
 
 def wait_servers_idle(lab: Lab, timeout_s: float = 10.0) -> None:

@@ -5,6 +5,7 @@ run's directory; parsing lives here too so the report reads the same files."""
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import shutil
 import subprocess
@@ -163,5 +164,5 @@ def percentile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
     s = sorted(values)
-    k = max(0, min(len(s) - 1, int(round(q / 100 * len(s) + 0.5)) - 1))
+    k = max(0, min(len(s) - 1, math.ceil(q / 100 * len(s)) - 1))
     return s[k]

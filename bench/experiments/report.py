@@ -66,9 +66,8 @@ def metrics(run_dir: Path) -> dict[str, Any]:
         "drops": sum(rec["drops"].values()),
         "drop_reasons": rec["drops"],
         "loss_pct": 100 * sum(rec["retrans_segs"].values()) / max(1, sum(rec["out_segs"].values())),
-        "switch_agrees": all(
-            rec["switch_connections"].get(k, 0) == rec["connections"].get(k, 0) for k in names
-        ),
+        "switch_agrees": rec["algorithm"] is None  # no VIP, nothing for the switch to count
+        or all(rec["switch_connections"].get(k, 0) == rec["connections"].get(k, 0) for k in names),
         "syn_per_server": [rec["syn_connections"].get(k, 0) for k in names],
         "elapsed_s": rec["elapsed_s"],
     }
@@ -183,6 +182,11 @@ def variant_order(names: set[str], algorithms: list[str]) -> list[str]:
 # ---------------------------------------------------------------- tables
 
 
+def fair(rs: list[dict[str, Any]], field: str) -> str:
+    """A fairness figure, or – without a load balancer (one server takes everything)."""
+    return "–" if rs[0]["variant"] == "single" else fmt(stat(rs, field), 3)
+
+
 def ab_table(g: dict[Key, list[dict[str, Any]]], algorithms: list[str]) -> str:
     rows = [
         "| scenario | load | variant | req/s | vs single | vs iphash | p50 ms | p95 ms | p99 ms "
@@ -205,8 +209,8 @@ def ab_table(g: dict[Key, list[dict[str, Any]]], algorithms: list[str]) -> str:
                 f"{fmt(stat(rs, 'p50_ms'))} | {fmt(stat(rs, 'p95_ms'))} | "
                 f"{fmt(stat(rs, 'p99_ms'))} | "
                 f"{fmt(stat(rs, 'max_ms'))} | {fmt(stat(rs, 'failed'))} | "
-                f"{fmt(stat(rs, 'loss_pct'), 2)} | {fmt(stat(rs, 'jain'), 3)} | "
-                f"{fmt(stat(rs, 'capacity_jain'), 3)} | {delay_band(stat(rs, 'p95_ms')[0])} |"
+                f"{fmt(stat(rs, 'loss_pct'), 2)} | {fair(rs, 'jain')} | "
+                f"{fair(rs, 'capacity_jain')} | {delay_band(stat(rs, 'p95_ms')[0])} |"
             )
     return "\n".join(rows) + "\n"
 
@@ -841,6 +845,29 @@ def switch_ceiling() -> tuple[float | None, str]:
         return None, "unknown (results/switch/switch.json missing)"
 
 
+OURS = ("topology.server", "bench.experiments", "ab -r", "k6 run", "127.0.0.1:9559", "ps -eo")
+
+
+def others_text(root: Path) -> str:
+    """Processes not part of the suite that were busy (> 20 % CPU) right after some run."""
+    seen: dict[str, int] = defaultdict(int)
+    n = 0
+    for p in sorted((root / "raw").glob("**/run.json")):
+        procs = json.loads(p.read_text()).get("busiest_processes_after")
+        if procs is None:
+            continue
+        n += 1
+        for line in procs:
+            cpu, _, cmd = line.partition(" ")
+            if float(cpu or 0) > 20 and not any(o in cmd for o in OURS):
+                seen[cmd.split()[0].rsplit("/", 1)[-1] + " " + " ".join(cmd.split()[1:3])] += 1
+    if not n:
+        return "not recorded"
+    if not seen:
+        return f"none in {n} runs"
+    return "; ".join(f"{k} (after {v} of {n} runs)" for k, v in sorted(seen.items()))
+
+
 def drop_text(runs: list[dict[str, Any]]) -> str:
     total: dict[str, int] = defaultdict(int)
     for r in runs:
@@ -909,6 +936,8 @@ def main(argv: list[str] | None = None) -> int:
         f"all runs, by reason: {drop_text(runs)}. Runs where the switch's per-backend "
         f"connection counters differ from the servers' access logs: "
         f"{mismatch_text(runs)}.",
+        "",
+        f"Other work on the machine, busy (> 20 % CPU) right after a run: {others_text(root)}.",
         "",
         "tc queueing disciplines on this kernel: "
         + ", ".join(f"{q} {'yes' if ok else 'missing'}" for q, ok in meta.get("qdiscs", {}).items())

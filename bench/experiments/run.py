@@ -43,7 +43,6 @@ from p4lb import config as cfgmod
 from p4lb import control
 from topology.net import (
     ROOT,
-    SERVER_PORT,
     VIP_ADDR,
     VIP_PORT,
     Lab,
@@ -51,12 +50,16 @@ from topology.net import (
     access_log,
     build,
     p4lb_cmd,
+    start_server,
     start_servers,
     stop,
     wait_servers_idle,
 )
 
 OUT = ROOT / "results" / "experiments"
+# No load balancer: the same server program and capacity on another port of one backend host.
+# (Port 8000 of a backend is the VIP's: the switch rewrites every reply from it to the VIP.)
+SINGLE_PORT = 8001
 URL = f"http://{VIP_ADDR}:{VIP_PORT}/"
 LoadSpec = AbLoad | ClientsLoad | K6Shape
 
@@ -226,9 +229,15 @@ def configure(lab: Lab, scenario: Scenario, variant: Variant) -> None:
         raise RuntimeError(f"p4lb apply ({variant.name}): {r.stdout}{r.stderr}".strip())
 
 
-def single_server(lab: Lab, scenario: Scenario) -> Any:
-    """No load balancer: the server with the largest capacity (the fairest one to compare)."""
-    return lab.servers[max(range(len(scenario.workers)), key=lambda i: (scenario.workers[i], -i))]
+def single_server(lab: Lab, scenario: Scenario) -> tuple[Any, Path]:
+    """No load balancer: the host of the largest server (the fairest one to compare), with
+    a server of that capacity on SINGLE_PORT, started on first use; (host, its access log)."""
+    i = max(range(len(scenario.workers)), key=lambda i: (scenario.workers[i], -i))
+    host = lab.servers[i]
+    log = access_log(host).with_name(f"{host.name}-{SINGLE_PORT}.log")
+    if f"server-{host.name}-{SINGLE_PORT}" not in lab.pids:
+        start_server(lab, host, scenario.capacities()[i], SINGLE_PORT, log)
+    return host, log
 
 
 def one_run(lab: Lab, job: Job, root: Path, k6: str | None) -> dict[str, Any]:
@@ -244,8 +253,11 @@ def one_run(lab: Lab, job: Job, root: Path, k6: str | None) -> dict[str, Any]:
     load0 = os.getloadavg()
     t0 = time.monotonic()
     url = URL
+    single: tuple[Any, Path, int] | None = None
     if job.variant.algorithm is None:
-        url = f"http://{single_server(lab, job.scenario).IP()}:{SERVER_PORT}/"
+        host, log = single_server(lab, job.scenario)
+        single = (host, log, len(log.read_text().splitlines()))
+        url = f"http://{host.IP()}:{SINGLE_PORT}/"
     ld = job.load
     if isinstance(ld, AbLoad):
         timeout = 60 + ld.n / 5
@@ -264,6 +276,11 @@ def one_run(lab: Lab, job: Job, root: Path, k6: str | None) -> dict[str, Any]:
     busy1, total1 = machine_ticks()
     wait_servers_idle(lab)
     served, conns, by_source = log_since(lab, lines0)
+    if single:  # what the one server answered (the pool's servers saw nothing)
+        host, log, start = single
+        lines = [ln.split() for ln in log.read_text().splitlines()[start:] if ln.strip()]
+        served[host.name] += sum(1 for x in lines if x[-1] == "200")
+        conns[host.name] += len(lines)
     tcp1 = {h.name: tcp_counters(h) for h in hosts}
     sw_conns1, drops1 = switch_view(lab)
     hz = os.sysconf("SC_CLK_TCK")
@@ -282,6 +299,7 @@ def one_run(lab: Lab, job: Job, root: Path, k6: str | None) -> dict[str, Any]:
         "elapsed_s": elapsed,
         "loadavg_before": list(load0),
         "loadavg_after": list(os.getloadavg()),
+        "busiest_processes_after": busiest()[:4],
         "machine_cpu_busy": (busy1 - busy0) / max(1, total1 - total0),
         "switch_packets": pkts1 - pkts0,
         "switch_pps": (pkts1 - pkts0) / elapsed if elapsed else 0.0,
@@ -322,6 +340,8 @@ def versions() -> dict[str, Any]:
     k6 = loadgen.k6_binary()
     return {
         "commit": out("git", "-C", str(ROOT), "rev-parse", "HEAD"),
+        # The program that ran (the work tree's, which may be ahead of the commit).
+        "p4_program": (ROOT / "p4src" / "compiled" / "SOURCES.sha256").read_text().split()[0],
         "bmv2": f"{bmv2.stdout.strip()} {out('simple_switch_grpc', '--version')}",
         "ab": out("ab", "-V"),
         "k6": out(k6, "version") if k6 else "missing",
@@ -334,9 +354,9 @@ def versions() -> dict[str, Any]:
 def busiest() -> list[str]:
     """The processes using most CPU right now (what else runs on the machine)."""
     r = subprocess.run(
-        ["ps", "-eo", "pcpu,comm", "--sort=-pcpu"], capture_output=True, text=True, timeout=10
+        ["ps", "-eo", "pcpu,args", "--sort=-pcpu"], capture_output=True, text=True, timeout=10
     )
-    return [" ".join(x.split()) for x in r.stdout.splitlines()[1:9]]
+    return [" ".join(x.split())[:120] for x in r.stdout.splitlines()[1:9]]
 
 
 def fmt_s(s: float) -> str:
@@ -439,6 +459,12 @@ def main(argv: list[str] | None = None) -> int:
         "elapsed_s": time.monotonic() - started,
         "failures": failures,
     }
+    if a.keep and (root / "meta.json").exists():
+        earlier = json.loads((root / "meta.json").read_text())
+        meta["earlier_invocations"] = earlier.pop("earlier_invocations", []) + [earlier]
+        meta["started"] = earlier["started"]
+        meta["loadavg_at_start"] = earlier["loadavg_at_start"]
+        meta["busiest_processes_at_start"] = earlier.get("busiest_processes_at_start", [])
     (root / "meta.json").write_text(json.dumps(meta, indent=1))
     print(f"done: {done} runs, {len(failures)} failed, {fmt_s(time.monotonic() - started)}")
     if not a.no_report:
