@@ -18,7 +18,7 @@ import pytest
 from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 
-from p4lb import intent
+from p4lb import control, intent
 from p4lb.config import Config
 from p4lb.entries import backend_key, ids_on_switch, vip_key
 from tests.dataplane.harness import (
@@ -300,3 +300,29 @@ def test_maglev_drain_moves_only_the_drained_backends_flows(bmv2: Bmv2, wire: Wi
     moved = {s for s in before if before[s] != after[s]}
     assert moved == {s for s in before if before[s] == 3}
     assert 3 not in after.values()
+
+
+def test_drain_reports_the_active_connections_the_switch_counts(bmv2: Bmv2, wire: Wire) -> None:
+    """What `backend drain` reports (established - closes, from the counters) follows
+    the data plane's own count, through every way a connection ends."""
+    bid = backend_ids(bmv2)
+    open_on(bmv2, wire, 2, range(39000, 39005))
+    bmv2.apply(intent.drain(bmv2.cfg, "web", "s2"))
+    assert control.active_connections(bmv2.sw, bmv2.cfg, "web", "s2") == 5
+    endings = [
+        (1, client(39000, "FA")),
+        (1, client(39001, "R")),
+        (2, server(2, 39002, "FA")),
+        (2, server(2, 39003, "R")),
+    ]
+    for n, (port, pkt) in enumerate(endings, start=1):
+        wire.send(port, pkt)
+        if port == 1:
+            assert out_port(wire, int(pkt[TCP].sport)) == 2
+        else:
+            to_client(wire, int(pkt[TCP].dport))
+        assert control.active_connections(bmv2.sw, bmv2.cfg, "web", "s2") == 5 - n
+        assert bmv2.register("active_conns", bid[2]) == 5 - n
+    # The drained backend still carries its last open connection.
+    wire.send(1, client(39004, "PA", b"x"))
+    assert out_port(wire, 39004) == 2
