@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from p4lb.config import Config, Vip
-from p4lb.maglev import MAGLEV_TABLE_SIZES, maglev_table_size, maglev_update, weighted_buckets
+from p4lb.maglev import (
+    MAGLEV_TABLE_SIZES,
+    candidate_pairs,
+    maglev_table_size,
+    maglev_update,
+    weighted_buckets,
+)
 from p4lb.schedules import smooth_wrr
 
 MatchValue = int | tuple[int, int]  # exact value, or (value, prefix_len) for LPM
@@ -156,26 +161,6 @@ def slot_count(v: Vip) -> int:
     if v.algorithm in SIZED_BY_BACKENDS:
         return maglev_table_size(len(v.backends))
     return len(smooth_wrr([b.weight for b in v.backends]))
-
-
-def candidate_pairs(weights: Sequence[int], size: int) -> list[tuple[int, int]]:
-    """Two candidate backend indexes per slot for the LEAST* algorithms: the slot's weighted
-    bucket, and the bucket at a fixed pseudo-random position (the first one, from there on,
-    naming another backend), so each candidate is proposed in proportion to its weight and
-    every pair of backends meets. Deterministic: the same weights give the same table."""
-    buckets = weighted_buckets(weights, size)
-    n = len(buckets)
-    order = list(range(n))
-    random.Random(n).shuffle(order)
-    pairs = []
-    for i in range(n):
-        j = order[i]
-        for step in range(n):
-            if buckets[order[(i + step) % n]] != buckets[i]:
-                j = order[(i + step) % n]
-                break
-        pairs.append((buckets[i], buckets[j]))
-    return pairs
 
 
 def wrr_slots(v: Vip, ids: Ids, previous: Sequence[Slot] = ()) -> list[Slot]:

@@ -12,6 +12,9 @@ not order them):
   backends; the less loaded wins (Mitzenmacher; Envoy's least_request).
 * `p2c_weighted`: the same, but each candidate is read from the weighted bucket table
   (`maglev.weighted_buckets`), so heavy backends are proposed in proportion to their weight.
+* `p2c_pairs`: what the data plane does: the slot table holds a pair per slot
+  (`maglev.candidate_pairs`: two *different* backends, each drawn by weight), one hash
+  picks the slot.
 * `hash`: no load feedback, one weighted-bucket lookup (what `srchash`/`maglev` do), for
   scale.
 
@@ -29,9 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from p4lb.fairness import weighted_jain
-from p4lb.maglev import weighted_buckets
+from p4lb.maglev import candidate_pairs, weighted_buckets
 
-POLICIES = ("argmin", "p2c", "p2c_weighted", "hash")
+POLICIES = ("argmin", "p2c", "p2c_weighted", "p2c_pairs", "hash")
 # Buckets per backend in the weighted candidate table (the srchash table size rule).
 BUCKETS_PER_BACKEND = 100
 WARMUP_FRACTION = 0.1
@@ -79,6 +82,7 @@ def simulate(scenario: Scenario, policy: str) -> Outcome:
     if n == 0 or any(w <= 0 for w in weights):
         raise ValueError("weights must all be > 0")
     table = weighted_buckets(weights, BUCKETS_PER_BACKEND * n)
+    pairs = candidate_pairs(weights, BUCKETS_PER_BACKEND * n)
     rng = random.Random(scenario.seed)
     counts = [0] * n
     assigned = [0] * n
@@ -105,6 +109,8 @@ def simulate(scenario: Scenario, policy: str) -> Outcome:
             pick = lighter(counts, weights, h1 % n, h2 % n)
         elif policy == "p2c_weighted":
             pick = lighter(counts, weights, table[h1 % len(table)], table[h2 % len(table)])
+        elif policy == "p2c_pairs":
+            pick = lighter(counts, weights, *pairs[h1 % len(pairs)])
         else:
             pick = table[h1 % len(table)]
         counts[pick] += 1

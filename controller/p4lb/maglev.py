@@ -5,6 +5,8 @@
   turns, interleaved). The data plane hashes the 5-tuple (CRC32) modulo the table size and
   reads the backend from the entry. Removing or adding one of N backends moves about 1/N of
   the flows, where hash-mod-N moves about (N-1)/N.
+* `candidate_pairs`: two weighted candidates per slot, for the power-of-two-choices
+  algorithms (leastconn, leasttime, leastpkt).
 * `weighted_buckets`: seed 000's PCC weighted buckets (nginx `ip_hash` with weights) for
   `srchash`: each backend gets buckets in proportion to its weight, interleaved; the data
   plane indexes them by hash(source address) modulo the table size.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import heapq
+import random
 from collections.abc import Sequence
 from functools import reduce
 from math import gcd
@@ -220,6 +223,26 @@ def weighted_buckets(weights: Sequence[int], size: int | None = None) -> tuple[i
     # smooth_wrr over the counts reduces them by their gcd; repeat that cycle to fill size.
     cycle = smooth_wrr(counts)
     return tuple(cycle * (size // len(cycle)))
+
+
+def candidate_pairs(weights: Sequence[int], size: int) -> list[tuple[int, int]]:
+    """Two candidate backend indexes per slot for the LEAST* algorithms: the slot's weighted
+    bucket, and the bucket at a fixed pseudo-random position (the first one, from there on,
+    naming another backend), so each candidate is proposed in proportion to its weight and
+    every pair of backends meets. Deterministic: the same weights give the same table."""
+    buckets = weighted_buckets(weights, size)
+    n = len(buckets)
+    order = list(range(n))
+    random.Random(n).shuffle(order)
+    pairs = []
+    for i in range(n):
+        j = order[i]
+        for step in range(n):
+            if buckets[order[(i + step) % n]] != buckets[i]:
+                j = order[(i + step) % n]
+                break
+        pairs.append((buckets[i], buckets[j]))
+    return pairs
 
 
 def changed_fraction(before: Sequence[object], after: Sequence[object]) -> float:

@@ -48,6 +48,13 @@ def test_p2c_needs_weighted_candidates_when_weights_are_skewed() -> None:
     assert weighted.max_over_mean < uniform.max_over_mean
 
 
+def test_the_data_planes_distinct_pairs_follow_the_weights_near_the_argmin() -> None:
+    pairs, exact = simulate(SMALL, "p2c_pairs"), simulate(SMALL, "argmin")
+    assert abs(pairs.shares[2] - 4 / 6) < 0.03
+    assert pairs.max_over_mean < simulate(SMALL, "hash").max_over_mean
+    assert pairs.max_over_mean < exact.max_over_mean * 1.1
+
+
 def test_load_feedback_beats_plain_hashing() -> None:
     assert simulate(SMALL, "p2c_weighted").max_over_mean < simulate(SMALL, "hash").max_over_mean
 

@@ -13,12 +13,12 @@ from p4lb.entries import (
     Entry,
     Ids,
     assign_ids,
-    candidate_pairs,
     desired_entries,
     ids_on_switch,
     static_entries,
     wrr_slots,
 )
+from p4lb.maglev import candidate_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
 
