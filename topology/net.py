@@ -199,6 +199,9 @@ def build(opts: Options) -> Lab:
     )
     validate(cfg, cfgmod.compiled_limits())
     path = RUN_DIR / "lb.toml"
+    # A new network gets a new file: saving over an old one keeps that file's order and
+    # comments, so a previous network's backends would set the order of this one's.
+    path.unlink(missing_ok=True)
     cfgmod.save(cfg, path)
     lab = Lab(net, clients, servers, cfg, path, options=opts, sources=sources, qdiscs=qdiscs)
     lab.pids["switch"] = s1.switch_pid or 0

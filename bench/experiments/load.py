@@ -5,10 +5,12 @@ run's directory; parsing lives here too so the report reads the same files."""
 from __future__ import annotations
 
 import gzip
+import io
 import math
 import os
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +79,34 @@ def run_ab_sources(
             text = p.communicate()[0].decode(errors="replace") + "\n[killed: timeout]\n"
         (out / f"ab-{a}.txt").write_text(text)
         reports[a] = text
+    pack(out, "ab-*", SOURCES_TAR)
     return reports
+
+
+SOURCES_TAR = "ab-sources.tar.gz"
+
+
+def pack(out: Path, pattern: str, name: str) -> None:
+    """Move the files matching `pattern` in `out` into one tar.gz (one file per run instead
+    of three per source address); read them back with unpacked()."""
+    files = sorted(p for p in out.glob(pattern) if p.name != name)
+    with tarfile.open(out / name, "w:gz") as tar:
+        for f in files:
+            tar.add(f, arcname=f.name)
+    for f in files:
+        f.unlink()
+
+
+def unpacked(out: Path, name: str = SOURCES_TAR) -> dict[str, bytes]:
+    """{file name: content} of a run's packed files."""
+    if not (out / name).exists():
+        return {}
+    with tarfile.open(out / name, "r:gz") as tar:
+        return {
+            m.name: tar.extractfile(m).read()  # type: ignore[union-attr]
+            for m in tar.getmembers()
+            if m.isfile()
+        }
 
 
 def k6_env(shape: Any, url: str, summary: Path) -> dict[str, str]:
@@ -121,11 +150,13 @@ def run_k6(
         (out / f"k6-{name}.txt").write_text(text)
 
 
-def ab_times_ms(tsv: Path) -> list[float]:
-    """Per-request total times (ms) from ab's -g file ('ttime' column)."""
-    if not tsv.exists():
-        return []
-    rows = tsv.read_text().splitlines()
+def ab_times_ms(tsv: Path | bytes) -> list[float]:
+    """Per-request total times (ms) from ab's -g file ('ttime' column), or its content."""
+    if isinstance(tsv, Path):
+        if not tsv.exists():
+            return []
+        tsv = tsv.read_bytes()
+    rows = io.StringIO(tsv.decode()).read().splitlines()
     if not rows:
         return []
     col = rows[0].split("\t").index("ttime")

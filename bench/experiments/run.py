@@ -216,14 +216,20 @@ def configure(lab: Lab, scenario: Scenario, variant: Variant) -> None:
     """Write the variant's algorithm and weights into the lab's config and `p4lb apply` it."""
     if variant.algorithm is None:
         return
+    # Weights by server name: the config file's backend order need not be the servers'.
+    want = dict(zip((s.name for s in lab.servers), variant.weight_list(scenario), strict=True))
     cfg = cfgmod.load(lab.config_path)
     vip = cfg.vips[0]
-    backends = tuple(
-        dataclasses.replace(b, weight=w)
-        for b, w in zip(vip.backends, variant.weight_list(scenario), strict=True)
-    )
+    backends = tuple(dataclasses.replace(b, weight=want[b.name]) for b in vip.backends)
     vip = dataclasses.replace(vip, algorithm=variant.algorithm, backends=backends)
     cfgmod.save(dataclasses.replace(cfg, vips=(vip,)), lab.config_path)
+    saved = cfgmod.load(lab.config_path).vips[0]
+    got = {b.name: b.weight for b in saved.backends}
+    if got != want or saved.algorithm != variant.algorithm:
+        raise RuntimeError(
+            f"{lab.config_path}: wrote {variant.algorithm} {want}, reads back "
+            f"{saved.algorithm} {got}"
+        )
     r = subprocess.run(p4lb_cmd(lab, "apply"), capture_output=True, text=True, timeout=120)
     if r.returncode:
         raise RuntimeError(f"p4lb apply ({variant.name}): {r.stdout}{r.stderr}".strip())
