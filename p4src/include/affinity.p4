@@ -106,7 +106,7 @@ control ConnectionState(inout headers_t hdr,
     // the flow in its old way (the 5-tuple reused) or the first way not live. A full
     // bucket leaves it to conn_table: a collision, reported to the controller.
     action new_connection() {
-        backend_conns.count((bit<32>)meta.backend_id);
+        backend_conns.count(meta.backend_id);
         meta.slot_shift = meta.hit == 1 ? meta.hit_shift
             : (!SLOT_LIVE(meta.bucket[63:0], meta.now) ? 8w0
             : (!SLOT_LIVE(meta.bucket[127:64], meta.now) ? 8w64
@@ -131,25 +131,25 @@ control ConnectionState(inout headers_t hdr,
     }
 
     action count_event() {
-        backend_established.count((bit<32>)meta.backend_id * (bit<32>)meta.conn_event[0:0]);
-        backend_closes.count((bit<32>)meta.backend_id * (bit<32>)meta.conn_event[1:1]);
-        ADD_ACTIVE((bit<32>)meta.backend_id, meta.conn_event[0:0], meta.conn_event[1:1]);
+        backend_established.count(meta.backend_id * (bit<32>)meta.conn_event[0:0]);
+        backend_closes.count(meta.backend_id * (bit<32>)meta.conn_event[1:1]);
+        ADD_ACTIVE(meta.backend_id, meta.conn_event[0:0], meta.conn_event[1:1]);
     }
 
     // LEASTPKT: one more packet to this connection's backend in the current window (a
     // window later than the stored one starts over; the one after it keeps the stored
     // count as the previous window's).
     action count_packet() {
-        packet_window.read(meta.window, (bit<32>)meta.backend_id);
+        packet_window.read(meta.window, meta.backend_id);
         meta.window_id = (bit<16>)(meta.now >> PKT_WINDOW_BITS);
-        packet_window.write((bit<32>)meta.backend_id, meta.window_id
+        packet_window.write(meta.backend_id, meta.window_id
             ++ (meta.window[47:24] * (bit<24>)(bit<1>)(meta.window[63:48] == meta.window_id)
                 + meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] + 1 == meta.window_id))
             ++ (meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] == meta.window_id) + 1));
     }
 
     action report_collision() {
-        collisions.count((bit<32>)meta.service_id);
+        collisions.count(meta.service_id);
         digest<conn_digest_t>((bit<32>)1,
             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
               meta.l4_src_port, meta.l4_dst_port, meta.backend_id });

@@ -5,8 +5,10 @@
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
 typedef bit<9>  port_id_t;
-typedef bit<16> service_id_t;   // one VIP = (address, protocol, port); 0 = not a VIP
-typedef bit<16> backend_id_t;   // global backend id; 0 = none
+// Ids are 32 bits wide although far fewer are used: a register or counter index is 32
+// bits, and a narrower id would cost a copy (a PHV field BMv2 resets per packet) at each use.
+typedef bit<32> service_id_t;   // one VIP = (address, protocol, port); 0 = not a VIP
+typedef bit<32> backend_id_t;   // global backend id; 0 = none
 typedef bit<16> member_index_t; // position in a pool or a WRR slot table
 typedef bit<1>  version_t;      // which copy of a VIP's pool/slots is live
 

@@ -111,9 +111,13 @@ struct metadata_t {
     // selection
     bit<1>        awaiting;      // the slot's awaiting bit after this packet
     bit<1>        sampled;       // a backend's answer to an awaited request (reply path)
-    bit<1>        track_time;    // the backend's VIP balances on response time
-    bit<32>       load;          // a per-backend register as read
-    bit<64>       window;        // packet_window as read
+    bit<1>        reply_state;   // a backend's packet the connection state follows
+    bit<32>       load;          // a per-backend register as read (the first candidate's)
+    bit<32>       load2;         // the second candidate's
+    bit<32>       time1;         // response_time of the first candidate
+    bit<32>       time2;         // and of the second
+    bit<64>       window;        // packet_window as read (the first candidate's)
+    bit<64>       window2;       // the second candidate's
     bit<16>       window_id;     // the current packet window
     // selection
     member_index_t member_index;

@@ -18,7 +18,7 @@ control LbIngress(inout headers_t hdr,
     Routing() routing;
 
     action count_drop() {
-        drops.count((bit<32>)meta.service_id * NUM_DROP_REASONS
+        drops.count(meta.service_id * NUM_DROP_REASONS
                     + (bit<32>)(bit<8>)meta.drop_reason);
         mark_to_drop(std_meta);
     }

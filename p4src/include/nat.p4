@@ -61,10 +61,13 @@ control FromBackend(inout headers_t hdr,
     // backend_id does nothing here: it records which backend id the entry belongs to,
     // so a restarted controller recovers its id assignment from the switch. track_time:
     // the VIP balances on response time, so the backend's pushed segments are timed.
+    // The connection's state follows a backend's FIN or RST, and a timed answer: decided
+    // here, in one flat expression (a table's hit inside a condition makes p4c add tables).
     @name(".set_vip_source")
     action set_vip_source(ipv4_addr_t vip_addr, bit<16> vip_port,
                           @noWarn("unused") backend_id_t backend_id, bit<1> track_time) {
-        meta.track_time = track_time;
+        meta.reply_state = (bit<1>)((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0
+            || (track_time == 1 && (meta.tcp_flags & TCP_FLAG_PSH) != 0));
         hdr.ipv4.src_addr = vip_addr;
         if (hdr.tcp.isValid()) {
             hdr.tcp.src_port = vip_port;
@@ -91,10 +94,8 @@ control FromBackend(inout headers_t hdr,
     }
 
     apply {
-        // A backend's FIN or RST, or a timed answer: the connection's state follows.
-        if (reverse_nat_table.apply().hit
-                && ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0
-                    || (meta.track_time == 1 && (meta.tcp_flags & TCP_FLAG_PSH) != 0))) {
+        reverse_nat_table.apply();
+        if (meta.reply_state == 1) {
             reply_state.apply(hdr, meta, std_meta);
         }
     }

@@ -20,12 +20,10 @@ control BackendSelection(inout headers_t hdr,
     // WRR: take the VIP's next slot and advance. The slot count may have shrunk since
     // the position was written.
     action next_slot() {
-        bit<16> pos;
-        rr_position.read(pos, (bit<32>)meta.service_id);
-        pos = pos >= meta.slot_count ? 16w0 : pos;
-        meta.member_index = pos;
-        rr_position.write((bit<32>)meta.service_id,
-                          pos + 1 == meta.slot_count ? 16w0 : pos + 1);
+        rr_position.read(meta.member_index, meta.service_id);
+        meta.member_index = meta.member_index >= meta.slot_count ? 16w0 : meta.member_index;
+        rr_position.write(meta.service_id,
+                          meta.member_index + 1 == meta.slot_count ? 16w0 : meta.member_index + 1);
     }
 
     // Maglev: the 5-tuple's CRC32 (computed once, by the state lookup) modulo the table.
@@ -62,47 +60,43 @@ control BackendSelection(inout headers_t hdr,
 #define SECOND_LIGHTER(load1, load2) \
     ((bit<64>)(load2) * (bit<64>)meta.first_weight < (bit<64>)(load1) * (bit<64>)meta.second_weight)
 
+    // The registers are read into metadata, not action locals: each local is one more
+    // PHV field, which BMv2 resets for every packet.
     // Least connections: (active + 1) / weight, as Envoy compares (with active alone
     // every idle backend ties at 0 and the weights would not order them).
     action least_conn() {
-        bit<32> first;
-        bit<32> second;
-        active_conns.read(first, (bit<32>)meta.backend_id);
-        active_conns.read(second, (bit<32>)meta.second_backend);
-        meta.backend_id = SECOND_LIGHTER(first + 1, second + 1) ? meta.second_backend : meta.backend_id;
+        active_conns.read(meta.load, meta.backend_id);
+        active_conns.read(meta.load2, meta.second_backend);
+        meta.backend_id = SECOND_LIGHTER(meta.load + 1, meta.load2 + 1)
+            ? meta.second_backend : meta.backend_id;
     }
 
     // Least time: (active + 1) x (mean response time + 1 tick) / weight. A backend not yet
     // timed counts one tick.
     action least_time() {
-        bit<32> first;
-        bit<32> second;
-        bit<32> first_time;
-        bit<32> second_time;
-        active_conns.read(first, (bit<32>)meta.backend_id);
-        active_conns.read(second, (bit<32>)meta.second_backend);
-        response_time.read(first_time, (bit<32>)meta.backend_id);
-        response_time.read(second_time, (bit<32>)meta.second_backend);
-        meta.backend_id = SECOND_LIGHTER((bit<64>)(first + 1) * (bit<64>)(first_time + RT_SCALE),
-                                         (bit<64>)(second + 1) * (bit<64>)(second_time + RT_SCALE))
+        active_conns.read(meta.load, meta.backend_id);
+        active_conns.read(meta.load2, meta.second_backend);
+        response_time.read(meta.time1, meta.backend_id);
+        response_time.read(meta.time2, meta.second_backend);
+        meta.backend_id = SECOND_LIGHTER(
+                (bit<64>)(meta.load + 1) * (bit<64>)(meta.time1 + RT_SCALE),
+                (bit<64>)(meta.load2 + 1) * (bit<64>)(meta.time2 + RT_SCALE))
             ? meta.second_backend : meta.backend_id;
     }
 
     // Least packets: the current window's count plus the previous one's (a stale window
     // counts what it still covers: its current count if it was the previous window).
     action least_packets() {
-        bit<64> first;
-        bit<64> second;
-        packet_window.read(first, (bit<32>)meta.backend_id);
-        packet_window.read(second, (bit<32>)meta.second_backend);
+        packet_window.read(meta.window, meta.backend_id);
+        packet_window.read(meta.window2, meta.second_backend);
         meta.window_id = (bit<16>)(meta.now >> PKT_WINDOW_BITS);
         meta.backend_id = SECOND_LIGHTER(
-                ((bit<32>)first[47:24] * (bit<32>)(bit<1>)(first[63:48] == meta.window_id)
-                 + (bit<32>)first[23:0] * (bit<32>)(bit<1>)(first[63:48] == meta.window_id
-                                                        || first[63:48] + 1 == meta.window_id) + 1),
-                ((bit<32>)second[47:24] * (bit<32>)(bit<1>)(second[63:48] == meta.window_id)
-                 + (bit<32>)second[23:0] * (bit<32>)(bit<1>)(second[63:48] == meta.window_id
-                                                          || second[63:48] + 1 == meta.window_id) + 1))
+                ((bit<32>)meta.window[47:24] * (bit<32>)(bit<1>)(meta.window[63:48] == meta.window_id)
+                 + (bit<32>)meta.window[23:0] * (bit<32>)(bit<1>)(meta.window[63:48] == meta.window_id
+                                                        || meta.window[63:48] + 1 == meta.window_id) + 1),
+                ((bit<32>)meta.window2[47:24] * (bit<32>)(bit<1>)(meta.window2[63:48] == meta.window_id)
+                 + (bit<32>)meta.window2[23:0] * (bit<32>)(bit<1>)(meta.window2[63:48] == meta.window_id
+                                                          || meta.window2[63:48] + 1 == meta.window_id) + 1))
             ? meta.second_backend : meta.backend_id;
     }
 

@@ -98,7 +98,7 @@ def test_the_fake_switch_checks_entries_against_the_p4info(
     cases = {
         "unknown table id": lambda te: setattr(te, "table_id", 1),
         "unknown match field id": lambda te: setattr(te.match[0], "field_id", 99),
-        "does not fit": lambda te: setattr(te.match[0].exact, "value", b"\x01\x00\x00"),
+        "does not fit": lambda te: setattr(te.match[0].exact, "value", b"\x01\x00\x00\x00\x00"),
         "not canonical": lambda te: setattr(te.match[0].exact, "value", b"\x00\x05"),
         "not allowed here": lambda te: setattr(te.action.action, "action_id", 1),
         "parameters missing": lambda te: te.action.action.params.pop(),
