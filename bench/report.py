@@ -252,8 +252,8 @@ def main(argv: list[str] | None = None) -> int:
             "",
             *(
                 [
-                    f"Programs: {data['merged_from']['programs']}; growth and trace: "
-                    f"{data['merged_from']['growth_and_trace']}.",
+                    "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in data["merged_from"].items())
+                    + ".",
                     "",
                 ]
                 if "merged_from" in data
