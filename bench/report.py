@@ -259,6 +259,13 @@ def main(argv: list[str] | None = None) -> int:
                 if "merged_from" in data
                 else []
             ),
+            "How to read it: the zero-loss rate is a threshold (one replay losing more than",
+            "the tolerance fails it), and on a shared VM a stray drop moves it by 2x between",
+            "repetitions, so its ratios span wide ranges. The busiest thread's CPU per packet,",
+            "at a fixed rate below every program's limit, is the steadier figure: BMv2's",
+            "capacity is bounded by that thread, so baseline µs / program µs is the program's",
+            "capacity relative to plain forwarding.",
+            "",
             *tables(data),
             "![zero-loss rate](zero_loss.png)",
             "",
