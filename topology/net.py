@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,12 +77,14 @@ class Lab:
     options: Options = field(default_factory=Options)
     sources: dict[str, list[str]] = field(default_factory=dict)  # client -> source addresses
     qdiscs: dict[str, bool] = field(default_factory=dict)  # which tc qdiscs this kernel has
+    netns: list[str] = field(default_factory=list)  # namespace names given to hosts
 
     def save_state(self) -> None:
-        """What `make stop` needs: PIDs we started and interfaces we made."""
+        """What `make stop` needs: PIDs we started, interfaces and namespace names we made."""
         state = {
             "pids": self.pids,
             "interfaces": [i.name for i in self.net.switches[0].intfList() if i.name != "lo"],
+            "netns": self.netns,
         }
         (RUN_DIR / "state.json").write_text(json.dumps(state))
 
@@ -263,7 +266,24 @@ def p4lb_cmd(lab: Lab, *args: str) -> list[str]:
     return [str(exe) if exe.exists() else "p4lb", "-c", str(lab.config_path), *args]
 
 
+HEALTH_NETNS = "p4lb-"  # + host name: a name for each server host's namespace
+
+
+def name_server_namespaces(lab: Lab) -> str:
+    """Give each server host's network namespace a name (`ip netns attach`), so health
+    probes can run in it; returns the config's namespace setting for them. Only the names
+    are removed at stop: the namespaces are the Mininet hosts'."""
+    for s in lab.servers:
+        name = HEALTH_NETNS + s.name
+        subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+        subprocess.run(["ip", "netns", "attach", name, str(s.pid)], check=True)
+        lab.netns.append(name)
+    return HEALTH_NETNS + "{backend}"
+
+
 def stop(lab: Lab) -> None:
+    for name in lab.netns:
+        subprocess.run(["ip", "netns", "delete", name], capture_output=True)
     for name, pid in lab.pids.items():
         if name.startswith("switch") or not pid:
             continue

@@ -6,7 +6,18 @@ import argparse
 import subprocess
 import sys
 
-from topology.net import RUN_DIR, VIP_ADDR, VIP_PORT, Options, build, p4lb_cmd, start_servers, stop
+from p4lb.p4info import schema
+from topology.net import (
+    RUN_DIR,
+    VIP_ADDR,
+    VIP_PORT,
+    Options,
+    build,
+    name_server_namespaces,
+    p4lb_cmd,
+    start_servers,
+    stop,
+)
 
 BANNER = """
 p4lb is running: VIP {vip}:{port} over {servers} ({algorithm}).
@@ -14,7 +25,7 @@ p4lb is running: VIP {vip}:{port} over {servers} ({algorithm}).
   mininet> h1 ab -n 300 -c 10 http://{vip}:{port}/              # load
 From another terminal:
   .venv/bin/p4lb -c {config} weight set web h2 3
-  .venv/bin/p4lb -c {config} stats
+  .venv/bin/p4lb -c {config} stats     # health column: kill a server to see it go DOWN
 Controller log: {log}.  Type 'exit' to stop everything.
 """
 
@@ -25,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=int, default=1)
     p.add_argument("--bw", type=float, default=None, help="link bandwidth, Mbit/s")
     p.add_argument("--delay", default=None, help="link delay, e.g. 1ms")
-    p.add_argument("--algorithm", default="wrr", choices=["wrr", "iphash"])
+    p.add_argument("--algorithm", default="wrr", choices=sorted(schema().algorithms()))
+    p.add_argument("--no-health", action="store_true", help="no health checks in p4lb run")
     p.add_argument("--threaded", action="store_true", help="threaded HTTP servers")
     p.add_argument("--switch-log", action="store_true", help="BMv2 logging on (slow)")
     p.add_argument("--no-cli", action="store_true", help="start, check one request, stop")
@@ -44,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     try:
+        if not a.no_health:
+            # p4lb run probes each server with an HTTP GET from the server's own host.
+            namespace = name_server_namespaces(lab)
+            with open(lab.config_path, "a") as f:
+                f.write(f'\n[vip.web.health]\nhttp_path = "/"\nnamespace = "{namespace}"\n')
         subprocess.run(p4lb_cmd(lab, "apply"), check=True)
         log = RUN_DIR / "controller.log"
         with open(log, "w") as out:

@@ -25,6 +25,8 @@ def main() -> int:
             pass
     for intf in state.get("interfaces", []):
         subprocess.run(["ip", "link", "del", intf], capture_output=True)
+    for name in state.get("netns", []):  # only the names: the namespaces were the hosts'
+        subprocess.run(["ip", "netns", "delete", name], capture_output=True)
     STATE.unlink()
     return 0
 
