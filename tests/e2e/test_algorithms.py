@@ -111,6 +111,7 @@ def test_changing_algorithm_during_traffic_breaks_no_connection(lab: Lab) -> Non
     walk = [*names, names[0]]  # wrr is the start; every algorithm once, then back
     out, stop_file = RUN_DIR / "algorithms-client.jsonl", RUN_DIR / "algorithms-client.stop"
     stop_file.unlink(missing_ok=True)
+    out.unlink(missing_ok=True)  # a previous run's file would look like progress
     proc = lab.clients[0].popen(
         [
             sys.executable,

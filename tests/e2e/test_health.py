@@ -173,6 +173,7 @@ def test_a_killed_server_leaves_rotation_within_3_s_and_comes_back(
         )
     out, stop_file = RUN_DIR / "health-client.jsonl", RUN_DIR / "health-client.stop"
     stop_file.unlink(missing_ok=True)
+    out.unlink(missing_ok=True)  # a previous run's requests are not this run's
     proc = client.popen(
         [sys.executable, "-c", CLIENT, URL, str(out), str(stop_file), str(CLIENT_MAX_S)]
     )
