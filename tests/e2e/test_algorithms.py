@@ -19,19 +19,16 @@ from pathlib import Path
 import pytest
 
 from p4lb.p4info import schema
+from tests.e2e.lab import running_lab
 from topology.net import (
     RUN_DIR,
     VIP_ADDR,
     VIP_PORT,
     Lab,
     Options,
-    build,
     p4lb_cmd,
-    start_servers,
-    stop,
 )
 
-COMPILED = Path(__file__).resolve().parents[2] / "p4src" / "compiled"
 CLIENT_MAX_S = 180.0  # the client stops by itself after this, whatever happens to the test
 PARALLEL = 6
 
@@ -95,15 +92,8 @@ def wait_for(path: Path, n: int, timeout_s: float) -> None:
 
 @pytest.fixture
 def lab() -> Iterator[Lab]:
-    if not (COMPILED / "lb.json").exists():
-        pytest.skip("e2e layer skipped: missing p4src/compiled artifacts (make artifacts)")
-    built = build(Options())
-    try:
-        subprocess.run(p4lb_cmd(built, "apply"), check=True, capture_output=True, timeout=60)
-        start_servers(built, threaded=True)
+    with running_lab(Options(), threaded=True) as built:
         yield built
-    finally:
-        stop(built)
 
 
 def test_changing_algorithm_during_traffic_breaks_no_connection(lab: Lab) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,8 @@ import pytest
 from bench import ab
 from bench.experiments.plan import SCENARIOS, Variant
 from p4lb.fairness import jain
+from tests.e2e.lab import COMPILED, running_lab
 
-COMPILED = Path(__file__).resolve().parents[2] / "p4src" / "compiled"
 SCENARIO = SCENARIOS["1:1:4"]  # workers 1, 1, 4 at 25 ms per request
 
 
@@ -45,23 +44,17 @@ def lab() -> Iterator[Any]:
     why = missing()
     if why:
         pytest.skip(f"experiments e2e skipped: missing {why}")
-    from topology.net import Options, build, p4lb_cmd, start_servers, stop
+    from topology.net import Options
 
     # Two clients with two source addresses each; three servers of capacity 1:1:4.
-    the_lab = build(
-        Options(
-            clients=2,
-            capacities=SCENARIO.capacities(),
-            weights=list(SCENARIO.workers),
-            addresses_per_client=2,
-        )
+    opts = Options(
+        clients=2,
+        capacities=SCENARIO.capacities(),
+        weights=list(SCENARIO.workers),
+        addresses_per_client=2,
     )
-    try:
-        subprocess.run(p4lb_cmd(the_lab, "apply"), check=True, capture_output=True, timeout=120)
-        start_servers(the_lab, threaded=False)
+    with running_lab(opts, threaded=False, apply_timeout_s=120) as the_lab:
         yield the_lab
-    finally:
-        stop(the_lab)
 
 
 def served_since(lab: Any, before: dict[str, int]) -> dict[str, int]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 from p4lb import health
+from tests.e2e.lab import running_lab
 from topology.net import (
     ROOT,
     RUN_DIR,
@@ -31,15 +31,11 @@ from topology.net import (
     VIP_PORT,
     Lab,
     Options,
-    build,
+    name_server_namespaces,
     p4lb_cmd,
-    start_servers,
-    stop,
 )
 
 URL = f"http://{VIP_ADDR}:{VIP_PORT}/"
-COMPILED = ROOT / "p4src" / "compiled"
-NETNS = "p4lbhc-"  # + host name: a name for each server host's namespace, for the probes
 OUT_OF_ROTATION_S = 3.0  # the issue's bound, from the kill to weight 0 on the switch
 CLIENT_MAX_S = 90.0  # the client stops by itself after this, whatever happens to the test
 
@@ -113,32 +109,17 @@ def requests(path: Path) -> list[Request]:
 
 @pytest.fixture
 def lab() -> Iterator[Lab]:
-    """The default topology with servers, `p4lb apply` done and the health table added;
-    a namespace name per server host for the probes; removed afterwards."""
-    if not (COMPILED / "lb.json").exists():
-        pytest.skip("e2e layer skipped: missing p4src/compiled artifacts (make artifacts)")
-    if shutil.which("nsenter") is None:
-        pytest.skip("e2e layer skipped: missing nsenter (util-linux)")
-    built = build(Options())
-    named: list[str] = []
-    try:
-        subprocess.run(p4lb_cmd(built, "apply"), check=True, capture_output=True, timeout=60)
-        start_servers(built, threaded=True)
-        for s in built.servers:
-            subprocess.run(["ip", "netns", "delete", NETNS + s.name], capture_output=True)
-            subprocess.run(["ip", "netns", "attach", NETNS + s.name, str(s.pid)], check=True)
-            named.append(NETNS + s.name)
+    """The default topology with servers and `p4lb apply` done, each server host's
+    namespace named for the probes (as `make run` does), and the health table added."""
+    with running_lab(Options(), threaded=True) as built:
+        namespace = name_server_namespaces(built)
         with open(built.config_path, "a") as f:
             f.write(
                 "\n[vip.web.health]           # the defaults: interval 1 s, fall 2, rise 2\n"
                 'http_path = "/"\n'
-                f'namespace = "/run/netns/{NETNS}{{backend}}"\n'
+                f'namespace = "{namespace}"\n'
             )
         yield built
-    finally:
-        for name in named:  # the name only: the namespace is the Mininet host's
-            subprocess.run(["ip", "netns", "delete", name], capture_output=True)
-        stop(built)
 
 
 @pytest.fixture
