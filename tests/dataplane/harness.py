@@ -288,6 +288,20 @@ class Wire:
         self.sniffer.stop()
 
 
+def backend_of(wire: Wire, sport: int) -> int:
+    """The port the client's TCP packet from `sport` came out of, asserting it came out
+    exactly once (and not back to the client)."""
+    from scapy.layers.inet import TCP
+    from scapy.layers.l2 import Ether
+
+    got = wire.expect(
+        1,
+        where=lambda port, raw: TCP in Ether(raw) and Ether(raw)[TCP].sport == sport and port != 1,
+    )
+    assert len(got) == 1, f"packet from port {sport} came out {len(got)} times"
+    return got[0][0]
+
+
 def have_artifacts() -> bool:
     return (COMPILED / "lb.json").exists() and (COMPILED / "lb.p4info.txtpb").exists()
 

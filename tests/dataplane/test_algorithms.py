@@ -27,6 +27,7 @@ from tests.dataplane.harness import (
     VIP_MAC,
     Bmv2,
     Wire,
+    backend_of,
     drop_reasons,
     host_ip,
     host_mac,
@@ -57,13 +58,11 @@ def server(port: int, sport: int, flags: str, payload: bytes = b"") -> Any:
 
 
 def out_port(wire: Wire, sport: int) -> int:
-    """The backend port the client's packet from `sport` came out of (exactly once)."""
-    got = wire.expect(
-        1, where=lambda p, raw: p != 1 and TCP in Ether(raw) and Ether(raw)[TCP].sport == sport
-    )
-    assert len(got) == 1, f"packet from port {sport} came out {len(got)} times"
+    """The backend port the client's packet from `sport` came out of (exactly once); the
+    wire is cleared for the next packet."""
+    port = backend_of(wire, sport)
     wire.clear()
-    return got[0][0]
+    return port
 
 
 def to_client(wire: Wire, sport: int) -> None:

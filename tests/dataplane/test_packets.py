@@ -19,6 +19,7 @@ from tests.dataplane.harness import (
     VIP_MAC,
     Bmv2,
     Wire,
+    backend_of,
     drop_reasons,
     flow_syn,
     host_iface,
@@ -48,15 +49,6 @@ def to_backend(pkt: Any, port: int) -> bytes:
     out[TCP].dport = 8000
     del out[IP].chksum, out[TCP].chksum
     return bytes(Ether(bytes(out)))
-
-
-def backend_of(wire: Wire, sport: int) -> int:
-    got = wire.expect(
-        1,
-        where=lambda port, raw: TCP in Ether(raw) and Ether(raw)[TCP].sport == sport and port != 1,
-    )
-    assert len(got) == 1, f"SYN from port {sport} came out {len(got)} times"
-    return got[0][0]
 
 
 def test_arp_request_for_the_vip_is_answered_by_the_switch(bmv2: Bmv2, wire: Wire) -> None:
