@@ -114,14 +114,22 @@ def tables(data: dict[str, Any]) -> list[str]:
         lines += [
             f"### Work per packet (traced run, `{trace['binary']}`)",
             "",
+            "Whole packet, and in parentheses the ingress alone (BMv2 runs one ingress",
+            "thread and the egress in threads of their own). Older runs did not split them.",
+            "",
             "| program | path | tables | conditions | primitives |",
             "|---|---|---|---|---|",
         ]
+
+        def cell(c: dict[str, int], kind: str) -> str:
+            ingress = c.get(f"ingress_{kind}")
+            return f"{c.get(kind, 0)}" + (f" ({ingress})" if ingress is not None else "")
+
         for name, paths in trace["counts"].items():
             for path, c in paths.items():
                 lines.append(
-                    f"| {name} | {path} | {c.get('tables', 0)} | {c.get('conditions', 0)} | "
-                    f"{c.get('primitives', 0)} |"
+                    f"| {name} | {path} | {cell(c, 'tables')} | {cell(c, 'conditions')} | "
+                    f"{cell(c, 'primitives')} |"
                 )
         lines.append("")
     return lines

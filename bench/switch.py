@@ -467,10 +467,13 @@ def path_packets(shape: Shape, direct: bool) -> list[tuple[str, bytes]]:
 
 
 def traced_counts(log: Path) -> dict[int, dict[str, int]]:
-    """Per packet id in a BMv2 trace: tables applied, conditions, primitives."""
+    """Per packet id in a BMv2 trace: tables applied, conditions, primitives, in all and
+    in the ingress pipeline alone (BMv2 runs the egress in other threads)."""
     counts: dict[int, dict[str, int]] = {}
+    pipeline: dict[int, str] = {}
     # A message may start with its source location, "file.p4(12) ".
     kind_re = re.compile(r"^(?:\S+\(\d+\) )?(Applying table|Condition|Primitive|Action) ")
+    start_re = re.compile(r"^Pipeline '(\w+)': start")
     kinds = {
         "Applying table": "tables",
         "Condition": "conditions",
@@ -481,11 +484,24 @@ def traced_counts(log: Path) -> dict[int, dict[str, int]]:
         m = re.search(r"\[(\d+)\.\d+\] \[cxt \d+\] (.*)", line)
         if not m:
             continue
-        k = kind_re.match(m.group(2))
+        pkt, msg = int(m.group(1)), m.group(2)
+        if p := start_re.match(msg):
+            pipeline[pkt] = p.group(1)
+            continue
+        k = kind_re.match(msg)
         if k:
-            c = counts.setdefault(int(m.group(1)), {"tables": 0, "conditions": 0, "primitives": 0})
+            c = counts.setdefault(
+                pkt,
+                {
+                    f"{w}{k}": 0
+                    for w in ("", "ingress_")
+                    for k in ("tables", "conditions", "primitives")
+                },
+            )
             kind = kinds[k.group(1)]
             c[kind] = c.get(kind, 0) + 1
+            if pipeline.get(pkt) == "ingress":
+                c[f"ingress_{kind}"] = c.get(f"ingress_{kind}", 0) + 1
     return counts
 
 

@@ -15,6 +15,7 @@ for protobuf >= 4, so messages are parsed by protobuf's compiled (upb) parser.
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
@@ -215,7 +216,11 @@ class Switch:
         )
         self._election(req)
         req.config.p4info.CopyFrom(ours)
-        req.config.p4_device_config = device_config_path.read_bytes()
+        # p4c indents its JSON: deep expression trees make the file several times the
+        # 4 MB a gRPC message may carry. The same JSON without whitespace is far smaller.
+        req.config.p4_device_config = json.dumps(
+            json.loads(device_config_path.read_bytes()), separators=(",", ":")
+        ).encode()
         try:
             self.stub.SetForwardingPipelineConfig(req, timeout=RPC_TIMEOUT_S)
         except grpc.RpcError as e:

@@ -38,6 +38,7 @@ FLOOD_GROUP = 1
 OWNED_TABLES = (
     "ipv4_route_table",
     "backend_table",
+    "backend_port_table",
     "reverse_nat_table",
     "pool_table",
     "wrr_table",
@@ -248,10 +249,17 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
                     (
                         ("addr", ip(b.address)),
                         ("port", b.port),
-                        ("switch_port", b.switch_port),
                         ("src_mac", sw_mac),
                         ("dst_mac", mac(b.mac)),
                     ),
+                )
+            )
+            out.append(
+                Entry(
+                    "backend_port_table",
+                    (("backend_id", bid),),
+                    "set_backend_port",
+                    (("switch_port", b.switch_port),),
                 )
             )
             out.append(
@@ -372,14 +380,14 @@ def desired_entries(
 # succeeded. Things are created bottom-up (routes and backends before the pools that name
 # them, pools before the VIP entry that flips to them) and removed top-down.
 _CREATE_STAGES = (
-    ("ipv4_route_table", "backend_table", "reverse_nat_table", MULTICAST),
+    ("ipv4_route_table", "backend_table", "backend_port_table", "reverse_nat_table", MULTICAST),
     ("pool_table", "wrr_table"),
     ("vip_table", "vip_address_table", "vip_source_table"),
 )
 _DELETE_STAGES = (
     ("vip_table", "vip_address_table", "vip_source_table"),
     ("pool_table", "wrr_table"),
-    ("ipv4_route_table", "backend_table", "reverse_nat_table", MULTICAST),
+    ("ipv4_route_table", "backend_table", "backend_port_table", "reverse_nat_table", MULTICAST),
 )
 
 

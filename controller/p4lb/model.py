@@ -9,9 +9,11 @@ import ipaddress
 import zlib
 from dataclasses import dataclass
 
-# The data plane's connection state (p4src/include/defines.p4: CONN_BUCKETS, CONN_WAYS).
+# The data plane's connection state (p4src/include/defines.p4: CONN_BUCKETS, CONN_WAYS,
+# CONN_SLOT_BITS).
 CONN_BUCKETS = 131072
 CONN_WAYS = 4
+CONN_SLOT_BITS = 73
 
 
 def _crc16_arc_table() -> list[int]:

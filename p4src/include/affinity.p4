@@ -10,22 +10,35 @@
 #ifndef P4LB_AFFINITY_P4
 #define P4LB_AFFINITY_P4
 
-const conn_slot_t SLOT_MASK = 0xffffffffffffffff;
+const conn_slot_t SLOT_MASK = 0x1ffffffffffffffffff;  // CONN_SLOT_BITS ones
 const bit<8> NO_WAY = 255;  // a slot shift meaning "no way of the bucket"
+
+// A slot's fields (see conn_slot_t in defines.p4).
+#define SLOT_SIG(s)      (s)[72:43]
+#define SLOT_AWAITING(s) (s)[42:42]
+#define SLOT_EXPIRY(s)   (s)[41:21]
+#define SLOT_STATE(s)    (s)[20:19]
+#define SLOT_PORT(s)     (s)[18:10]
+#define SLOT_BACKEND(s)  (s)[9:0]
 
 // Macros, not functions: p4c inlines a function call as statements, and a call inside a
 // condition or a ternary then becomes several predicated primitives in BMv2.
 // A slot holds a live flow: not free, and its expiry not yet passed.
 #define SLOT_LIVE(slot, now) \
-    ((slot)[11:10] != CONN_FREE && (slot)[32:12] - (now) <= CONN_IDLE_TICKS)
+    (SLOT_STATE(slot) != CONN_FREE && SLOT_EXPIRY(slot) - (now) <= CONN_IDLE_TICKS)
 // When a slot in `state` expires, from now.
 #define EXPIRY(state, now) \
     ((now) + CONN_IDLE_TICKS \
      - (tick_t)(bit<1>)((state) == CONN_EMBRYONIC) * (CONN_IDLE_TICKS - CONN_EMBRYONIC_TICKS) \
      - (tick_t)(bit<1>)((state) == CONN_CLOSING) * (CONN_IDLE_TICKS - CONN_CLOSING_TICKS))
+// The bucket with the slot at `shift` replaced by `slot`.
+#define WITH_SLOT(bucket, shift, slot) \
+    (((bucket) & ~(((conn_bucket_t)SLOT_MASK) << (shift))) | (((conn_bucket_t)(slot)) << (shift)))
 
-// One entry per bucket. Global, so that the VIP lookup's action can read the bucket:
-// every step folded into an action the packet runs anyway is one table less in BMv2.
+// One entry per bucket. Global: the ingress (the VIP lookup's action, new connections)
+// and the egress (a backend's FIN, RST or answer) both update it. Each update reads and
+// writes the bucket within one action, which BMv2 runs under the register's lock, so the
+// two threads never lose each other's writes.
 register<conn_bucket_t>(CONN_BUCKETS) conn_state;
 
 // The connection counters the controller reads (stats, drain), indexed by backend id:
@@ -40,27 +53,66 @@ counter(MAX_BACKENDS, CounterType.packets) backend_established;
 counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 
 // Hash a flow's 5-tuple (as the client sends it) once, read its bucket, find the way
-// holding its signature and take its slot. The VIP lookup's action (set_vip) runs this for
-// every packet to a VIP, the reply path for a backend's FIN, RST or answer. Every value is
-// one flat expression into metadata: p4c turns nested conditionals into extra primitives,
-// and BMv2 pays for each primitive. A macro, not an action: calling an action with the
-// headers and metadata copies them whole, in and out. A signature is in at most one way
-// (a flow is always stored where it was), so the way's shift is a sum.
+// holding its signature and take its slot. Every value is one flat expression into
+// metadata: p4c turns nested conditionals into extra primitives, and BMv2 pays for each
+// primitive. A macro, not an action: calling an action with the headers and metadata
+// copies them whole, in and out. A signature is in at most one way (a flow is always
+// stored where it was), so the way's shift is a sum.
 #define CONN_LOOKUP(client, vip, client_port, vip_port) \
     hash(meta.flow_hash, HashAlgorithm.crc32, 32w0, \
          { client, vip, hdr.ipv4.protocol, client_port, vip_port }, \
          64w0x100000000); \
     meta.bucket_index = (bit<32>)meta.flow_hash[16:0]; \
     meta.sig = meta.flow_hash[31:18] ++ (client_port); \
-    conn_state.read(meta.bucket, meta.bucket_index); \
     meta.now = std_meta.ingress_global_timestamp[30:10]; \
-    meta.hit = (bit<1>)(meta.bucket[63:34] == meta.sig || meta.bucket[127:98] == meta.sig \
-                        || meta.bucket[191:162] == meta.sig || meta.bucket[255:226] == meta.sig); \
-    meta.hit_shift = (bit<8>)(bit<1>)(meta.bucket[127:98] == meta.sig) * 64 \
-                   + (bit<8>)(bit<1>)(meta.bucket[191:162] == meta.sig) * 128 \
-                   + (bit<8>)(bit<1>)(meta.bucket[255:226] == meta.sig) * 192; \
+    CONN_FIND(meta.bucket_index)
+
+// Read the bucket and find this flow's way in it.
+#define CONN_FIND(index) \
+    conn_state.read(meta.bucket, (index)); \
+    meta.hit = (bit<1>)(meta.bucket[72:43] == meta.sig || meta.bucket[145:116] == meta.sig \
+                        || meta.bucket[218:189] == meta.sig || meta.bucket[291:262] == meta.sig); \
+    meta.hit_shift = (bit<8>)(bit<1>)(meta.bucket[145:116] == meta.sig) * 73 \
+                   + (bit<8>)(bit<1>)(meta.bucket[218:189] == meta.sig) * 146 \
+                   + (bit<8>)(bit<1>)(meta.bucket[291:262] == meta.sig) * 219; \
     meta.slot = (conn_slot_t)(meta.bucket >> meta.hit_shift)
 
+// A client's packet to a VIP, right after CONN_LOOKUP, in the same action (the VIP
+// lookup's): if the flow is known, its slot takes the packet's effect on the connection
+// and the packet leaves by the slot's switch port for the slot's backend. Nothing else
+// runs in the ingress for a known flow.
+// Known: the way is live, and this is not a SYN for a slot past its handshake (that is a
+// new connection reusing the 5-tuple; a SYN for a half-open slot is a retransmission and
+// keeps its backend).
+// Next state: the client's first ACK establishes a half-open slot (01 -> 10: xor 11), FIN
+// closes (| 11), RST frees (& 00). No nested conditionals: p4c would split them.
+// Awaiting: data from the client is a request, until the backend pushes its answer.
+// Event: the handshake completes, or an established connection ends (counted in the egress).
+#define CONN_REFRESH() \
+    meta.known = (bit<1>)(meta.hit == 1 && SLOT_LIVE(meta.slot, meta.now) \
+        && !((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN \
+             && SLOT_STATE(meta.slot) != CONN_EMBRYONIC)); \
+    meta.next_state = ((SLOT_STATE(meta.slot) \
+                        ^ (conn_state_t)(bit<1>)(SLOT_STATE(meta.slot) == CONN_EMBRYONIC \
+                                                 && (meta.tcp_flags & TCP_FLAG_SYN) == 0) * 3) \
+                       | (conn_state_t)(bit<1>)((meta.tcp_flags & TCP_FLAG_FIN) != 0) * 3) \
+                      & (conn_state_t)(bit<1>)((meta.tcp_flags & TCP_FLAG_RST) == 0) * 3; \
+    meta.awaiting = SLOT_AWAITING(meta.slot) \
+        | (bit<1>)(hdr.tcp.isValid() && meta.l4_len != ((bit<16>)hdr.tcp.data_offset) << 2); \
+    conn_state.write(meta.bucket_index, meta.known == 0 ? meta.bucket \
+        : WITH_SLOT(meta.bucket, meta.hit_shift, \
+                    meta.sig ++ meta.awaiting ++ EXPIRY(meta.next_state, meta.now) \
+                    ++ meta.next_state ++ SLOT_PORT(meta.slot) ++ SLOT_BACKEND(meta.slot))); \
+    meta.conn_event = (bit<1>)(meta.known == 1 && SLOT_STATE(meta.slot) == CONN_ESTABLISHED \
+                               && meta.next_state != CONN_ESTABLISHED) \
+                   ++ (bit<1>)(meta.known == 1 && SLOT_STATE(meta.slot) == CONN_EMBRYONIC \
+                               && meta.next_state == CONN_ESTABLISHED); \
+    meta.backend_id = (backend_id_t)SLOT_BACKEND(meta.slot); \
+    meta.have_backend = meta.known; \
+    std_meta.egress_spec = SLOT_PORT(meta.slot)
+
+// A client's packet to a VIP whose flow the state does not know (the VIP lookup found no
+// live slot for it): choose its backend and port, and store a new connection.
 control ConnectionState(inout headers_t hdr,
                         inout metadata_t meta,
                         inout standard_metadata_t std_meta) {
@@ -71,81 +123,33 @@ control ConnectionState(inout headers_t hdr,
     counter(MAX_SERVICES, CounterType.packets) collisions;
     BackendSelection() selection;
 
-    action refresh() {
-        // Known: the way is live, and this is not a SYN for a slot past its handshake
-        // (that is a new connection reusing the 5-tuple; a SYN for a half-open slot is a
-        // retransmission and keeps its backend).
-        meta.known = (bit<1>)(meta.hit == 1 && SLOT_LIVE(meta.slot, meta.now)
-            && !((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN
-                 && meta.slot[11:10] != CONN_EMBRYONIC));
-        // The client's first ACK establishes a half-open slot (01 -> 10: xor 11), FIN
-        // closes (| 11), RST frees (& 00). No nested conditionals: p4c would split them.
-        meta.next_state = ((meta.slot[11:10]
-                            ^ (conn_state_t)(bit<1>)(meta.slot[11:10] == CONN_EMBRYONIC
-                                                     && (meta.tcp_flags & TCP_FLAG_SYN) == 0) * 3)
-                           | (conn_state_t)(bit<1>)((meta.tcp_flags & TCP_FLAG_FIN) != 0) * 3)
-                          & (conn_state_t)(bit<1>)((meta.tcp_flags & TCP_FLAG_RST) == 0) * 3;
-        // Data from the client: a request, until the backend pushes its answer.
-        meta.awaiting = meta.slot[33:33]
-            | (bit<1>)(hdr.tcp.isValid() && meta.l4_len != ((bit<16>)hdr.tcp.data_offset) << 2);
-        conn_state.write(meta.bucket_index, meta.known == 0 ? meta.bucket
-            : (meta.bucket & ~(((conn_bucket_t)SLOT_MASK) << meta.hit_shift))
-              | (((conn_bucket_t)(meta.sig ++ meta.awaiting ++ EXPIRY(meta.next_state, meta.now)
-                                  ++ meta.next_state ++ meta.slot[9:0]))
-                 << meta.hit_shift));
-        // The handshake completes, or an established connection ends.
-        meta.conn_event = (bit<1>)(meta.known == 1 && meta.slot[11:10] == CONN_ESTABLISHED
-                                   && meta.next_state != CONN_ESTABLISHED)
-                       ++ (bit<1>)(meta.known == 1 && meta.slot[11:10] == CONN_EMBRYONIC
-                                   && meta.next_state == CONN_ESTABLISHED);
-        meta.backend_id = (backend_id_t)meta.slot[9:0];
-        meta.have_backend = meta.known;
-    }
-
     // The backend is chosen for a flow that starts here: count the connection and store
     // the flow in its old way (the 5-tuple reused) or the first way not live. A full
-    // bucket leaves it to conn_table: a collision, reported to the controller.
+    // bucket leaves it to conn_table: a collision, reported to the controller. The bucket
+    // is read again here: the egress may have updated it since the VIP lookup read it.
     action new_connection() {
         backend_conns.count(meta.backend_id);
+        CONN_FIND(meta.bucket_index);
         meta.slot_shift = meta.hit == 1 ? meta.hit_shift
-            : (!SLOT_LIVE(meta.bucket[63:0], meta.now) ? 8w0
-            : (!SLOT_LIVE(meta.bucket[127:64], meta.now) ? 8w64
-            : (!SLOT_LIVE(meta.bucket[191:128], meta.now) ? 8w128
-            : (!SLOT_LIVE(meta.bucket[255:192], meta.now) ? 8w192 : NO_WAY))));
+            : (!SLOT_LIVE(meta.bucket[72:0], meta.now) ? 8w0
+            : (!SLOT_LIVE(meta.bucket[145:73], meta.now) ? 8w73
+            : (!SLOT_LIVE(meta.bucket[218:146], meta.now) ? 8w146
+            : (!SLOT_LIVE(meta.bucket[291:219], meta.now) ? 8w219 : NO_WAY))));
         meta.collision = (bit<1>)(meta.slot_shift == NO_WAY);
         meta.next_state = hdr.tcp.isValid() ? CONN_EMBRYONIC : CONN_ESTABLISHED;
         conn_state.write(meta.bucket_index, meta.slot_shift == NO_WAY ? meta.bucket
-            : (meta.bucket & ~(((conn_bucket_t)SLOT_MASK) << meta.slot_shift))
-              | (((conn_bucket_t)(meta.sig ++ 1w0 ++ EXPIRY(meta.next_state, meta.now)
-                                  ++ meta.next_state ++ meta.backend_id[9:0]))
-                 << meta.slot_shift));
+            : WITH_SLOT(meta.bucket, meta.slot_shift,
+                        meta.sig ++ 1w0 ++ EXPIRY(meta.next_state, meta.now)
+                        ++ meta.next_state ++ std_meta.egress_spec ++ meta.backend_id[9:0]));
     }
 
     // The way a new connection took held an established connection that never closed
     // (aged out: its FIN was lost; or its 5-tuple is reused): that one ends now.
     action reclaim() {
         meta.slot = (conn_slot_t)(meta.bucket >> meta.slot_shift);
-        meta.conn_event = (bit<1>)(meta.slot[11:10] == CONN_ESTABLISHED) ++ 1w0;
-        backend_closes.count((bit<32>)meta.slot[9:0] * (bit<32>)meta.conn_event[1:1]);
-        ADD_ACTIVE((bit<32>)meta.slot[9:0] * (bit<32>)meta.conn_event[1:1], 0, 1);
-    }
-
-    action count_event() {
-        backend_established.count(meta.backend_id * (bit<32>)meta.conn_event[0:0]);
-        backend_closes.count(meta.backend_id * (bit<32>)meta.conn_event[1:1]);
-        ADD_ACTIVE(meta.backend_id, meta.conn_event[0:0], meta.conn_event[1:1]);
-    }
-
-    // LEASTPKT: one more packet to this connection's backend in the current window (a
-    // window later than the stored one starts over; the one after it keeps the stored
-    // count as the previous window's).
-    action count_packet() {
-        packet_window.read(meta.window, meta.backend_id);
-        meta.window_id = (bit<16>)(meta.now >> PKT_WINDOW_BITS);
-        packet_window.write(meta.backend_id, meta.window_id
-            ++ (meta.window[47:24] * (bit<24>)(bit<1>)(meta.window[63:48] == meta.window_id)
-                + meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] + 1 == meta.window_id))
-            ++ (meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] == meta.window_id) + 1));
+        meta.conn_event = (bit<1>)(SLOT_STATE(meta.slot) == CONN_ESTABLISHED) ++ 1w0;
+        backend_closes.count((bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.conn_event[1:1]);
+        ADD_ACTIVE((bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.conn_event[1:1], 0, 1);
     }
 
     action report_collision() {
@@ -195,8 +199,88 @@ control ConnectionState(inout headers_t hdr,
         size = MAX_SERVICES;
     }
 
+    @name(".set_backend_port")
+    action set_backend_port(port_id_t switch_port) {
+        std_meta.egress_spec = switch_port;
+    }
+
+    action unknown_backend() {
+        meta.have_backend = 0;
+    }
+
+    // Matches a backend id. Hit: the switch port the backend is attached to. Only a flow
+    // the state does not know looks it up: a known one leaves by its slot's port. The
+    // controller writes one entry per backend, beside its backend_table entry, and keeps
+    // it while the backend is drained.
+    @name(".backend_port_table")
+    table backend_port_table {
+        key = { meta.backend_id: exact @name("backend_id"); }
+        actions = { set_backend_port; @defaultonly unknown_backend; }
+        const default_action = unknown_backend();
+        size = MAX_BACKENDS;
+    }
+
     apply {
-        refresh();
+        if (vip_source_table.apply().hit) {
+            return;
+        }
+        // A flow the state does not know: choose by the VIP's algorithm if it starts here
+        // (a SYN, or any UDP packet); the hashes recompute its first packet's choice
+        // (Maglev's even across most pool changes); round robin and the load-driven
+        // algorithms cannot, and drop it rather than guess. A flow pinned in conn_table
+        // takes its recorded backend.
+        meta.starts = (bit<1>)((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN
+                               || !hdr.tcp.isValid());
+        if (conn_table.apply().hit) {
+            meta.starts = 0;
+        } else if (meta.starts == 1 || meta.algorithm == Algorithm.IPHASH
+                   || meta.algorithm == Algorithm.MAGLEV || meta.algorithm == Algorithm.SRCHASH) {
+            selection.apply(hdr, meta, std_meta);
+        } else {
+            meta.drop_reason = DropReason.NO_STATE;
+            return;
+        }
+        if (meta.have_backend == 1) {
+            backend_port_table.apply();
+        }
+        if (meta.have_backend == 0) {
+            meta.drop_reason = DropReason.NO_BACKEND;
+        } else if (meta.starts == 1) {
+            new_connection();
+            if (meta.collision == 1) {
+                report_collision();
+            } else {
+                reclaim();
+            }
+        }
+    }
+}
+
+// A known connection's packet in the egress: what it did to the connection (handshake
+// done, connection ended) and, for LEASTPKT, the packet itself, counted for its backend.
+// Done here, not in the ingress: BMv2 runs the egress in threads of its own.
+control ConnectionEvents(inout headers_t hdr,
+                         inout metadata_t meta,
+                         inout standard_metadata_t std_meta) {
+    action count_event() {
+        backend_established.count(meta.backend_id * (bit<32>)meta.conn_event[0:0]);
+        backend_closes.count(meta.backend_id * (bit<32>)meta.conn_event[1:1]);
+        ADD_ACTIVE(meta.backend_id, meta.conn_event[0:0], meta.conn_event[1:1]);
+    }
+
+    // LEASTPKT: one more packet to this connection's backend in the current window (a
+    // window later than the stored one starts over; the one after it keeps the stored
+    // count as the previous window's).
+    action count_packet() {
+        packet_window.read(meta.window, meta.backend_id);
+        meta.window_id = (bit<16>)(meta.now >> PKT_WINDOW_BITS);
+        packet_window.write(meta.backend_id, meta.window_id
+            ++ (meta.window[47:24] * (bit<24>)(bit<1>)(meta.window[63:48] == meta.window_id)
+                + meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] + 1 == meta.window_id))
+            ++ (meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] == meta.window_id) + 1));
+    }
+
+    apply {
         if (meta.known == 1) {
             if (meta.conn_event != CONN_EVENT_NONE) {
                 count_event();
@@ -204,79 +288,54 @@ control ConnectionState(inout headers_t hdr,
             if (meta.algorithm == Algorithm.LEASTPKT) {
                 count_packet();
             }
-        } else if (!vip_source_table.apply().hit && !conn_table.apply().hit) {
-            // A flow the state does not know: choose by the VIP's algorithm if it starts
-            // here (a SYN, or any UDP packet); the hashes recompute its first packet's
-            // choice (Maglev's even across most pool changes); round robin and the
-            // load-driven algorithms cannot, and drop it rather than guess.
-            bool starts = (meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN
-                          || !hdr.tcp.isValid();
-            if (starts || meta.algorithm == Algorithm.IPHASH
-                    || meta.algorithm == Algorithm.MAGLEV || meta.algorithm == Algorithm.SRCHASH) {
-                selection.apply(hdr, meta, std_meta);
-                if (meta.have_backend == 0) {
-                    meta.drop_reason = DropReason.NO_BACKEND;
-                } else if (starts) {
-                    new_connection();
-                    if (meta.collision == 1) {
-                        report_collision();
-                    } else {
-                        reclaim();
-                    }
-                }
-            } else {
-                meta.drop_reason = DropReason.NO_STATE;
-            }
         }
     }
 }
 
 // A backend's FIN, RST or (when its VIP balances on response time) pushed segment, on its
-// way back to the client: the connection's slot learns that the backend closed (the
-// client may never send its own FIN), and a pushed segment answering an awaited request
-// gives the backend's response time. Called after reverse NAT: the source is the VIP.
+// way back to the client, in the egress: the connection's slot learns that the backend
+// closed (the client may never send its own FIN), and a pushed segment answering an
+// awaited request gives the backend's response time. Called after reverse NAT: the
+// source is the VIP.
 control ReplyState(inout headers_t hdr,
                    inout metadata_t meta,
                    inout standard_metadata_t std_meta) {
-    action reply_lookup() {
-        CONN_LOOKUP(hdr.ipv4.dst_addr, hdr.ipv4.src_addr, meta.l4_dst_port, hdr.tcp.src_port);
-    }
-
+    // Find the slot and update it in one action: the bucket is read and written under the
+    // register's lock, so a new connection the ingress stores meanwhile is not lost.
     // A live slot: FIN or RST closes it (an established connection ends: the close
-    // event), a push answers the awaited request (the sample); other slots stay as they are.
+    // event), a push answers the awaited request (the sample); other slots stay as they
+    // are. A closing slot expires CONN_CLOSING_TICKS from now; otherwise its expiry stays.
     action update() {
+        CONN_LOOKUP(hdr.ipv4.dst_addr, hdr.ipv4.src_addr, meta.l4_dst_port, hdr.tcp.src_port);
         meta.known = (bit<1>)(meta.hit == 1 && SLOT_LIVE(meta.slot, meta.now));
-        meta.next_state = meta.slot[11:10]
+        meta.next_state = SLOT_STATE(meta.slot)
             | (conn_state_t)(bit<1>)((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) * 3;
-        meta.conn_event = (bit<1>)(meta.known == 1 && meta.slot[11:10] == CONN_ESTABLISHED
+        meta.conn_event = (bit<1>)(meta.known == 1 && SLOT_STATE(meta.slot) == CONN_ESTABLISHED
                                    && meta.next_state == CONN_CLOSING) ++ 1w0;
-        meta.sampled = (bit<1>)(meta.known == 1 && meta.slot[33:33] == 1
-                                && meta.slot[11:10] == CONN_ESTABLISHED
+        meta.sampled = (bit<1>)(meta.known == 1 && SLOT_AWAITING(meta.slot) == 1
+                                && SLOT_STATE(meta.slot) == CONN_ESTABLISHED
                                 && (meta.tcp_flags & TCP_FLAG_PSH) != 0);
-        // A closing slot expires CONN_CLOSING_TICKS from now; otherwise its expiry stays.
         conn_state.write(meta.bucket_index, meta.known == 0 ? meta.bucket
-            : (meta.bucket & ~(((conn_bucket_t)SLOT_MASK) << meta.hit_shift))
-              | (((conn_bucket_t)(meta.sig
-                                  ++ (meta.slot[33:33] & (bit<1>)((meta.tcp_flags & TCP_FLAG_PSH) == 0))
-                                  ++ (meta.next_state == meta.slot[11:10] ? meta.slot[32:12]
-                                      : meta.now + CONN_CLOSING_TICKS)
-                                  ++ meta.next_state ++ meta.slot[9:0]))
-                 << meta.hit_shift));
+            : WITH_SLOT(meta.bucket, meta.hit_shift,
+                        meta.sig
+                        ++ (SLOT_AWAITING(meta.slot) & (bit<1>)((meta.tcp_flags & TCP_FLAG_PSH) == 0))
+                        ++ (meta.next_state == SLOT_STATE(meta.slot) ? SLOT_EXPIRY(meta.slot)
+                            : meta.now + CONN_CLOSING_TICKS)
+                        ++ meta.next_state ++ SLOT_PORT(meta.slot) ++ SLOT_BACKEND(meta.slot)));
     }
 
     // The close, counted once for the backend; the response time: the time since the
     // client's last packet (its expiry less the idle timeout), folded into the average.
     action count() {
-        backend_closes.count((bit<32>)meta.slot[9:0] * (bit<32>)meta.conn_event[1:1]);
-        ADD_ACTIVE((bit<32>)meta.slot[9:0] * (bit<32>)meta.conn_event[1:1], 0, 1);
-        response_time.read(meta.load, (bit<32>)meta.slot[9:0] * (bit<32>)meta.sampled);
-        response_time.write((bit<32>)meta.slot[9:0] * (bit<32>)meta.sampled,
+        backend_closes.count((bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.conn_event[1:1]);
+        ADD_ACTIVE((bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.conn_event[1:1], 0, 1);
+        response_time.read(meta.load, (bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.sampled);
+        response_time.write((bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.sampled,
             meta.load - (meta.load >> 3)
-            + ((bit<32>)(meta.now - (meta.slot[32:12] - CONN_IDLE_TICKS)) * RT_SCALE >> 3));
+            + ((bit<32>)(meta.now - (SLOT_EXPIRY(meta.slot) - CONN_IDLE_TICKS)) * RT_SCALE >> 3));
     }
 
     apply {
-        reply_lookup();
         update();
         if (meta.conn_event != CONN_EVENT_NONE || meta.sampled == 1) {
             count();

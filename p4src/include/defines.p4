@@ -75,20 +75,23 @@ const bit<32> CONN_TABLE_SIZE = 16384;     // controller-installed entries for f
                                            // state buckets could not hold
 const bit<32> DROP_COUNTER_SIZE = 4096;    // MAX_SERVICES * NUM_DROP_REASONS
 
-// Per-connection state: CONN_BUCKETS buckets of CONN_WAYS slots, one 256-bit register
-// entry per bucket, so a packet reads and writes its connection state once. 131,072
-// buckets x 4 ways = 524,288 slots: with 60,000 live connections a bucket holds 0.46 on
-// average and a new flow finds its bucket full with probability ~0.15 % (Poisson tail),
-// against ~60 % for the former 65,536 single-slot table.
+// Per-connection state: CONN_BUCKETS buckets of CONN_WAYS slots, one register entry per
+// bucket, so a packet reads and writes its connection state once. 131,072 buckets x 4
+// ways = 524,288 slots: with 60,000 live connections a bucket holds 0.46 on average and a
+// new flow finds its bucket full with probability ~0.15 % (Poisson tail), against ~60 %
+// for the former 65,536 single-slot table.
 const bit<32> CONN_BUCKETS = 131072;
-const bit<32> CONN_WAYS = 4;
-typedef bit<256> conn_bucket_t;            // CONN_WAYS slots of conn_slot_t
-// A slot, 64 bits: signature 30 | awaiting 1 | expiry tick 21 | state 2 | backend id 10.
-// The signature is CRC32 bits 31..18 and the source port: with the bucket index (CRC32
-// bits 16..0) two flows share both only if their 5-tuples differ beyond the port and
-// still collide in 31 CRC bits. Awaiting: the client sent data the backend has not yet
-// answered (a request, for the response time LEASTTIME balances on).
-typedef bit<64>  conn_slot_t;
+@noWarn("unused") const bit<32> CONN_WAYS = 4;
+@noWarn("unused") const bit<32> CONN_SLOT_BITS = 73;
+typedef bit<292> conn_bucket_t;            // CONN_WAYS slots of conn_slot_t
+// A slot, 73 bits: signature 30 | awaiting 1 | expiry tick 21 | state 2 | switch port 9 |
+// backend id 10. The signature is CRC32 bits 31..18 and the source port: with the bucket
+// index (CRC32 bits 16..0) two flows share both only if their 5-tuples differ beyond the
+// port and still collide in 31 CRC bits. Awaiting: the client sent data the backend has
+// not yet answered (a request, for the response time LEASTTIME balances on). The switch
+// port is where the backend was attached when the connection began: a known connection's
+// packet leaves by it without a table lookup (the NAT rewrite happens in the egress).
+typedef bit<73>  conn_slot_t;
 typedef bit<30>  flow_sig_t;
 typedef bit<21>  tick_t;                   // wraps after 2^21 ticks (~36 min)
 typedef bit<2>   conn_state_t;
@@ -100,8 +103,8 @@ const conn_state_t CONN_CLOSING     = 3;   // the client sent FIN
 // What a packet did to its connection, for the per-backend connection counters: one
 // bit each.
 const bit<2> CONN_EVENT_NONE        = 0;
-const bit<2> CONN_EVENT_ESTABLISHED = 1;   // the client's first ACK after its SYN
-const bit<2> CONN_EVENT_CLOSED      = 2;   // FIN or RST of an established connection
+@noWarn("unused") const bit<2> CONN_EVENT_ESTABLISHED = 1;   // the client's first ACK after its SYN
+@noWarn("unused") const bit<2> CONN_EVENT_CLOSED      = 2;   // FIN or RST of an established connection
 
 // Time is in ticks of 1024 us (ingress timestamp >> 10). A slot stores when it expires,
 // set by its state on every packet, like conntrack's SYN_SENT, established and FIN

@@ -1,13 +1,34 @@
-/* Egress: a flooded copy never goes back out of the port it came in on. */
+/* Egress: the NAT both ways and the connection bookkeeping that does not decide where a
+ * packet goes. BMv2 runs the egress in threads of its own, beside the one ingress thread,
+ * so work done here does not hold up the next packet's ingress. A flooded copy never goes
+ * back out of the port it came in on. */
 #ifndef P4LB_EGRESS_P4
 #define P4LB_EGRESS_P4
 
 control LbEgress(inout headers_t hdr,
                  inout metadata_t meta,
                  inout standard_metadata_t std_meta) {
+    ToBackend() to_backend;
+    ConnectionEvents() connection_events;
+    FromBackend() from_backend;
+
+    action count_drop() {
+        COUNT_DROP();
+    }
+
     apply {
-        if (meta.is_flood == 1 && std_meta.egress_port == std_meta.ingress_port) {
-            mark_to_drop(std_meta);
+        if (meta.to_vip == 1) {
+            to_backend.apply(hdr, meta, std_meta);
+            connection_events.apply(hdr, meta, std_meta);
+            if (meta.drop_reason != DropReason.NONE) {
+                count_drop();
+            }
+        } else if (meta.is_flood == 1) {
+            if (std_meta.egress_port == std_meta.ingress_port) {
+                mark_to_drop(std_meta);
+            }
+        } else if (hdr.ipv4.isValid()) {
+            from_backend.apply(hdr, meta, std_meta);
         }
     }
 }

@@ -108,6 +108,7 @@ struct metadata_t {
     bit<2>        conn_event;    // CONN_EVENT_*: the connection established or closed
     bit<8>        slot_shift;    // where a new connection is stored, or NO_WAY (full)
     bit<1>        collision;     // a new flow whose bucket is full
+    bit<1>        starts;        // an unknown flow's packet that may start a connection
     // selection
     bit<1>        awaiting;      // the slot's awaiting bit after this packet
     bit<1>        sampled;       // a backend's answer to an awaited request (reply path)

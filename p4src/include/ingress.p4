@@ -1,26 +1,28 @@
-/* The ingress pipeline: validation, VIP lookup, connection state + selection, NAT,
- * routing, and one place where drops are counted by reason. */
+/* The ingress pipeline: validation, VIP lookup with connection state (a known connection
+ * needs nothing more), selection for new flows, routing for everything else, and one
+ * place where drops are counted by reason. NAT runs in the egress (egress.p4). */
 #ifndef P4LB_INGRESS_P4
 #define P4LB_INGRESS_P4
+
+// Indexed by service id * NUM_DROP_REASONS + reason; service 0 = not tied to a VIP.
+// Global: the egress counts its own drops (a backend removed under open connections).
+@name(".drops")
+counter(DROP_COUNTER_SIZE, CounterType.packets) drops;
+
+#define COUNT_DROP() \
+    drops.count(meta.service_id * NUM_DROP_REASONS + (bit<32>)(bit<8>)meta.drop_reason); \
+    mark_to_drop(std_meta)
 
 control LbIngress(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t std_meta) {
-    // Indexed by service id * NUM_DROP_REASONS + reason; service 0 = not tied to a VIP.
-    @name(".drops")
-    counter(DROP_COUNTER_SIZE, CounterType.packets) drops;
-
     VipLookup() vip_lookup;
     ConnectionState() connection_state;
-    ToBackend() to_backend;
-    FromBackend() from_backend;
     VipAddresses() vip_addresses;
     Routing() routing;
 
     action count_drop() {
-        drops.count(meta.service_id * NUM_DROP_REASONS
-                    + (bit<32>)(bit<8>)meta.drop_reason);
-        mark_to_drop(std_meta);
+        COUNT_DROP();
     }
 
     // Matches a drop reason; never written: its key publishes the DropReason names in
@@ -38,14 +40,14 @@ control LbIngress(inout headers_t hdr,
                 && std_meta.checksum_error == 0 && hdr.ipv4.ttl > 1) {
             vip_lookup.apply(hdr, meta, std_meta);
             if (meta.to_vip == 1) {
-                // To a VIP: the connection state (or a new choice) names the backend.
-                connection_state.apply(hdr, meta, std_meta);
-                if (meta.drop_reason == DropReason.NONE) {
-                    to_backend.apply(hdr, meta, std_meta);
+                // To a VIP: a known connection already has its backend and port; an
+                // unknown flow gets them here (or is dropped).
+                if (meta.known == 0) {
+                    connection_state.apply(hdr, meta, std_meta);
                 }
             } else {
-                // A backend's reply becomes the VIP's; then everything is routed.
-                from_backend.apply(hdr, meta, std_meta);
+                // Everything else, a backend's reply included, is routed (its source
+                // becomes the VIP's in the egress).
                 routing.apply(hdr, meta, std_meta);
             }
         } else if (std_meta.parser_error == error.NoError && hdr.arp.isValid()) {

@@ -1,8 +1,10 @@
-/* NAT both ways: VIP -> backend toward the servers, backend -> VIP on the way back,
- * with the per-backend counters the controller reads. */
+/* NAT both ways, in the egress: VIP -> backend toward the servers, backend -> VIP on
+ * the way back, with the per-backend counters the controller reads. */
 #ifndef P4LB_NAT_P4
 #define P4LB_NAT_P4
 
+// In the egress: the ingress chose the backend and its port; the rewrite runs here, in a
+// thread of its own in BMv2.
 control ToBackend(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t std_meta) {
@@ -10,11 +12,10 @@ control ToBackend(inout headers_t hdr,
     @name(".backend_tx")
     direct_counter(CounterType.packets_and_bytes) backend_tx;
 
-    // Rewrite the destination to the backend and send the frame straight to it: backends
-    // are on the switch's own ports, so no route lookup is needed.
+    // Rewrite the destination to the backend, and the frame to its MAC: backends are on
+    // the switch's own ports, so no route lookup is needed.
     @name(".set_backend")
-    action set_backend(ipv4_addr_t addr, bit<16> port, port_id_t switch_port,
-                       mac_addr_t src_mac, mac_addr_t dst_mac) {
+    action set_backend(ipv4_addr_t addr, bit<16> port, mac_addr_t src_mac, mac_addr_t dst_mac) {
         hdr.ipv4.dst_addr = addr;
         if (hdr.tcp.isValid()) {
             hdr.tcp.dst_port = port;
@@ -22,7 +23,6 @@ control ToBackend(inout headers_t hdr,
             hdr.udp.dst_port = port;
         }
         meta.l4_rewritten = 1;
-        std_meta.egress_spec = switch_port;
         hdr.ethernet.src_addr = src_mac;
         hdr.ethernet.dst_addr = dst_mac;
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
@@ -32,9 +32,10 @@ control ToBackend(inout headers_t hdr,
         meta.drop_reason = DropReason.NO_BACKEND;
     }
 
-    // Matches a backend id. Hit: that backend's address, port and attachment, written
-    // into the packet. The controller writes one entry per backend and keeps it while the
-    // backend is drained, so open connections to it keep working.
+    // Matches a backend id. Hit: that backend's address and port, written into the
+    // packet. The controller writes one entry per backend and keeps it while the backend
+    // is drained, so open connections to it keep working. Miss (a backend removed while
+    // connections to it were open): dropped, counted as NO_BACKEND.
     @name(".backend_table")
     table backend_table {
         key = { meta.backend_id: exact @name("backend_id"); }

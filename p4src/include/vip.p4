@@ -6,8 +6,11 @@ control VipLookup(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t std_meta) {
     // The per-VIP "flip" entry: which service, algorithm and version of the pool and
-    // slot tables is live; and the lookup of the packet's connection state. Changing a pool means writing the other version's entries and
-    // then modifying this one entry, so a change is never seen half-applied.
+    // slot tables is live. Changing a pool means writing the other version's entries and
+    // then modifying this one entry, so a change is never seen half-applied. The action
+    // also looks up the packet's connection state and, for a known connection, updates
+    // it and sends the packet to the slot's port: the whole ingress of a known flow is
+    // this one table (in BMv2 every table and condition costs far more than its work).
     @name(".set_vip")
     action set_vip(service_id_t service_id, Algorithm algorithm, version_t version,
                    bit<16> pool_size, bit<16> slot_count) {
@@ -18,6 +21,7 @@ control VipLookup(inout headers_t hdr,
         meta.pool_size = pool_size;
         meta.slot_count = slot_count;
         CONN_LOOKUP(hdr.ipv4.src_addr, hdr.ipv4.dst_addr, meta.l4_src_port, meta.l4_dst_port);
+        CONN_REFRESH();
     }
 
     // Matches (VIP address, protocol, port). Hit: the packet is load-balanced.

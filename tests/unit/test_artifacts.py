@@ -34,6 +34,7 @@ TABLES = {
     "pool_table": [("service_id", 32, EXACT), ("version", 1, EXACT), ("index", 16, EXACT)],
     "wrr_table": [("service_id", 32, EXACT), ("version", 1, EXACT), ("slot", 16, EXACT)],
     "backend_table": [("backend_id", 32, EXACT)],
+    "backend_port_table": [("backend_id", 32, EXACT)],
     "reverse_nat_table": [("addr", 32, EXACT), ("protocol", 8, EXACT), ("port", 16, EXACT)],
     "conn_table": [
         ("src_addr", 32, EXACT),
@@ -54,10 +55,10 @@ ACTIONS = {
         ("slot_count", 16),
     ],
     "set_member": [("backend_id", 32)],
+    "set_backend_port": [("switch_port", 9)],
     "set_backend": [
         ("addr", 32),
         ("port", 16),
-        ("switch_port", 9),
         ("src_mac", 48),
         ("dst_mac", 48),
     ],
@@ -104,7 +105,7 @@ def test_bmv2_json_is_a_v1model_program_with_our_tables() -> None:
     regs = {r["name"].rsplit(".", 1)[-1]: r for r in prog["register_arrays"]}
     # The reference model (and the collision figures) assume the data plane's geometry.
     assert regs["conn_state"]["size"] == model.CONN_BUCKETS
-    assert regs["conn_state"]["bitwidth"] == 64 * model.CONN_WAYS
+    assert regs["conn_state"]["bitwidth"] == model.CONN_SLOT_BITS * model.CONN_WAYS
     # Per-backend load for the LEAST* algorithms, indexed like the backend counters.
     for name in ("active_conns", "response_time", "packet_window"):
         assert regs[name]["size"] == COUNTERS["backend_closes"]

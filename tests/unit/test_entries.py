@@ -58,6 +58,8 @@ def consistent(entries: list[Entry]) -> None:
     for e in entries:
         by_table.setdefault(e.table, []).append(e)
     backends = {e.exact("backend_id"): e for e in by_table.get("backend_table", [])}
+    ports = {e.exact("backend_id") for e in by_table.get("backend_port_table", [])}
+    assert set(backends) == ports, "a backend without its port entry, or the reverse"
     routes = {e.m("dst_addr") for e in by_table.get("ipv4_route_table", [])}
     for v in by_table.get("vip_table", []):
         sid, ver = v.p("service_id"), v.p("version")
@@ -89,7 +91,7 @@ def test_first_apply_creates_bottom_up_and_second_apply_writes_nothing() -> None
     sw = FakeSwitch()
     batches = run(sw, default())
     order = [{u.entry.table for u in b} for b in batches]
-    assert order[0] >= {"ipv4_route_table", "backend_table", "reverse_nat_table"}
+    assert order[0] >= {"ipv4_route_table", "backend_table", "backend_port_table", "reverse_nat_table"}
     assert order[1] == {"pool_table", "wrr_table"}
     assert order[2] == {"vip_table", "vip_address_table", "vip_source_table"}
     assert all(u.op == "INSERT" for b in batches for u in b)
