@@ -35,10 +35,9 @@ const bit<8> NO_WAY = 255;  // a slot shift meaning "no way of the bucket"
 #define WITH_SLOT(bucket, shift, slot) \
     (((bucket) & ~(((conn_bucket_t)SLOT_MASK) << (shift))) | (((conn_bucket_t)(slot)) << (shift)))
 
-// One entry per bucket. Global: the ingress (the VIP lookup's action, new connections)
-// and the egress (a backend's FIN, RST or answer) both update it. Each update reads and
-// writes the bucket within one action, which BMv2 runs under the register's lock, so the
-// two threads never lose each other's writes.
+// One entry per bucket. Only the ingress (one thread in BMv2) reads and writes it: the
+// VIP lookup, new connections and a backend's FIN, RST or answer; so a write never
+// loses another. The egress only counts.
 register<conn_bucket_t>(CONN_BUCKETS) conn_state;
 
 // The connection counters the controller reads (stats, drain), indexed by backend id:
@@ -77,8 +76,7 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
                    + (bit<8>)(bit<1>)(meta.bucket[291:262] == meta.sig) * 219; \
     meta.slot = (conn_slot_t)(meta.bucket >> meta.hit_shift)
 
-// A client's packet to a VIP, right after CONN_LOOKUP, in the same action (the VIP
-// lookup's): if the flow is known, its slot takes the packet's effect on the connection
+// A client's packet to a VIP, right after CONN_LOOKUP (the VIP lookup's action): if the flow is known, its slot takes the packet's effect on the connection
 // and the packet leaves by the slot's switch port for the slot's backend. Nothing else
 // runs in the ingress for a known flow.
 // Known: the way is live, and this is not a SYN for a slot past its handshake (that is a
@@ -125,11 +123,9 @@ control ConnectionState(inout headers_t hdr,
 
     // The backend is chosen for a flow that starts here: count the connection and store
     // the flow in its old way (the 5-tuple reused) or the first way not live. A full
-    // bucket leaves it to conn_table: a collision, reported to the controller. The bucket
-    // is read again here: the egress may have updated it since the VIP lookup read it.
+    // bucket leaves it to conn_table: a collision, reported to the controller.
     action new_connection() {
         backend_conns.count(meta.backend_id);
-        CONN_FIND(meta.bucket_index);
         meta.slot_shift = meta.hit == 1 ? meta.hit_shift
             : (!SLOT_LIVE(meta.bucket[72:0], meta.now) ? 8w0
             : (!SLOT_LIVE(meta.bucket[145:73], meta.now) ? 8w73
@@ -293,20 +289,21 @@ control ConnectionEvents(inout headers_t hdr,
 }
 
 // A backend's FIN, RST or (when its VIP balances on response time) pushed segment, on its
-// way back to the client, in the egress: the connection's slot learns that the backend
-// closed (the client may never send its own FIN), and a pushed segment answering an
-// awaited request gives the backend's response time. Called after reverse NAT: the
-// source is the VIP.
+// way back to the client: the connection's slot learns that the backend closed (the
+// client may never send its own FIN), and a pushed segment answering an awaited request
+// gives the backend's response time. Called after reverse NAT: the source is the VIP.
 control ReplyState(inout headers_t hdr,
                    inout metadata_t meta,
                    inout standard_metadata_t std_meta) {
-    // Find the slot and update it in one action: the bucket is read and written under the
-    // register's lock, so a new connection the ingress stores meanwhile is not lost.
-    // A live slot: FIN or RST closes it (an established connection ends: the close
+    action reply_lookup() {
+        CONN_LOOKUP(hdr.ipv4.dst_addr, hdr.ipv4.src_addr, meta.l4_dst_port, hdr.tcp.src_port);
+    }
+
+    // Two actions, not one: within one action p4c would substitute the lookup's
+    // expressions into every use of the slot. A live slot: FIN or RST closes it (an established connection ends: the close
     // event), a push answers the awaited request (the sample); other slots stay as they
     // are. A closing slot expires CONN_CLOSING_TICKS from now; otherwise its expiry stays.
     action update() {
-        CONN_LOOKUP(hdr.ipv4.dst_addr, hdr.ipv4.src_addr, meta.l4_dst_port, hdr.tcp.src_port);
         meta.known = (bit<1>)(meta.hit == 1 && SLOT_LIVE(meta.slot, meta.now));
         meta.next_state = SLOT_STATE(meta.slot)
             | (conn_state_t)(bit<1>)((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) * 3;
@@ -336,6 +333,7 @@ control ReplyState(inout headers_t hdr,
     }
 
     apply {
+        reply_lookup();
         update();
         if (meta.conn_event != CONN_EVENT_NONE || meta.sampled == 1) {
             count();

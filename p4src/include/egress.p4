@@ -1,5 +1,5 @@
-/* Egress: the NAT both ways and the connection bookkeeping that does not decide where a
- * packet goes. BMv2 runs the egress in threads of its own, beside the one ingress thread,
+/* Egress: the NAT toward the backends and the connection counting, neither of which
+ * decides where a packet goes. BMv2 runs the egress in threads of its own, beside the one ingress thread,
  * so work done here does not hold up the next packet's ingress. A flooded copy never goes
  * back out of the port it came in on. */
 #ifndef P4LB_EGRESS_P4
@@ -10,7 +10,6 @@ control LbEgress(inout headers_t hdr,
                  inout standard_metadata_t std_meta) {
     ToBackend() to_backend;
     ConnectionEvents() connection_events;
-    FromBackend() from_backend;
 
     action count_drop() {
         COUNT_DROP();
@@ -23,12 +22,8 @@ control LbEgress(inout headers_t hdr,
             if (meta.drop_reason != DropReason.NONE) {
                 count_drop();
             }
-        } else if (meta.is_flood == 1) {
-            if (std_meta.egress_port == std_meta.ingress_port) {
-                mark_to_drop(std_meta);
-            }
-        } else if (hdr.ipv4.isValid()) {
-            from_backend.apply(hdr, meta, std_meta);
+        } else if (meta.is_flood == 1 && std_meta.egress_port == std_meta.ingress_port) {
+            mark_to_drop(std_meta);
         }
     }
 }

@@ -1,6 +1,7 @@
 /* The ingress pipeline: validation, VIP lookup with connection state (a known connection
- * needs nothing more), selection for new flows, routing for everything else, and one
- * place where drops are counted by reason. NAT runs in the egress (egress.p4). */
+ * needs nothing more), selection for new flows, reverse NAT and routing for everything
+ * else, and one place where drops are counted by reason. NAT toward the backends runs in
+ * the egress (egress.p4). */
 #ifndef P4LB_INGRESS_P4
 #define P4LB_INGRESS_P4
 
@@ -18,6 +19,7 @@ control LbIngress(inout headers_t hdr,
                   inout standard_metadata_t std_meta) {
     VipLookup() vip_lookup;
     ConnectionState() connection_state;
+    FromBackend() from_backend;
     VipAddresses() vip_addresses;
     Routing() routing;
 
@@ -46,8 +48,8 @@ control LbIngress(inout headers_t hdr,
                     connection_state.apply(hdr, meta, std_meta);
                 }
             } else {
-                // Everything else, a backend's reply included, is routed (its source
-                // becomes the VIP's in the egress).
+                // A backend's reply becomes the VIP's; then everything is routed.
+                from_backend.apply(hdr, meta, std_meta);
                 routing.apply(hdr, meta, std_meta);
             }
         } else if (std_meta.parser_error == error.NoError && hdr.arp.isValid()) {

@@ -1,5 +1,6 @@
-/* NAT both ways, in the egress: VIP -> backend toward the servers, backend -> VIP on
- * the way back, with the per-backend counters the controller reads. */
+/* NAT both ways: VIP -> backend toward the servers (in the egress), backend -> VIP on
+ * the way back (in the ingress, where the connection state is updated), with the
+ * per-backend counters the controller reads. */
 #ifndef P4LB_NAT_P4
 #define P4LB_NAT_P4
 

@@ -91,7 +91,12 @@ def test_first_apply_creates_bottom_up_and_second_apply_writes_nothing() -> None
     sw = FakeSwitch()
     batches = run(sw, default())
     order = [{u.entry.table for u in b} for b in batches]
-    assert order[0] >= {"ipv4_route_table", "backend_table", "backend_port_table", "reverse_nat_table"}
+    assert order[0] >= {
+        "ipv4_route_table",
+        "backend_table",
+        "backend_port_table",
+        "reverse_nat_table",
+    }
     assert order[1] == {"pool_table", "wrr_table"}
     assert order[2] == {"vip_table", "vip_address_table", "vip_source_table"}
     assert all(u.op == "INSERT" for b in batches for u in b)
