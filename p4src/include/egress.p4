@@ -1,5 +1,5 @@
-/* Egress: the NAT toward the backends and the connection counting, neither of which
- * decides where a packet goes. BMv2 runs the egress in threads of its own, beside the one ingress thread,
+/* Egress: the NAT toward the backends and the connection counting; neither decides where
+ * a packet goes. BMv2 runs the egress in threads of its own beside its one ingress thread,
  * so work done here does not hold up the next packet's ingress. A flooded copy never goes
  * back out of the port it came in on. */
 #ifndef P4LB_EGRESS_P4
