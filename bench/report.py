@@ -93,6 +93,25 @@ def tables(data: dict[str, Any]) -> list[str]:
                 f"{'1' if base else fmt(capacity, digits=2) if capacity else '–'} | "
                 f"{fmt(p['saturation_pps'])} | {lat_s} |"
             )
+        instr = b.get("instructions")
+        if instr:
+            lines += [
+                "",
+                f"Instructions per packet under callgrind ({instr['flows']} connections' "
+                f"packets at {instr['pps']} pps; user-space instructions, not time: no "
+                "cache misses, no kernel, no waits):",
+                "",
+                "| program | busiest thread | all threads | capacity vs baseline by "
+                "instructions (per rep) |",
+                "|---|---|---|---|",
+            ]
+            for name, p in instr["programs"].items():
+                capacity = p.get("capacity_vs_baseline_per_rep")
+                lines.append(
+                    f"| {name} | {fmt(p['busiest_thread_per_packet'])} | "
+                    f"{fmt(p['all_threads_per_packet'])} | "
+                    f"{fmt(capacity, digits=2) if capacity else '1'} |"
+                )
         growth = b.get("growth", [])
         if growth:
             lines += [

@@ -21,6 +21,11 @@ Figures, per BMv2 build (P4LB_SIMPLE_SWITCH or --build NAME=PATH) and program:
     below every program's zero-loss rate; read from /proc/PID/task/*/stat. Steadier
     than the loss threshold, and the busiest thread is what bounds the zero-loss rate,
     so baseline us / program us is the program's capacity relative to the baseline;
+  - instructions per packet (busiest thread, all threads) with the switch under
+    valgrind's callgrind, counting only while a short replay runs: a count, not a time,
+    so a ratio to the baseline that the machine's noise does not move (when valgrind is
+    installed; it leaves out cache misses, the kernel and waits, so it complements the
+    CPU time rather than replacing it);
   - the LB's saturation rate as live connections, VIPs and backends per VIP grow.
 Each figure is the median of --reps repetitions with min and max. Programs take turns
 within each repetition (baseline, then each algorithm, then the next repetition), so a
@@ -70,6 +75,7 @@ SETTLE_MAX_S = 15.0
 FLOW_PACKETS = 10
 CPU_PPS = 2000  # below every program's zero-loss rate on either build
 CPU_REPLAYS = 3
+INSTR_PPS = 100  # under callgrind BMv2 runs some 50x slower
 
 
 def host_if(port: int) -> str:
@@ -247,9 +253,12 @@ def remove_veths() -> None:
 
 
 @contextmanager
-def switch(binary: str, json_path: Path | None, log: Path | None) -> Iterator[int]:
-    """simple_switch_grpc on our veths, bound to 127.0.0.1; its PID; stopped by it."""
-    args = [binary, "--device-id", "0", "--thrift-port", str(THRIFT_PORT)]
+def switch(
+    binary: str, json_path: Path | None, log: Path | None, wrap: list[str] | None = None
+) -> Iterator[int]:
+    """simple_switch_grpc on our veths, bound to 127.0.0.1; its PID; stopped by it.
+    `wrap` runs it under another program (valgrind), which keeps the PID."""
+    args = [*(wrap or []), binary, "--device-id", "0", "--thrift-port", str(THRIFT_PORT)]
     args += ["--log-file", str(log), "--log-flush"] if log else ["--log-level", "off"]
     for p in range(1, N_PORTS + 1):
         args += ["-i", f"{p}@{switch_if(p)}"]
@@ -257,8 +266,8 @@ def switch(binary: str, json_path: Path | None, log: Path | None) -> Iterator[in
     args += ["--", "--grpc-server-addr", f"127.0.0.1:{GRPC_PORT}"]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_listening(GRPC_PORT, 20)
-        wait_listening(THRIFT_PORT, 20)
+        wait_listening(GRPC_PORT, 120 if wrap else 20)
+        wait_listening(THRIFT_PORT, 120 if wrap else 20)
         yield proc.pid
     finally:
         terminate(proc)
@@ -528,12 +537,14 @@ class Program:
     shape: Shape
 
 
-def start_program(prog: Program, binary: str, workdir: Path, log: Path | None) -> tuple[Any, int]:
+def start_program(
+    prog: Program, binary: str, workdir: Path, log: Path | None, wrap: list[str] | None = None
+) -> tuple[Any, int]:
     """A switch running `prog`, programmed, and its PID; the caller ends it with
     __exit__. A switch that cannot be programmed is stopped here (by its PID) before the
     error goes on."""
     baseline = prog.name == "baseline"
-    cm = switch(binary, COMPILED / "baseline.json" if baseline else None, log)
+    cm = switch(binary, COMPILED / "baseline.json" if baseline else None, log, wrap)
     pid = cm.__enter__()
     try:
         if baseline:
@@ -604,6 +615,83 @@ def measure_build(
             [z / b for z, b in zip(zl[name], zl["baseline"], strict=True) if b]
         )
         p["cpu_capacity_vs_baseline_per_rep"] = summary(
+            [b / u for u, b in zip(busiest[name], busiest["baseline"], strict=True) if u]
+        )
+    return res
+
+
+def callgrind_totals(files: list[Path]) -> list[int]:
+    """The instruction total of each callgrind dump file (one per thread)."""
+    totals = []
+    for f in files:
+        m = re.search(r"^(?:totals|summary): (\d+)", f.read_text(errors="replace"), re.M)
+        if m:
+            totals.append(int(m.group(1)))
+    return totals
+
+
+def instructions_once(
+    name: str, binary: str, args: argparse.Namespace, workdir: Path, pcap: Path
+) -> tuple[float, float]:
+    """(busiest thread, all threads) instructions per packet while `pcap` is replayed at
+    INSTR_PPS through a switch under callgrind, which counts only while the replay runs.
+    Every packet must come out, or the figure would be per packet of another mix."""
+    out = workdir / f"cg-{name}"
+    for old in workdir.glob(f"cg-{name}*"):
+        old.unlink()
+    wrap = [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--separate-threads=yes",
+        f"--callgrind-out-file={out}",
+    ]
+    cm, pid = start_program(
+        Program(name, Shape(flows=args.instr_flows)), binary, workdir, None, wrap
+    )
+    try:
+        _run("callgrind_control", "-i", "on", str(pid))
+        start = rx_total()
+        sent, _ = replay(pcap, INSTR_PPS)
+        delivered = settled_rx(start)
+        _run("callgrind_control", "-i", "off", str(pid))
+        _run("callgrind_control", "-d", str(pid))
+    finally:
+        cm.__exit__(None, None, None)
+    if delivered < sent * (1 - LOSS_TOLERANCE):
+        raise RuntimeError(f"instructions: {name} lost {sent - delivered} of {sent} packets")
+    # The dump on request is part 1 of each thread's output; the dump at exit (part 2,
+    # or the unnumbered file) counted nothing, instrumentation being off by then.
+    totals = callgrind_totals(sorted(workdir.glob(f"cg-{name}.1-*")))
+    if not totals:
+        raise RuntimeError(f"instructions: no callgrind dump for {name} in {workdir}")
+    return max(totals) / sent, sum(totals) / sent
+
+
+def measure_instructions(
+    build: str, binary: str, args: argparse.Namespace, workdir: Path
+) -> dict[str, Any]:
+    """Instructions per packet, per program: a count, not a time, so the same binary,
+    program and packets give the same figure whatever else the machine does."""
+    programs = ["baseline", *args.algorithms]
+    busiest: dict[str, list[float]] = {n: [] for n in programs}
+    total: dict[str, list[float]] = {n: [] for n in programs}
+    shape = Shape(flows=args.instr_flows)
+    for rep in range(args.instr_reps):
+        for name in programs:
+            progress(f"{build} instructions rep {rep + 1}/{args.instr_reps} {name}")
+            pcap = pcap_for(shape, name == "baseline", workdir)
+            b, t = instructions_once(name, binary, args, workdir, pcap)
+            busiest[name].append(b)
+            total[name].append(t)
+    res: dict[str, Any] = {"pps": INSTR_PPS, "flows": args.instr_flows, "programs": {}}
+    for name in programs:
+        res["programs"][name] = {
+            "busiest_thread_per_packet": summary(busiest[name]),
+            "all_threads_per_packet": summary(total[name]),
+        }
+    for name in args.algorithms:
+        res["programs"][name]["capacity_vs_baseline_per_rep"] = summary(
             [b / u for u, b in zip(busiest[name], busiest["baseline"], strict=True) if u]
         )
     return res
@@ -754,8 +842,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-growth", action="store_true")
     ap.add_argument("--growth-builds", nargs="*", default=[], help="builds to grow (all)")
     ap.add_argument("--no-trace", action="store_true")
+    ap.add_argument(
+        "--instructions",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="instructions per packet under callgrind (default: when valgrind is installed)",
+    )
+    ap.add_argument("--instr-flows", type=int, default=100)
+    ap.add_argument("--instr-reps", type=int, default=None, help="default: --reps")
+    ap.add_argument("--only-instructions", action="store_true", help="skip the timed figures")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
+    if args.instructions is None:
+        args.instructions = bool(shutil.which("valgrind") and shutil.which("callgrind_control"))
+    if args.instr_reps is None:
+        args.instr_reps = args.reps
     if args.algorithms is None:
         from p4lb.p4info import schema
 
@@ -778,13 +879,25 @@ def main(argv: list[str] | None = None) -> int:
         "builds": {},
     }
     out = args.out / "switch.json"
+    if args.only_instructions and out.exists():
+        result = {**json.loads(out.read_text()), "instructions_when": result["when"]}
     with veths():
         for build, binary in builds.items():
-            result["builds"][build] = measure_build(build, binary, args, workdir)
+            if args.only_instructions:  # added to the figures of the last full run
+                result["builds"].setdefault(build, {"binary": binary, "programs": {}})
+            else:
+                result["builds"][build] = measure_build(build, binary, args, workdir)
+            if args.instructions:
+                result["builds"][build]["instructions"] = measure_instructions(
+                    build, binary, args, workdir
+                )
+            out.write_text(json.dumps(result, indent=2) + "\n")
+            if args.only_instructions:
+                continue
             if not args.no_growth and (not args.growth_builds or build in args.growth_builds):
                 result["builds"][build]["growth"] = measure_growth(binary, args, workdir)
             out.write_text(json.dumps(result, indent=2) + "\n")  # what is done so far
-        if not args.no_trace:
+        if not args.no_trace and not args.only_instructions:
             first = next(iter(builds.values()))
             result["trace"] = {"binary": first, "counts": measure_trace(first, args, workdir)}
     result["machine"]["loadavg_at_end"] = os.getloadavg()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.switch import traced_counts
+from bench.switch import callgrind_totals, traced_counts
 
 # The shape of simple_switch's debug/trace lines; packet 7 crosses both pipelines.
 LOG = """\
@@ -38,3 +38,33 @@ def test_counts_each_packet_in_all_and_in_the_ingress_alone(tmp_path: Path) -> N
     }
     assert counts[8]["tables"] == counts[8]["ingress_tables"] == 1
     assert counts[8]["primitives"] == 0
+
+
+# The head and tail of a callgrind dump, as valgrind 3.19 writes them per thread.
+CALLGRIND = """\
+# callgrind format
+version: 1
+creator: callgrind-3.19.0
+pid: 4242
+cmd:  simple_switch_grpc --device-id 0
+part: 1
+thread: {thread}
+
+events: Ir
+summary: {total}
+
+fn=(1) 0x0000000000012345
+0 12
+totals: {total}
+"""
+
+
+def test_callgrind_totals_one_per_thread_file(tmp_path: Path) -> None:
+    files = []
+    for thread, total in ((1, 900), (2, 123456789), (3, 0)):
+        f = tmp_path / f"cg-x.1-0{thread}"
+        f.write_text(CALLGRIND.format(thread=thread, total=total))
+        files.append(f)
+    (tmp_path / "cg-x.1-04").write_text("# callgrind format\nversion: 1\n")  # cut short
+    files.append(tmp_path / "cg-x.1-04")
+    assert sorted(callgrind_totals(files)) == [0, 900, 123456789]
