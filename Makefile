@@ -28,7 +28,7 @@ help:
 	@echo "  bench      the experiment suite (issue 15): quick profile; FULL=1 the whole matrix;"
 	@echo "             results/experiments/ + results/README.md (report only: make bench-report)"
 	@echo "  bench-ab   ApacheBench runs for every algorithm + controller speed (QUICK=1: smoke run)"
-	@echo "  bench-switch  the switch alone: lb.p4 vs plain forwarding, per BMv2 build"
+	@echo "  bench-switch  lb.p4 vs plain forwarding per BMv2 build: the switch alone, then ab end to end"
 	@echo "             (BUILDS='standard=/path/simple_switch_grpc fast=/path/...'; QUICK=1;"
 	@echo "             ALGORITHMS='iphash wrr ...', default every algorithm of the program)"
 	@echo "  shell      p4runtime-shell on the running switch, as a reader (own venv: $(SHELL_VENV);"
@@ -111,6 +111,7 @@ bench-switch: $(VPY)
 	$(VPY) -m bench.switch $(foreach b,$(BUILDS),--build $(b)) \
 		$(if $(ALGORITHMS),--algorithms $(ALGORITHMS),) \
 		$(if $(QUICK),--reps 1 --flows 300 --latency-rounds 50 --live 1000 --vips 1 --backends 3,)
+	$(VPY) -m bench.ab_overhead $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 -n 500,)
 	$(if $(BUILDS),$(foreach b,$(BUILDS),$(VPY) -m bench.flood --name $(firstword $(subst =, ,$(b))) --binary $(lastword $(subst =, ,$(b))) $(if $(QUICK),--reps 1 --syns 5000,);),$(VPY) -m bench.flood $(if $(QUICK),--reps 1 --syns 5000,))
 	$(VPY) -m bench.report
 

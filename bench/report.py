@@ -243,6 +243,34 @@ def plots(data: dict[str, Any], model: list[dict[str, float]]) -> None:
     plt.close(fig)
 
 
+def ab_tables() -> list[str]:
+    raw = OUT / "ab.json"
+    if not raw.exists():
+        return []
+    data = json.loads(raw.read_text())
+    m = data["machine"]
+    lines = [
+        "## End to end: ApacheBench through the VIP (`bench/ab_overhead.py`)",
+        "",
+        f"Measured {data['when']} on {m['cpus']} CPUs (load average at start "
+        f"{m['loadavg_at_start'][0]:.2f}, at end {m.get('loadavg_at_end', [0])[0]:.2f}); "
+        f"`ab -n {data['n']} -c {data['c']}` from one Mininet client, {data['reps']} "
+        "repetitions, programs taking turns; median (min–max). The baseline serves the "
+        "same requests from one server through plain forwarding.",
+        "",
+        "| build | program | requests/s | vs baseline (per rep) | failed |",
+        "|---|---|---|---|---|",
+    ]
+    for build, b in data["builds"].items():
+        for name, p in b["programs"].items():
+            ratio = p.get("vs_baseline_per_rep")
+            lines.append(
+                f"| {build} | {name} | {fmt(p['rps'])} | "
+                f"{fmt(ratio, digits=2) if ratio else '1'} | {p['failed']} |"
+            )
+    return [*lines, ""]
+
+
 def main(argv: list[str] | None = None) -> int:
     raw = OUT / "switch.json"
     data: dict[str, Any] = json.loads(raw.read_text()) if raw.exists() else {}
@@ -297,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             "![zero-loss rate](zero_loss.png)",
             "",
         ]
+    lines += ab_tables()
     lines += flood_tables()
     (OUT / "README.md").write_text("\n".join(lines))
     print(f"wrote {OUT / 'README.md'}", file=sys.stderr)

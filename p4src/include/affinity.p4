@@ -64,17 +64,17 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
     meta.bucket_index = (bit<32>)meta.flow_hash[16:0]; \
     meta.sig = meta.flow_hash[31:18] ++ (client_port); \
     meta.now = std_meta.ingress_global_timestamp[30:10]; \
-    CONN_FIND(meta.bucket_index)
-
-// Read the bucket and find this flow's way in it.
-#define CONN_FIND(index) \
-    conn_state.read(meta.bucket, (index)); \
-    meta.hit = (bit<1>)(meta.bucket[72:43] == meta.sig || meta.bucket[145:116] == meta.sig \
-                        || meta.bucket[218:189] == meta.sig || meta.bucket[291:262] == meta.sig); \
+    conn_state.read(meta.bucket, meta.bucket_index); \
     meta.hit_shift = (bit<8>)(bit<1>)(meta.bucket[145:116] == meta.sig) * 73 \
                    + (bit<8>)(bit<1>)(meta.bucket[218:189] == meta.sig) * 146 \
                    + (bit<8>)(bit<1>)(meta.bucket[291:262] == meta.sig) * 219; \
     meta.slot = (conn_slot_t)(meta.bucket >> meta.hit_shift)
+
+// Whether the slot CONN_LOOKUP took holds the flow: when no way does, the shift is 0 and
+// way 0 holds another flow's signature (or none).
+#define CONN_HIT() \
+    meta.hit = (bit<1>)(SLOT_SIG(meta.slot) == meta.sig)
+
 
 // A client's packet to a VIP, right after CONN_LOOKUP (the VIP lookup's action): if the flow is known, its slot takes the packet's effect on the connection
 // and the packet leaves by the slot's switch port for the slot's backend. Nothing else
@@ -87,6 +87,7 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // Awaiting: data from the client is a request, until the backend pushes its answer.
 // Event: the handshake completes, or an established connection ends (counted in the egress).
 #define CONN_REFRESH() \
+    CONN_HIT(); \
     meta.known = (bit<1>)(meta.hit == 1 && SLOT_LIVE(meta.slot, meta.now) \
         && !((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN \
              && SLOT_STATE(meta.slot) != CONN_EMBRYONIC)); \
@@ -304,6 +305,7 @@ control ReplyState(inout headers_t hdr,
     // event), a push answers the awaited request (the sample); other slots stay as they
     // are. A closing slot expires CONN_CLOSING_TICKS from now; otherwise its expiry stays.
     action update() {
+        CONN_HIT();
         meta.known = (bit<1>)(meta.hit == 1 && SLOT_LIVE(meta.slot, meta.now));
         meta.next_state = SLOT_STATE(meta.slot)
             | (conn_state_t)(bit<1>)((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) * 3;

@@ -1,0 +1,105 @@
+"""`make bench-switch`, end to end: ApacheBench requests/s through the VIP against the same
+load sent straight to one server through plain forwarding (baseline.p4), per BMv2 build,
+on the same binary, side by side in one run.
+
+The Mininet lab of `make bench-ab` (one client, three servers, unshaped links), `ab -n N
+-c C` per run. Programs take turns within each repetition (baseline, then each
+algorithm), so a drift of the machine's speed falls on all of them alike, and each ratio
+to the baseline is taken within its repetition. Writes results/switch/ab.json;
+`python -m bench.report` turns it into a table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.apachebench import Case, one_run
+from bench.switch import machine, parse_builds, progress, summary
+
+OUT = Path(__file__).resolve().parents[1] / "results" / "switch" / "ab.json"
+CASES = {
+    "baseline": Case("baseline", "baseline", [1, 1, 1]),
+    "iphash": Case("iphash", "iphash", [1, 1, 1]),
+    "wrr": Case("wrr", "wrr", [1, 1, 1]),
+    "leastconn": Case("leastconn", "leastconn", [1, 1, 1]),
+}
+
+
+def measure(binary: str, args: argparse.Namespace, raw: Path) -> dict[str, Any]:
+    os.environ["P4LB_SIMPLE_SWITCH"] = binary  # topology.bmv2 starts this one
+    names = ["baseline", *args.algorithms]
+    rps: dict[str, list[float]] = {n: [] for n in names}
+    failed: dict[str, int] = dict.fromkeys(names, 0)
+    for rep in range(args.reps):
+        for name in names:
+            progress(f"ab {Path(binary).parent} rep {rep + 1}/{args.reps} {name}")
+            run = one_run(CASES[name], args.n, args.c, raw)
+            if run.complete + run.failed < args.n:
+                raise RuntimeError(f"ab {name}: {run.complete} of {args.n} requests completed")
+            rps[name].append(run.rps)
+            failed[name] += run.failed + run.non_2xx
+    out: dict[str, Any] = {"binary": binary, "programs": {}}
+    for name in names:
+        out["programs"][name] = {"rps": summary(rps[name]), "failed": failed[name]}
+        if name != "baseline":
+            out["programs"][name]["vs_baseline_per_rep"] = summary(
+                [r / b for r, b in zip(rps[name], rps["baseline"], strict=True) if b]
+            )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench-ab-overhead", description=__doc__.splitlines()[0])
+    ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("-n", type=int, default=5000, help="requests per ab run")
+    ap.add_argument("-c", type=int, default=10, help="ab concurrency")
+    ap.add_argument("--algorithms", nargs="+", default=["iphash", "wrr", "leastconn"])
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    unknown = [a for a in args.algorithms if a not in CASES]
+    if unknown:
+        raise SystemExit(f"bench-ab-overhead: unknown algorithm {unknown[0]!r}")
+    default = os.environ.get("P4LB_SIMPLE_SWITCH") or shutil.which("simple_switch_grpc")
+    builds = parse_builds(args.build) or ({"standard": default} if default else {})
+    missing = [t for t in ("ab", "mn") if not shutil.which(t)]
+    if not builds or missing or os.geteuid() != 0:
+        what = ", ".join(missing + ([] if builds else ["simple_switch_grpc"]))
+        print(f"bench-ab-overhead: needs root and {what or 'nothing else'}", file=sys.stderr)
+        return 2
+    raw = Path(tempfile.mkdtemp(prefix="p4lb-ab-overhead-"))
+    result: dict[str, Any] = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine(),
+        "method": __doc__,
+        "reps": args.reps,
+        "n": args.n,
+        "c": args.c,
+        "builds": {},
+    }
+    for build, binary in builds.items():
+        result["builds"][build] = measure(binary, args, raw)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")  # what is done so far
+    result["machine"]["loadavg_at_end"] = os.getloadavg()
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    ratios = {
+        b: {
+            n: p["vs_baseline_per_rep"]["median"]
+            for n, p in r["programs"].items()
+            if n != "baseline"
+        }
+        for b, r in result["builds"].items()
+    }
+    progress(f"wrote {args.out}: median ratios {ratios}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
