@@ -76,16 +76,17 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
     meta.hit = (bit<1>)(SLOT_SIG(meta.slot) == meta.sig)
 
 
-// A client's packet to a VIP, right after CONN_LOOKUP (the VIP lookup's action): if the flow is known, its slot takes the packet's effect on the connection
-// and the packet leaves by the slot's switch port for the slot's backend. Nothing else
-// runs in the ingress for a known flow.
+// A client's packet to a VIP, right after CONN_LOOKUP (the VIP lookup's action): if the
+// flow is known, its slot takes the packet's effect on the connection and the packet
+// leaves by the slot's switch port for the slot's backend. Nothing else runs in the
+// ingress for a known flow; what the packet did to the connection is counted in the
+// egress (ConnectionEvents), from the slot and the next state.
 // Known: the way is live, and this is not a SYN for a slot past its handshake (that is a
 // new connection reusing the 5-tuple; a SYN for a half-open slot is a retransmission and
 // keeps its backend).
 // Next state: the client's first ACK establishes a half-open slot (01 -> 10: xor 11), FIN
 // closes (| 11), RST frees (& 00). No nested conditionals: p4c would split them.
 // Awaiting: data from the client is a request, until the backend pushes its answer.
-// Event: the handshake completes, or an established connection ends (counted in the egress).
 #define CONN_REFRESH() \
     CONN_HIT(); \
     meta.known = (bit<1>)(meta.hit == 1 && SLOT_LIVE(meta.slot, meta.now) \
@@ -96,18 +97,16 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
                                                  && (meta.tcp_flags & TCP_FLAG_SYN) == 0) * 3) \
                        | (conn_state_t)(bit<1>)((meta.tcp_flags & TCP_FLAG_FIN) != 0) * 3) \
                       & (conn_state_t)(bit<1>)((meta.tcp_flags & TCP_FLAG_RST) == 0) * 3; \
-    meta.awaiting = SLOT_AWAITING(meta.slot) \
-        | (bit<1>)(hdr.tcp.isValid() && meta.l4_len != ((bit<16>)hdr.tcp.data_offset) << 2); \
-    conn_state.write(meta.bucket_index, meta.known == 0 ? meta.bucket \
-        : WITH_SLOT(meta.bucket, meta.hit_shift, \
-                    meta.sig ++ meta.awaiting ++ EXPIRY(meta.next_state, meta.now) \
-                    ++ meta.next_state ++ SLOT_PORT(meta.slot) ++ SLOT_BACKEND(meta.slot))); \
-    meta.conn_event = (bit<1>)(meta.known == 1 && SLOT_STATE(meta.slot) == CONN_ESTABLISHED \
-                               && meta.next_state != CONN_ESTABLISHED) \
-                   ++ (bit<1>)(meta.known == 1 && SLOT_STATE(meta.slot) == CONN_EMBRYONIC \
-                               && meta.next_state == CONN_ESTABLISHED); \
+    if (meta.known == 1) { \
+        meta.bucket = WITH_SLOT(meta.bucket, meta.hit_shift, \
+            meta.sig \
+            ++ (SLOT_AWAITING(meta.slot) | (bit<1>)(hdr.tcp.isValid() \
+                                   && meta.l4_len != ((bit<16>)hdr.tcp.data_offset) << 2)) \
+            ++ EXPIRY(meta.next_state, meta.now) \
+            ++ meta.next_state ++ SLOT_PORT(meta.slot) ++ SLOT_BACKEND(meta.slot)); \
+        conn_state.write(meta.bucket_index, meta.bucket); \
+    } \
     meta.backend_id = (backend_id_t)SLOT_BACKEND(meta.slot); \
-    meta.have_backend = meta.known; \
     std_meta.egress_spec = SLOT_PORT(meta.slot)
 
 // A client's packet to a VIP whose flow the state does not know (the VIP lookup found no
@@ -125,28 +124,37 @@ control ConnectionState(inout headers_t hdr,
     // The backend is chosen for a flow that starts here: count the connection and store
     // the flow in its old way (the 5-tuple reused) or the first way not live. A full
     // bucket leaves it to conn_table: a collision, reported to the controller.
+    // Statements, not conditional expressions: p4c gives each conditional expression a
+    // PHV field of its own (one more field BMv2 resets for every packet).
     action new_connection() {
         backend_conns.count(meta.backend_id);
-        meta.slot_shift = meta.hit == 1 ? meta.hit_shift
-            : (!SLOT_LIVE(meta.bucket[72:0], meta.now) ? 8w0
-            : (!SLOT_LIVE(meta.bucket[145:73], meta.now) ? 8w73
-            : (!SLOT_LIVE(meta.bucket[218:146], meta.now) ? 8w146
-            : (!SLOT_LIVE(meta.bucket[291:219], meta.now) ? 8w219 : NO_WAY))));
+        meta.slot_shift = NO_WAY;
+        if (!SLOT_LIVE(meta.bucket[291:219], meta.now)) { meta.slot_shift = 219; }
+        if (!SLOT_LIVE(meta.bucket[218:146], meta.now)) { meta.slot_shift = 146; }
+        if (!SLOT_LIVE(meta.bucket[145:73], meta.now)) { meta.slot_shift = 73; }
+        if (!SLOT_LIVE(meta.bucket[72:0], meta.now)) { meta.slot_shift = 0; }
+        if (meta.hit == 1) { meta.slot_shift = meta.hit_shift; }
         meta.collision = (bit<1>)(meta.slot_shift == NO_WAY);
-        meta.next_state = hdr.tcp.isValid() ? CONN_EMBRYONIC : CONN_ESTABLISHED;
-        conn_state.write(meta.bucket_index, meta.slot_shift == NO_WAY ? meta.bucket
-            : WITH_SLOT(meta.bucket, meta.slot_shift,
-                        meta.sig ++ 1w0 ++ EXPIRY(meta.next_state, meta.now)
-                        ++ meta.next_state ++ std_meta.egress_spec ++ meta.backend_id[9:0]));
+        meta.next_state = CONN_ESTABLISHED;
+        if (hdr.tcp.isValid()) { meta.next_state = CONN_EMBRYONIC; }
+        if (meta.collision == 0) {
+            // The way's old slot, for reclaim.
+            meta.slot = (conn_slot_t)(meta.bucket >> meta.slot_shift);
+            meta.bucket = WITH_SLOT(meta.bucket, meta.slot_shift,
+                                    meta.sig ++ 1w0 ++ EXPIRY(meta.next_state, meta.now)
+                                    ++ meta.next_state ++ std_meta.egress_spec
+                                    ++ meta.backend_id[9:0]);
+            conn_state.write(meta.bucket_index, meta.bucket);
+        }
     }
 
     // The way a new connection took held an established connection that never closed
     // (aged out: its FIN was lost; or its 5-tuple is reused): that one ends now.
     action reclaim() {
-        meta.slot = (conn_slot_t)(meta.bucket >> meta.slot_shift);
         meta.conn_event = (bit<1>)(SLOT_STATE(meta.slot) == CONN_ESTABLISHED) ++ 1w0;
-        backend_closes.count((bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.conn_event[1:1]);
-        ADD_ACTIVE((bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.conn_event[1:1], 0, 1);
+        meta.index = (bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.conn_event[1:1];
+        backend_closes.count(meta.index);
+        ADD_ACTIVE(meta.index, 0, 1);
     }
 
     action report_collision() {
@@ -162,6 +170,12 @@ control ConnectionState(inout headers_t hdr,
         meta.have_backend = 1;
     }
 
+    // Not pinned: the flow may start a connection here (a SYN, or any UDP packet).
+    action not_pinned() {
+        meta.starts = (bit<1>)((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN
+                               || !hdr.tcp.isValid());
+    }
+
     // Matches a flow's 5-tuple (as the client sent it, to the VIP). Hit: the backend the
     // controller recorded for a flow whose bucket was full. Consulted only when the
     // buckets do not know the flow. Written by the controller from digests; aged out by
@@ -175,8 +189,8 @@ control ConnectionState(inout headers_t hdr,
             meta.l4_src_port:  exact @name("src_port");
             meta.l4_dst_port:  exact @name("dst_port");
         }
-        actions = { use_backend; @defaultonly NoAction; }
-        default_action = NoAction();
+        actions = { use_backend; @defaultonly not_pinned; }
+        const default_action = not_pinned();
         size = CONN_TABLE_SIZE;
         support_timeout = true;
     }
@@ -203,6 +217,7 @@ control ConnectionState(inout headers_t hdr,
 
     action unknown_backend() {
         meta.have_backend = 0;
+        meta.drop_reason = DropReason.NO_BACKEND;
     }
 
     // Matches a backend id. Hit: the switch port the backend is attached to. Only a flow
@@ -218,36 +233,34 @@ control ConnectionState(inout headers_t hdr,
     }
 
     apply {
-        if (vip_source_table.apply().hit) {
-            return;
-        }
         // A flow the state does not know: choose by the VIP's algorithm if it starts here
         // (a SYN, or any UDP packet); the hashes recompute its first packet's choice
         // (Maglev's even across most pool changes); round robin and the load-driven
         // algorithms cannot, and drop it rather than guess. A flow pinned in conn_table
-        // takes its recorded backend.
-        meta.starts = (bit<1>)((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN
-                               || !hdr.tcp.isValid());
-        if (conn_table.apply().hit) {
-            meta.starts = 0;
-        } else if (meta.starts == 1 || meta.algorithm == Algorithm.IPHASH
-                   || meta.algorithm == Algorithm.MAGLEV || meta.algorithm == Algorithm.SRCHASH) {
-            selection.apply(hdr, meta, std_meta);
-        } else {
-            meta.drop_reason = DropReason.NO_STATE;
-            return;
-        }
-        if (meta.have_backend == 1) {
-            backend_port_table.apply();
-        }
-        if (meta.have_backend == 0) {
-            meta.drop_reason = DropReason.NO_BACKEND;
-        } else if (meta.starts == 1) {
-            new_connection();
-            if (meta.collision == 1) {
-                report_collision();
-            } else {
-                reclaim();
+        // takes its recorded backend. (No `return`: p4c implements one with a flag, a
+        // field and more tables.)
+        if (vip_source_table.apply().miss) {
+            if (conn_table.apply().miss) {
+                if (meta.starts == 1 || meta.algorithm == Algorithm.IPHASH
+                        || meta.algorithm == Algorithm.MAGLEV
+                        || meta.algorithm == Algorithm.SRCHASH) {
+                    selection.apply(hdr, meta, std_meta);
+                } else {
+                    meta.drop_reason = DropReason.NO_STATE;
+                }
+            }
+            if (meta.have_backend == 1) {
+                backend_port_table.apply();
+                if (meta.starts == 1 && meta.have_backend == 1) {
+                    new_connection();
+                    if (meta.collision == 1) {
+                        report_collision();
+                    } else {
+                        reclaim();
+                    }
+                }
+            } else if (meta.drop_reason == DropReason.NONE) {
+                meta.drop_reason = DropReason.NO_BACKEND;
             }
         }
     }
@@ -259,10 +272,16 @@ control ConnectionState(inout headers_t hdr,
 control ConnectionEvents(inout headers_t hdr,
                          inout metadata_t meta,
                          inout standard_metadata_t std_meta) {
+    // The handshake completed (only a half-open slot becomes established), or an
+    // established connection ended (FIN or RST).
     action count_event() {
-        backend_established.count(meta.backend_id * (bit<32>)meta.conn_event[0:0]);
-        backend_closes.count(meta.backend_id * (bit<32>)meta.conn_event[1:1]);
-        ADD_ACTIVE(meta.backend_id, meta.conn_event[0:0], meta.conn_event[1:1]);
+        if (meta.next_state == CONN_ESTABLISHED) {
+            backend_established.count(meta.backend_id);
+        } else {
+            backend_closes.count(meta.backend_id);
+        }
+        ADD_ACTIVE(meta.backend_id, (bit<1>)(meta.next_state == CONN_ESTABLISHED),
+                   (bit<1>)(SLOT_STATE(meta.slot) == CONN_ESTABLISHED));
     }
 
     // LEASTPKT: one more packet to this connection's backend in the current window (a
@@ -271,15 +290,19 @@ control ConnectionEvents(inout headers_t hdr,
     action count_packet() {
         packet_window.read(meta.window, meta.backend_id);
         meta.window_id = (bit<16>)(meta.now >> PKT_WINDOW_BITS);
-        packet_window.write(meta.backend_id, meta.window_id
+        meta.window = meta.window_id
             ++ (meta.window[47:24] * (bit<24>)(bit<1>)(meta.window[63:48] == meta.window_id)
                 + meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] + 1 == meta.window_id))
-            ++ (meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] == meta.window_id) + 1));
+            ++ (meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] == meta.window_id) + 1);
+        packet_window.write(meta.backend_id, meta.window);
     }
 
     apply {
         if (meta.known == 1) {
-            if (meta.conn_event != CONN_EVENT_NONE) {
+            // The state changed to or from established.
+            if (meta.next_state != SLOT_STATE(meta.slot)
+                    && (meta.next_state == CONN_ESTABLISHED
+                        || SLOT_STATE(meta.slot) == CONN_ESTABLISHED)) {
                 count_event();
             }
             if (meta.algorithm == Algorithm.LEASTPKT) {
@@ -296,15 +319,12 @@ control ConnectionEvents(inout headers_t hdr,
 control ReplyState(inout headers_t hdr,
                    inout metadata_t meta,
                    inout standard_metadata_t std_meta) {
-    action reply_lookup() {
-        CONN_LOOKUP(hdr.ipv4.dst_addr, hdr.ipv4.src_addr, meta.l4_dst_port, hdr.tcp.src_port);
-    }
-
-    // Two actions, not one: within one action p4c would substitute the lookup's
-    // expressions into every use of the slot. A live slot: FIN or RST closes it (an established connection ends: the close
-    // event), a push answers the awaited request (the sample); other slots stay as they
-    // are. A closing slot expires CONN_CLOSING_TICKS from now; otherwise its expiry stays.
+    // Look the connection up as its client sent it. A live slot: FIN or RST closes it (an
+    // established connection ends: the close event), a push answers the awaited request
+    // (the sample); other slots stay as they are. A closing slot expires
+    // CONN_CLOSING_TICKS from now; otherwise its expiry stays.
     action update() {
+        CONN_LOOKUP(hdr.ipv4.dst_addr, hdr.ipv4.src_addr, meta.l4_dst_port, hdr.tcp.src_port);
         CONN_HIT();
         meta.known = (bit<1>)(meta.hit == 1 && SLOT_LIVE(meta.slot, meta.now));
         meta.next_state = SLOT_STATE(meta.slot)
@@ -314,28 +334,31 @@ control ReplyState(inout headers_t hdr,
         meta.sampled = (bit<1>)(meta.known == 1 && SLOT_AWAITING(meta.slot) == 1
                                 && SLOT_STATE(meta.slot) == CONN_ESTABLISHED
                                 && (meta.tcp_flags & TCP_FLAG_PSH) != 0);
-        conn_state.write(meta.bucket_index, meta.known == 0 ? meta.bucket
-            : WITH_SLOT(meta.bucket, meta.hit_shift,
-                        meta.sig
-                        ++ (SLOT_AWAITING(meta.slot) & (bit<1>)((meta.tcp_flags & TCP_FLAG_PSH) == 0))
-                        ++ (meta.next_state == SLOT_STATE(meta.slot) ? SLOT_EXPIRY(meta.slot)
-                            : meta.now + CONN_CLOSING_TICKS)
-                        ++ meta.next_state ++ SLOT_PORT(meta.slot) ++ SLOT_BACKEND(meta.slot)));
+        if (meta.known == 1) {
+            meta.bucket = WITH_SLOT(meta.bucket, meta.hit_shift,
+                meta.sig
+                ++ (SLOT_AWAITING(meta.slot) & (bit<1>)((meta.tcp_flags & TCP_FLAG_PSH) == 0))
+                ++ (meta.next_state == SLOT_STATE(meta.slot) ? SLOT_EXPIRY(meta.slot)
+                    : meta.now + CONN_CLOSING_TICKS)
+                ++ meta.next_state ++ SLOT_PORT(meta.slot) ++ SLOT_BACKEND(meta.slot));
+            conn_state.write(meta.bucket_index, meta.bucket);
+        }
     }
 
     // The close, counted once for the backend; the response time: the time since the
     // client's last packet (its expiry less the idle timeout), folded into the average.
     action count() {
-        backend_closes.count((bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.conn_event[1:1]);
-        ADD_ACTIVE((bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.conn_event[1:1], 0, 1);
-        response_time.read(meta.load, (bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.sampled);
-        response_time.write((bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.sampled,
-            meta.load - (meta.load >> 3)
-            + ((bit<32>)(meta.now - (SLOT_EXPIRY(meta.slot) - CONN_IDLE_TICKS)) * RT_SCALE >> 3));
+        meta.index = (bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.conn_event[1:1];
+        backend_closes.count(meta.index);
+        ADD_ACTIVE(meta.index, 0, 1);
+        meta.index = (bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.sampled;
+        response_time.read(meta.load, meta.index);
+        meta.load = meta.load - (meta.load >> 3)
+            + ((bit<32>)(meta.now - (SLOT_EXPIRY(meta.slot) - CONN_IDLE_TICKS)) * RT_SCALE >> 3);
+        response_time.write(meta.index, meta.load);
     }
 
     apply {
-        reply_lookup();
         update();
         if (meta.conn_event != CONN_EVENT_NONE || meta.sampled == 1) {
             count();

@@ -91,8 +91,8 @@ struct metadata_t {
     service_id_t  service_id;
     Algorithm     algorithm;
     version_t     version;
-    bit<16>       pool_size;
-    bit<16>       slot_count;
+    bit<32>       pool_size;     // 32 bits: a hash's modulus, and p4c copies a cast one
+    bit<32>       slot_count;
     // connection state
     bit<8>        tcp_flags;     // 0 for UDP
     bit<32>       flow_hash;     // crc32 of the 5-tuple: bucket index and half the signature
@@ -100,8 +100,8 @@ struct metadata_t {
     flow_sig_t    sig;
     tick_t        now;
     conn_bucket_t bucket;        // as read; written back once, with this flow's slot updated
-    bit<1>        hit;           // a way of the bucket holds the flow's signature
-    bit<8>        hit_shift;     // 64 * the way holding it (0 if none)
+    bit<1>        hit;           // the slot at hit_shift holds the flow's signature
+    bit<8>        hit_shift;     // 73 * the way holding it (0 if none)
     conn_slot_t   slot;          // that way's slot
     bit<1>        known;         // the slot is live and names this connection's backend
     conn_state_t  next_state;    // the slot's state after this packet (CONN_FREE: cleared)
@@ -109,8 +109,6 @@ struct metadata_t {
     bit<8>        slot_shift;    // where a new connection is stored, or NO_WAY (full)
     bit<1>        collision;     // a new flow whose bucket is full
     bit<1>        starts;        // an unknown flow's packet that may start a connection
-    // selection
-    bit<1>        awaiting;      // the slot's awaiting bit after this packet
     bit<1>        sampled;       // a backend's answer to an awaited request (reply path)
     bit<1>        reply_state;   // a backend's packet the connection state follows
     bit<32>       load;          // a per-backend register as read (the first candidate's)
@@ -120,6 +118,9 @@ struct metadata_t {
     bit<64>       window;        // packet_window as read (the first candidate's)
     bit<64>       window2;       // the second candidate's
     bit<16>       window_id;     // the current packet window
+    // A counter or register index computed once: p4c gives each index (or written value)
+    // expression a PHV field of its own, and BMv2 resets every field for every packet.
+    bit<32>       index;
     // selection
     member_index_t member_index;
     backend_id_t  backend_id;

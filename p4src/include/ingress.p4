@@ -1,7 +1,7 @@
 /* The ingress pipeline: validation, VIP lookup with connection state (a known connection
  * needs nothing more), selection for new flows, reverse NAT and routing for everything
- * else, and one place where drops are counted by reason. NAT toward the backends runs in
- * the egress (egress.p4). */
+ * else, and drops counted by reason in one counter. NAT toward the backends runs in the
+ * egress (egress.p4). */
 #ifndef P4LB_INGRESS_P4
 #define P4LB_INGRESS_P4
 
@@ -11,7 +11,8 @@
 counter(DROP_COUNTER_SIZE, CounterType.packets) drops;
 
 #define COUNT_DROP() \
-    drops.count(meta.service_id * NUM_DROP_REASONS + (bit<32>)(bit<8>)meta.drop_reason); \
+    meta.index = meta.service_id * NUM_DROP_REASONS + (bit<32>)(bit<8>)meta.drop_reason; \
+    drops.count(meta.index); \
     mark_to_drop(std_meta)
 
 control LbIngress(inout headers_t hdr,
@@ -41,39 +42,48 @@ control LbIngress(inout headers_t hdr,
         if (std_meta.parser_error == error.NoError && hdr.ipv4.isValid()
                 && std_meta.checksum_error == 0 && hdr.ipv4.ttl > 1) {
             vip_lookup.apply(hdr, meta, std_meta);
+            // Drops are counted where they can happen, so a known connection's packet,
+            // the commonest, evaluates three conditions in all.
             if (meta.to_vip == 1) {
                 // To a VIP: a known connection already has its backend and port; an
                 // unknown flow gets them here (or is dropped).
                 if (meta.known == 0) {
                     connection_state.apply(hdr, meta, std_meta);
+                    if (meta.drop_reason != DropReason.NONE) {
+                        count_drop();
+                    }
                 }
             } else {
                 // A backend's reply becomes the VIP's; then everything is routed.
                 from_backend.apply(hdr, meta, std_meta);
                 routing.apply(hdr, meta, std_meta);
+                if (meta.drop_reason != DropReason.NONE) {
+                    count_drop();
+                }
             }
-        } else if (std_meta.parser_error == error.NoError && hdr.arp.isValid()) {
-            vip_addresses.apply(hdr, meta, std_meta);
-        } else if (std_meta.parser_error == error.TcpBadFlags) {
-            meta.drop_reason = DropReason.BAD_TCP_FLAGS;
-        } else if (std_meta.parser_error == error.MartianSource) {
-            meta.drop_reason = DropReason.MARTIAN_SOURCE;
-        } else if (std_meta.parser_error == error.IPv4BadTotalLen
-                   || std_meta.parser_error == error.IPv4TotalLenTooLong
-                   || std_meta.parser_error == error.L4BadTotalLen) {
-            meta.drop_reason = DropReason.BAD_LENGTH;
-        } else if (std_meta.parser_error != error.NoError) {
-            meta.drop_reason = DropReason.MALFORMED;
-        } else if (!hdr.ipv4.isValid()) {
-            meta.drop_reason = DropReason.UNSUPPORTED;
-        } else if (std_meta.checksum_error == 1) {
-            meta.drop_reason = DropReason.BAD_CHECKSUM;
         } else {
-            meta.drop_reason = DropReason.TTL_EXPIRED;
-        }
-
-        if (meta.drop_reason != DropReason.NONE) {
-            drop_table.apply();
+            if (std_meta.parser_error == error.NoError && hdr.arp.isValid()) {
+                vip_addresses.apply(hdr, meta, std_meta);
+            } else if (std_meta.parser_error == error.TcpBadFlags) {
+                meta.drop_reason = DropReason.BAD_TCP_FLAGS;
+            } else if (std_meta.parser_error == error.MartianSource) {
+                meta.drop_reason = DropReason.MARTIAN_SOURCE;
+            } else if (std_meta.parser_error == error.IPv4BadTotalLen
+                       || std_meta.parser_error == error.IPv4TotalLenTooLong
+                       || std_meta.parser_error == error.L4BadTotalLen) {
+                meta.drop_reason = DropReason.BAD_LENGTH;
+            } else if (std_meta.parser_error != error.NoError) {
+                meta.drop_reason = DropReason.MALFORMED;
+            } else if (!hdr.ipv4.isValid()) {
+                meta.drop_reason = DropReason.UNSUPPORTED;
+            } else if (std_meta.checksum_error == 1) {
+                meta.drop_reason = DropReason.BAD_CHECKSUM;
+            } else {
+                meta.drop_reason = DropReason.TTL_EXPIRED;
+            }
+            if (meta.drop_reason != DropReason.NONE) {
+                drop_table.apply();
+            }
         }
     }
 }

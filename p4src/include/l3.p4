@@ -22,8 +22,10 @@ control Routing(inout headers_t hdr,
     // on): the controller gives every VIP address this route.
     @name(".refuse_vip_packet")
     action refuse_vip_packet() {
-        meta.drop_reason = hdr.ipv4.frag_offset != 0 || (hdr.ipv4.flags & 3w1) != 0
-            ? DropReason.FRAGMENT : DropReason.VIP_PORT_UNKNOWN;
+        meta.drop_reason = DropReason.VIP_PORT_UNKNOWN;
+        if (hdr.ipv4.frag_offset != 0 || (hdr.ipv4.flags & 3w1) != 0) {
+            meta.drop_reason = DropReason.FRAGMENT;
+        }
     }
 
     // Longest-prefix match on the (possibly rewritten) destination. Hit: out of a port,

@@ -14,10 +14,11 @@ register<bit<32>>(MAX_BACKENDS) response_time;   // RT_SCALE x ticks, moving ave
 register<bit<64>>(MAX_BACKENDS) packet_window;   // window 16 | previous 24 | current 24
 
 // Active connections of backend `index` up by `up` (0 or 1) and down by
-// `down` (0 or 1; never below zero).
+// `down` (0 or 1; never below zero). `index` is a field: p4c gives each index or value
+// expression of a register access a PHV field of its own, which BMv2 resets per packet.
 #define ADD_ACTIVE(index, up, down) \
     active_conns.read(meta.load, (index)); \
-    active_conns.write((index), meta.load + (bit<32>)(up) \
-                       - (bit<32>)(bit<1>)((down) == 1 && meta.load != 0))
+    meta.load = meta.load + (bit<32>)(up) - (bit<32>)(bit<1>)((down) == 1 && meta.load != 0); \
+    active_conns.write((index), meta.load)
 
 #endif

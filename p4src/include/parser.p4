@@ -14,22 +14,22 @@ error {
     TcpBadFlags
 }
 
+// Macros, not functions: p4c inlines a function's parameters and return value as PHV
+// fields, each one more parser operation and one more field BMv2 resets per packet.
 // Sources no host sends from: 0.0.0.0/8, 127.0.0.0/8, 224.0.0.0/4 (multicast) and
 // 240.0.0.0/4 (reserved, 255.255.255.255 included), or the destination itself.
 // (A VIP as source is caught by the VIP lookup.)
-bool is_martian_source(in ipv4_addr_t src, in ipv4_addr_t dst) {
-    return src[31:24] == 0 || src[31:24] == 127 || src[31:28] >= 0xE || src == dst;
-}
+#define IS_MARTIAN_SOURCE(src, dst) \
+    ((src)[31:24] == 0 || (src)[31:24] == 127 || (src)[31:28] >= 0xE || (src) == (dst))
 
 // Flag sets no TCP stack sends: SYN+FIN, SYN+RST, none of the six (null scan),
 // FIN+PSH+URG (xmas).
-bool is_bad_tcp_flags(in bit<8> f) {
-    return (f & (TCP_FLAG_SYN | TCP_FLAG_FIN)) == (TCP_FLAG_SYN | TCP_FLAG_FIN)
-        || (f & (TCP_FLAG_SYN | TCP_FLAG_RST)) == (TCP_FLAG_SYN | TCP_FLAG_RST)
-        || (f & 0x3f) == 0
-        || (f & (TCP_FLAG_FIN | TCP_FLAG_PSH | TCP_FLAG_URG))
-            == (TCP_FLAG_FIN | TCP_FLAG_PSH | TCP_FLAG_URG);
-}
+#define IS_BAD_TCP_FLAGS(f) \
+    (((f) & (TCP_FLAG_SYN | TCP_FLAG_FIN)) == (TCP_FLAG_SYN | TCP_FLAG_FIN) \
+     || ((f) & (TCP_FLAG_SYN | TCP_FLAG_RST)) == (TCP_FLAG_SYN | TCP_FLAG_RST) \
+     || ((f) & 0x3f) == 0 \
+     || ((f) & (TCP_FLAG_FIN | TCP_FLAG_PSH | TCP_FLAG_URG)) \
+        == (TCP_FLAG_FIN | TCP_FLAG_PSH | TCP_FLAG_URG))
 
 parser LbParser(packet_in pkt,
                 out headers_t hdr,
@@ -57,7 +57,7 @@ parser LbParser(packet_in pkt,
         // The frame may carry padding after the datagram, never less than it claims.
         verify((bit<32>)hdr.ipv4.total_len + 14 <= std_meta.packet_length,
                error.IPv4TotalLenTooLong);
-        verify(!is_martian_source(hdr.ipv4.src_addr, hdr.ipv4.dst_addr), error.MartianSource);
+        verify(!IS_MARTIAN_SOURCE(hdr.ipv4.src_addr, hdr.ipv4.dst_addr), error.MartianSource);
         meta.l4_len = hdr.ipv4.total_len - (((bit<16>)hdr.ipv4.ihl) << 2);
         transition select(hdr.ipv4.ihl) {
             5:       parse_l4;
@@ -84,7 +84,7 @@ parser LbParser(packet_in pkt,
         pkt.extract(hdr.tcp);
         verify(hdr.tcp.data_offset >= 5, error.TcpBadDataOffset);
         verify(meta.l4_len >= ((bit<16>)hdr.tcp.data_offset) << 2, error.L4BadTotalLen);
-        verify(!is_bad_tcp_flags(hdr.tcp.flags), error.TcpBadFlags);
+        verify(!IS_BAD_TCP_FLAGS(hdr.tcp.flags), error.TcpBadFlags);
         meta.l4_src_port = hdr.tcp.src_port;
         meta.l4_dst_port = hdr.tcp.dst_port;
         meta.tcp_flags = hdr.tcp.flags;

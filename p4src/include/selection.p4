@@ -14,28 +14,30 @@ control BackendSelection(inout headers_t hdr,
         hash(meta.member_index, HashAlgorithm.crc16, (member_index_t)0,
              { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
                meta.l4_src_port, meta.l4_dst_port },
-             (bit<32>)meta.pool_size);
+             meta.pool_size);
     }
 
     // WRR: take the VIP's next slot and advance. The slot count may have shrunk since
     // the position was written.
     action next_slot() {
         rr_position.read(meta.member_index, meta.service_id);
-        meta.member_index = meta.member_index >= meta.slot_count ? 16w0 : meta.member_index;
-        rr_position.write(meta.service_id,
-                          meta.member_index + 1 == meta.slot_count ? 16w0 : meta.member_index + 1);
+        if ((bit<32>)meta.member_index >= meta.slot_count) {
+            meta.member_index = 0;
+        }
+        rr_position.write(meta.service_id, (meta.member_index + 1)
+            * (bit<16>)(bit<1>)((bit<32>)meta.member_index + 1 != meta.slot_count));
     }
 
     // Maglev: the 5-tuple's CRC32 (computed once, by the state lookup) modulo the table.
     action maglev_slot() {
         hash(meta.member_index, HashAlgorithm.identity, (member_index_t)0,
-             { meta.flow_hash }, (bit<32>)meta.slot_count);
+             { meta.flow_hash }, meta.slot_count);
     }
 
     // Source hash: every connection from one address picks the same bucket.
     action source_slot() {
         hash(meta.member_index, HashAlgorithm.crc32, (member_index_t)0,
-             { hdr.ipv4.src_addr }, (bit<32>)meta.slot_count);
+             { hdr.ipv4.src_addr }, meta.slot_count);
     }
 
     @name(".set_member")
@@ -67,8 +69,9 @@ control BackendSelection(inout headers_t hdr,
     action least_conn() {
         active_conns.read(meta.load, meta.backend_id);
         active_conns.read(meta.load2, meta.second_backend);
-        meta.backend_id = SECOND_LIGHTER(meta.load + 1, meta.load2 + 1)
-            ? meta.second_backend : meta.backend_id;
+        if (SECOND_LIGHTER(meta.load + 1, meta.load2 + 1)) {
+            meta.backend_id = meta.second_backend;
+        }
     }
 
     // Least time: (active + 1) x (mean response time + 1 tick) / weight. A backend not yet
@@ -78,10 +81,11 @@ control BackendSelection(inout headers_t hdr,
         active_conns.read(meta.load2, meta.second_backend);
         response_time.read(meta.time1, meta.backend_id);
         response_time.read(meta.time2, meta.second_backend);
-        meta.backend_id = SECOND_LIGHTER(
+        if (SECOND_LIGHTER(
                 (bit<64>)(meta.load + 1) * (bit<64>)(meta.time1 + RT_SCALE),
-                (bit<64>)(meta.load2 + 1) * (bit<64>)(meta.time2 + RT_SCALE))
-            ? meta.second_backend : meta.backend_id;
+                (bit<64>)(meta.load2 + 1) * (bit<64>)(meta.time2 + RT_SCALE))) {
+            meta.backend_id = meta.second_backend;
+        }
     }
 
     // Least packets: the current window's count plus the previous one's (a stale window
@@ -90,14 +94,15 @@ control BackendSelection(inout headers_t hdr,
         packet_window.read(meta.window, meta.backend_id);
         packet_window.read(meta.window2, meta.second_backend);
         meta.window_id = (bit<16>)(meta.now >> PKT_WINDOW_BITS);
-        meta.backend_id = SECOND_LIGHTER(
+        if (SECOND_LIGHTER(
                 ((bit<32>)meta.window[47:24] * (bit<32>)(bit<1>)(meta.window[63:48] == meta.window_id)
                  + (bit<32>)meta.window[23:0] * (bit<32>)(bit<1>)(meta.window[63:48] == meta.window_id
                                                         || meta.window[63:48] + 1 == meta.window_id) + 1),
                 ((bit<32>)meta.window2[47:24] * (bit<32>)(bit<1>)(meta.window2[63:48] == meta.window_id)
                  + (bit<32>)meta.window2[23:0] * (bit<32>)(bit<1>)(meta.window2[63:48] == meta.window_id
-                                                          || meta.window2[63:48] + 1 == meta.window_id) + 1))
-            ? meta.second_backend : meta.backend_id;
+                                                          || meta.window2[63:48] + 1 == meta.window_id) + 1))) {
+            meta.backend_id = meta.second_backend;
+        }
     }
 
     // Matches (service, version, member index). Hit: that member's backend.

@@ -8,9 +8,12 @@ control VipLookup(inout headers_t hdr,
     // The per-VIP "flip" entry: which service, algorithm and version of the pool and
     // slot tables is live. Changing a pool means writing the other version's entries and
     // then modifying this one entry, so a change is never seen half-applied. The action
-    // also looks up the packet's connection state; refresh() then updates a known
-    // connection's slot and sends the packet to the slot's port: for a known flow that is
-    // the whole ingress (in BMv2 every table and condition costs far more than its work).
+    // also looks up the packet's connection state and, for a known connection, updates
+    // its slot and sends the packet to the slot's port: for a known flow that is the
+    // whole ingress (in BMv2 every table and condition costs far more than its work).
+    // One action is cheap only because the build turns off p4c's local copy
+    // propagation (Makefile), which would substitute each field's defining expression
+    // into all its later uses within the action.
     @name(".set_vip")
     action set_vip(service_id_t service_id, Algorithm algorithm, version_t version,
                    bit<16> pool_size, bit<16> slot_count) {
@@ -18,15 +21,9 @@ control VipLookup(inout headers_t hdr,
         meta.service_id = service_id;
         meta.algorithm = algorithm;
         meta.version = version;
-        meta.pool_size = pool_size;
-        meta.slot_count = slot_count;
+        meta.pool_size = (bit<32>)pool_size;
+        meta.slot_count = (bit<32>)slot_count;
         CONN_LOOKUP(hdr.ipv4.src_addr, hdr.ipv4.dst_addr, meta.l4_src_port, meta.l4_dst_port);
-    }
-
-    // A separate action, not more of set_vip: within one action p4c substitutes each
-    // field's defining expression into its uses, and the slot's fields, each a slice of
-    // the bucket shifted by the way's sum, made set_vip's expressions 13 times larger.
-    action refresh() {
         CONN_REFRESH();
     }
 
@@ -46,9 +43,7 @@ control VipLookup(inout headers_t hdr,
     }
 
     apply {
-        if (vip_table.apply().hit) {
-            refresh();
-        }
+        vip_table.apply();
     }
 }
 

@@ -51,7 +51,7 @@ part: 1
 thread: {thread}
 
 events: Ir
-summary: {total}
+summary: 0
 
 fn=(1) 0x0000000000012345
 0 12
