@@ -72,8 +72,7 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 
 // Whether the slot CONN_LOOKUP took holds the flow: when no way does, the shift is 0 and
 // way 0 holds another flow's signature (or none).
-#define CONN_HIT() \
-    meta.hit = (bit<1>)(SLOT_SIG(meta.slot) == meta.sig)
+#define CONN_HIT (SLOT_SIG(meta.slot) == meta.sig)
 
 
 // A client's packet to a VIP, right after CONN_LOOKUP (the VIP lookup's action): if the
@@ -88,8 +87,7 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // closes (| 11), RST frees (& 00). No nested conditionals: p4c would split them.
 // Awaiting: data from the client is a request, until the backend pushes its answer.
 #define CONN_REFRESH() \
-    CONN_HIT(); \
-    meta.known = (bit<1>)(meta.hit == 1 && SLOT_LIVE(meta.slot, meta.now) \
+    meta.known = (bit<1>)(CONN_HIT && SLOT_LIVE(meta.slot, meta.now) \
         && !((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN \
              && SLOT_STATE(meta.slot) != CONN_EMBRYONIC)); \
     meta.next_state = ((SLOT_STATE(meta.slot) \
@@ -133,7 +131,7 @@ control ConnectionState(inout headers_t hdr,
         if (!SLOT_LIVE(meta.bucket[218:146], meta.now)) { meta.slot_shift = 146; }
         if (!SLOT_LIVE(meta.bucket[145:73], meta.now)) { meta.slot_shift = 73; }
         if (!SLOT_LIVE(meta.bucket[72:0], meta.now)) { meta.slot_shift = 0; }
-        if (meta.hit == 1) { meta.slot_shift = meta.hit_shift; }
+        if (CONN_HIT) { meta.slot_shift = meta.hit_shift; }
         meta.collision = (bit<1>)(meta.slot_shift == NO_WAY);
         meta.next_state = CONN_ESTABLISHED;
         if (hdr.tcp.isValid()) { meta.next_state = CONN_EMBRYONIC; }
@@ -325,8 +323,7 @@ control ReplyState(inout headers_t hdr,
     // CONN_CLOSING_TICKS from now; otherwise its expiry stays.
     action update() {
         CONN_LOOKUP(hdr.ipv4.dst_addr, hdr.ipv4.src_addr, meta.l4_dst_port, hdr.tcp.src_port);
-        CONN_HIT();
-        meta.known = (bit<1>)(meta.hit == 1 && SLOT_LIVE(meta.slot, meta.now));
+        meta.known = (bit<1>)(CONN_HIT && SLOT_LIVE(meta.slot, meta.now));
         meta.next_state = SLOT_STATE(meta.slot)
             | (conn_state_t)(bit<1>)((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) * 3;
         meta.conn_event = (bit<1>)(meta.known == 1 && SLOT_STATE(meta.slot) == CONN_ESTABLISHED

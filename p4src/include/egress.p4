@@ -16,7 +16,7 @@ control LbEgress(inout headers_t hdr,
     }
 
     apply {
-        if (meta.to_vip == 1) {
+        if (meta.service_id != 0) {  // to a VIP
             to_backend.apply(hdr, meta, std_meta);
             connection_events.apply(hdr, meta, std_meta);
             if (meta.drop_reason != DropReason.NONE) {

@@ -86,9 +86,8 @@ struct metadata_t {
     bit<1>        l4_rewritten;  // recompute TCP/UDP checksums on the way out
     bit<1>        is_flood;
     DropReason    drop_reason;
-    bit<1>        to_vip;        // the packet is to a VIP's (address, protocol, port)
     // VIP lookup
-    service_id_t  service_id;
+    service_id_t  service_id;    // not 0: the packet is to this VIP
     Algorithm     algorithm;
     version_t     version;
     bit<32>       pool_size;     // 32 bits: a hash's modulus, and p4c copies a cast one
@@ -100,7 +99,6 @@ struct metadata_t {
     flow_sig_t    sig;
     tick_t        now;
     conn_bucket_t bucket;        // as read; written back once, with this flow's slot updated
-    bit<1>        hit;           // the slot at hit_shift holds the flow's signature
     bit<8>        hit_shift;     // 73 * the way holding it (0 if none)
     conn_slot_t   slot;          // that way's slot
     bit<1>        known;         // the slot is live and names this connection's backend

@@ -44,7 +44,7 @@ control LbIngress(inout headers_t hdr,
             vip_lookup.apply(hdr, meta, std_meta);
             // Drops are counted where they can happen, so a known connection's packet,
             // the commonest, evaluates three conditions in all.
-            if (meta.to_vip == 1) {
+            if (meta.service_id != 0) {
                 // To a VIP: a known connection already has its backend and port; an
                 // unknown flow gets them here (or is dropped).
                 if (meta.known == 0) {

@@ -17,7 +17,6 @@ control VipLookup(inout headers_t hdr,
     @name(".set_vip")
     action set_vip(service_id_t service_id, Algorithm algorithm, version_t version,
                    bit<16> pool_size, bit<16> slot_count) {
-        meta.to_vip = 1;
         meta.service_id = service_id;
         meta.algorithm = algorithm;
         meta.version = version;
