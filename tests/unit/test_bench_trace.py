@@ -12,7 +12,7 @@ LOG = """\
 [12:00:00.001] [bmv2] [D] [thread 10] [7.0] [cxt 0] Pipeline 'ingress': start
 [12:00:00.002] [bmv2] [T] [thread 10] [7.0] [cxt 0] lb.p4(41) Condition "x" (node_2) is true
 [12:00:00.003] [bmv2] [T] [thread 10] [7.0] [cxt 0] Applying table 'vip_table'
-[12:00:00.004] [bmv2] [T] [thread 10] [7.0] [cxt 0] vip.p4(20) Primitive meta.service_id = service_id
+[12:00:00.004] [bmv2] [T] [thread 10] [7.0] [cxt 0] vip.p4(20) Primitive meta.service_id = id
 [12:00:00.005] [bmv2] [T] [thread 10] [7.0] [cxt 0] vip.p4(21) Primitive hash(...)
 [12:00:00.006] [bmv2] [D] [thread 10] [7.0] [cxt 0] Pipeline 'ingress': end
 [12:00:00.007] [bmv2] [D] [thread 11] [7.0] [cxt 0] Pipeline 'egress': start
