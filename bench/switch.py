@@ -12,7 +12,8 @@ kernel's veth counters.
 Figures, per BMv2 build (P4LB_SIMPLE_SWITCH or --build NAME=PATH) and program:
   - zero-loss packet rate: the highest tcpreplay rate (binary search) at which every
     packet comes out (a loss of at most LOSS_TOLERANCE of the packets is counted as none,
-    for the odd packet the kernel drops under load);
+    for the odd packet the kernel drops under load; a rate fails only if a second replay
+    at it loses too);
   - per-packet latency p50/p99 through the idle switch, one packet in flight, per path;
   - tables, conditions and primitives per packet on each path, from a traced run (the
     standard build, which has logging macros);
@@ -381,6 +382,13 @@ def cpu_per_packet(pid: int, pcap: Path) -> tuple[float, float]:
     return max(used) * 1e6 / sent, sum(used) * 1e6 / sent
 
 
+def holds(pcap: Path, pps: int) -> bool:
+    """Whether the switch forwards a replay at `pps` without loss. A loss must repeat in a
+    second replay: on a shared VM a stray drop (another process taking the CPU for a few
+    milliseconds) otherwise ends the search at a rate far below the switch's."""
+    return trial(pcap, pps)[0] <= LOSS_TOLERANCE or trial(pcap, pps)[0] <= LOSS_TOLERANCE
+
+
 def zero_loss_rate(pcap: Path) -> tuple[float, float]:
     """(zero-loss pps, delivered pps at top speed). The rate doubles from START_PPS until
     a replay loses packets, then a binary search narrows the last doubling. (BMv2
@@ -388,11 +396,11 @@ def zero_loss_rate(pcap: Path) -> tuple[float, float]:
     cannot bound the search.)"""
     _, top = trial(pcap, None)
     lo, hi = 0.0, float(START_PPS)
-    while hi <= MAX_PPS and trial(pcap, int(hi))[0] <= LOSS_TOLERANCE:
+    while hi <= MAX_PPS and holds(pcap, int(hi)):
         lo, hi = hi, hi * 2
     for _ in range(SEARCH_STEPS):
         mid = (lo + hi) / 2
-        if trial(pcap, int(mid))[0] <= LOSS_TOLERANCE:
+        if holds(pcap, int(mid)):
             lo = mid
         else:
             hi = mid
