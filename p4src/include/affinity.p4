@@ -1,12 +1,12 @@
 /* Connection affinity: every packet of a connection goes to the backend chosen for its
  * first packet, whatever happens to weights, pools or the VIP's algorithm meanwhile.
  *
- * State lives in 4-way buckets: one 256-bit register entry holds four 64-bit slots, so a
- * packet reads its bucket once and writes it back once. A slot holds a 30-bit signature
- * of the flow (CRC32 bits the bucket index does not use, and the source port), whether a
- * request awaits its answer, when it expires, its state and its backend. A slot is free when its state
- * is CONN_FREE or it has aged out; how long a slot lives depends on its state, so
- * half-open connections (a SYN flood) free their slots within seconds. */
+ * State lives in 4-way buckets: one 292-bit register entry holds four 73-bit slots, so a
+ * packet reads its bucket once and writes it back at most once. A slot holds a 30-bit
+ * signature of the flow (CRC32 bits the bucket index does not use, and the source port),
+ * whether a request awaits its answer, when it expires, its state, port and backend. A
+ * slot is free when its state is CONN_FREE or it has aged out; how long it lives depends
+ * on its state, so half-open connections (a SYN flood) free their slots within seconds. */
 #ifndef P4LB_AFFINITY_P4
 #define P4LB_AFFINITY_P4
 
@@ -73,7 +73,6 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // Whether the slot CONN_LOOKUP took holds the flow: when no way does, the shift is 0 and
 // way 0 holds another flow's signature (or none).
 #define CONN_HIT (SLOT_SIG(meta.slot) == meta.sig)
-
 
 // A client's packet to a VIP, right after CONN_LOOKUP (the VIP lookup's action): if the
 // flow is known, its slot takes the packet's effect on the connection and the packet
