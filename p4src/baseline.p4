@@ -3,6 +3,7 @@
 #include <core.p4>
 #include <v1model.p4>
 
+#define P4LB_BASELINE  // its own, small metadata (headers.p4)
 #include "include/defines.p4"
 #include "include/headers.p4"
 #include "include/parser.p4"

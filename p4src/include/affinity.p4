@@ -52,27 +52,38 @@ counter(MAX_BACKENDS, CounterType.packets) backend_established;
 counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 
 // Hash a flow's 5-tuple (as the client sends it) once, read its bucket, find the way
-// holding its signature and take its slot. Every value is one flat expression into
-// metadata: p4c turns nested conditionals into extra primitives, and BMv2 pays for each
-// primitive. A macro, not an action: calling an action with the headers and metadata
-// copies them whole, in and out. A signature is in at most one way (a flow is always
-// stored where it was), so the way's shift is a sum.
+// holding its signature and take its slot. A signature is in at most one way (a flow is
+// always stored where it was). If-statements, not conditional expressions: BMv2 jumps
+// over what a packet does not need, and p4c turns a conditional expression into several
+// primitives. A macro, not an action: calling an action with the headers and metadata
+// copies them whole, in and out. hit_shift starts at 0: BMv2 zeroes metadata per packet.
+// (p4c's BMv2 back end copies each input of a hash into a field of its own, whatever
+// the inputs are: 5 per call site.)
 #define CONN_LOOKUP(client, vip, client_port, vip_port) \
     hash(meta.flow_hash, HashAlgorithm.crc32, 32w0, \
-         { client, vip, hdr.ipv4.protocol, client_port, vip_port }, \
-         64w0x100000000); \
+         { client, vip, hdr.ipv4.protocol, client_port, vip_port }, 64w0x100000000); \
     meta.bucket_index = (bit<32>)meta.flow_hash[16:0]; \
     meta.sig = meta.flow_hash[31:18] ++ (client_port); \
     meta.now = std_meta.ingress_global_timestamp[30:10]; \
     conn_state.read(meta.bucket, meta.bucket_index); \
-    meta.hit_shift = (bit<8>)(bit<1>)(meta.bucket[145:116] == meta.sig) * 73 \
-                   + (bit<8>)(bit<1>)(meta.bucket[218:189] == meta.sig) * 146 \
-                   + (bit<8>)(bit<1>)(meta.bucket[291:262] == meta.sig) * 219; \
+    if (meta.bucket[145:116] == meta.sig) { meta.hit_shift = 73; } \
+    if (meta.bucket[218:189] == meta.sig) { meta.hit_shift = 146; } \
+    if (meta.bucket[291:262] == meta.sig) { meta.hit_shift = 219; } \
     meta.slot = (conn_slot_t)(meta.bucket >> meta.hit_shift)
 
 // Whether the slot CONN_LOOKUP took holds the flow: when no way does, the shift is 0 and
 // way 0 holds another flow's signature (or none).
 #define CONN_HIT (SLOT_SIG(meta.slot) == meta.sig)
+
+// The flow's slot, written back with `awaiting`, next_state and its expiry from now.
+#define CONN_STORE(awaiting, expiry) \
+    meta.bucket = WITH_SLOT(meta.bucket, meta.hit_shift, \
+        meta.sig ++ (awaiting) ++ (expiry) \
+        ++ meta.next_state ++ SLOT_PORT(meta.slot) ++ SLOT_BACKEND(meta.slot)); \
+    conn_state.write(meta.bucket_index, meta.bucket)
+
+// The client sent data (a request the backend has yet to answer).
+#define CLIENT_DATA (hdr.tcp.isValid() && meta.l4_len != ((bit<16>)hdr.tcp.data_offset) << 2)
 
 // A client's packet to a VIP, right after CONN_LOOKUP (the VIP lookup's action): if the
 // flow is known, its slot takes the packet's effect on the connection and the packet
@@ -83,28 +94,41 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // new connection reusing the 5-tuple; a SYN for a half-open slot is a retransmission and
 // keeps its backend).
 // Next state: the client's first ACK establishes a half-open slot (01 -> 10: xor 11), FIN
-// closes (| 11), RST frees (& 00). No nested conditionals: p4c would split them.
+// closes (| 11), RST frees (& 00).
 // Awaiting: data from the client is a request, until the backend pushes its answer.
+// The commonest packet, an established connection's ACK without data, SYN, FIN or RST,
+// changes nothing but the expiry: it writes the slot only when the stored expiry is over
+// CONN_REFRESH_TICKS old (an established connection's idle timeout counts from its last
+// packet, give or take that much). A data packet always writes it: the response time
+// counts from the request's last packet, the stored expiry less the idle timeout.
 #define CONN_REFRESH() \
-    meta.known = (bit<1>)(CONN_HIT && SLOT_LIVE(meta.slot, meta.now) \
-        && !((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN \
-             && SLOT_STATE(meta.slot) != CONN_EMBRYONIC)); \
-    meta.next_state = ((SLOT_STATE(meta.slot) \
-                        ^ (conn_state_t)(bit<1>)(SLOT_STATE(meta.slot) == CONN_EMBRYONIC \
-                                                 && (meta.tcp_flags & TCP_FLAG_SYN) == 0) * 3) \
-                       | (conn_state_t)(bit<1>)((meta.tcp_flags & TCP_FLAG_FIN) != 0) * 3) \
-                      & (conn_state_t)(bit<1>)((meta.tcp_flags & TCP_FLAG_RST) == 0) * 3; \
-    if (meta.known == 1) { \
-        meta.bucket = WITH_SLOT(meta.bucket, meta.hit_shift, \
-            meta.sig \
-            ++ (SLOT_AWAITING(meta.slot) | (bit<1>)(hdr.tcp.isValid() \
-                                   && meta.l4_len != ((bit<16>)hdr.tcp.data_offset) << 2)) \
-            ++ EXPIRY(meta.next_state, meta.now) \
-            ++ meta.next_state ++ SLOT_PORT(meta.slot) ++ SLOT_BACKEND(meta.slot)); \
-        conn_state.write(meta.bucket_index, meta.bucket); \
-    } \
-    meta.backend_id = (backend_id_t)SLOT_BACKEND(meta.slot); \
-    std_meta.egress_spec = SLOT_PORT(meta.slot)
+    if (CONN_HIT && SLOT_LIVE(meta.slot, meta.now)) { \
+        meta.known = 1; \
+        meta.backend_id = (backend_id_t)SLOT_BACKEND(meta.slot); \
+        std_meta.egress_spec = SLOT_PORT(meta.slot); \
+        meta.next_state = SLOT_STATE(meta.slot); \
+        if ((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)) != 0 \
+                || meta.next_state != CONN_ESTABLISHED) { \
+            if ((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN \
+                    && meta.next_state != CONN_EMBRYONIC) { \
+                meta.known = 0; \
+                meta.backend_id = 0; \
+            } \
+            meta.next_state = ((SLOT_STATE(meta.slot) \
+                    ^ (conn_state_t)(bit<1>)(SLOT_STATE(meta.slot) == CONN_EMBRYONIC \
+                                             && (meta.tcp_flags & TCP_FLAG_SYN) == 0) * 3) \
+                | (conn_state_t)(bit<1>)((meta.tcp_flags & TCP_FLAG_FIN) != 0) * 3) \
+                & (conn_state_t)(bit<1>)((meta.tcp_flags & TCP_FLAG_RST) == 0) * 3; \
+            if (meta.known == 1) { \
+                CONN_STORE(SLOT_AWAITING(meta.slot) | (bit<1>)CLIENT_DATA, \
+                           EXPIRY(meta.next_state, meta.now)); \
+            } \
+        } else if (CLIENT_DATA \
+                   || meta.now - SLOT_EXPIRY(meta.slot) + CONN_IDLE_TICKS > CONN_REFRESH_TICKS) { \
+            CONN_STORE(SLOT_AWAITING(meta.slot) | (bit<1>)CLIENT_DATA, \
+                       meta.now + CONN_IDLE_TICKS); \
+        } \
+    }
 
 // A client's packet to a VIP whose flow the state does not know (the VIP lookup found no
 // live slot for it): choose its backend and port, and store a new connection.
@@ -123,21 +147,22 @@ control ConnectionState(inout headers_t hdr,
     // bucket leaves it to conn_table: a collision, reported to the controller.
     // Statements, not conditional expressions: p4c gives each conditional expression a
     // PHV field of its own (one more field BMv2 resets for every packet).
+    // The way taken replaces hit_shift (NO_WAY: the bucket is full).
     action new_connection() {
         backend_conns.count(meta.backend_id);
-        meta.slot_shift = NO_WAY;
-        if (!SLOT_LIVE(meta.bucket[291:219], meta.now)) { meta.slot_shift = 219; }
-        if (!SLOT_LIVE(meta.bucket[218:146], meta.now)) { meta.slot_shift = 146; }
-        if (!SLOT_LIVE(meta.bucket[145:73], meta.now)) { meta.slot_shift = 73; }
-        if (!SLOT_LIVE(meta.bucket[72:0], meta.now)) { meta.slot_shift = 0; }
-        if (CONN_HIT) { meta.slot_shift = meta.hit_shift; }
-        meta.collision = (bit<1>)(meta.slot_shift == NO_WAY);
+        if (!CONN_HIT) {
+            meta.hit_shift = NO_WAY;
+            if (!SLOT_LIVE(meta.bucket[291:219], meta.now)) { meta.hit_shift = 219; }
+            if (!SLOT_LIVE(meta.bucket[218:146], meta.now)) { meta.hit_shift = 146; }
+            if (!SLOT_LIVE(meta.bucket[145:73], meta.now)) { meta.hit_shift = 73; }
+            if (!SLOT_LIVE(meta.bucket[72:0], meta.now)) { meta.hit_shift = 0; }
+        }
         meta.next_state = CONN_ESTABLISHED;
         if (hdr.tcp.isValid()) { meta.next_state = CONN_EMBRYONIC; }
-        if (meta.collision == 0) {
+        if (meta.hit_shift != NO_WAY) {
             // The way's old slot, for reclaim.
-            meta.slot = (conn_slot_t)(meta.bucket >> meta.slot_shift);
-            meta.bucket = WITH_SLOT(meta.bucket, meta.slot_shift,
+            meta.slot = (conn_slot_t)(meta.bucket >> meta.hit_shift);
+            meta.bucket = WITH_SLOT(meta.bucket, meta.hit_shift,
                                     meta.sig ++ 1w0 ++ EXPIRY(meta.next_state, meta.now)
                                     ++ meta.next_state ++ std_meta.egress_spec
                                     ++ meta.backend_id[9:0]);
@@ -148,8 +173,10 @@ control ConnectionState(inout headers_t hdr,
     // The way a new connection took held an established connection that never closed
     // (aged out: its FIN was lost; or its 5-tuple is reused): that one ends now.
     action reclaim() {
-        meta.conn_event = (bit<1>)(SLOT_STATE(meta.slot) == CONN_ESTABLISHED) ++ 1w0;
-        meta.index = (bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.conn_event[1:1];
+        meta.index = 0;
+        if (SLOT_STATE(meta.slot) == CONN_ESTABLISHED) {
+            meta.index = (bit<32>)SLOT_BACKEND(meta.slot);
+        }
         backend_closes.count(meta.index);
         ADD_ACTIVE(meta.index, 0, 1);
     }
@@ -164,7 +191,6 @@ control ConnectionState(inout headers_t hdr,
     @name(".use_backend")
     action use_backend(backend_id_t backend_id) {
         meta.backend_id = backend_id;
-        meta.have_backend = 1;
     }
 
     // Not pinned: the flow may start a connection here (a SYN, or any UDP packet).
@@ -213,7 +239,7 @@ control ConnectionState(inout headers_t hdr,
     }
 
     action unknown_backend() {
-        meta.have_backend = 0;
+        meta.backend_id = 0;
         meta.drop_reason = DropReason.NO_BACKEND;
     }
 
@@ -246,11 +272,12 @@ control ConnectionState(inout headers_t hdr,
                     meta.drop_reason = DropReason.NO_STATE;
                 }
             }
-            if (meta.have_backend == 1) {
+            // Backend id 0 is none: no pool member or slot matched, or the port is unknown.
+            if (meta.backend_id != 0) {
                 backend_port_table.apply();
-                if (meta.starts == 1 && meta.have_backend == 1) {
+                if (meta.starts == 1 && meta.backend_id != 0) {
                     new_connection();
-                    if (meta.collision == 1) {
+                    if (meta.hit_shift == NO_WAY) {
                         report_collision();
                     } else {
                         reclaim();
@@ -286,11 +313,10 @@ control ConnectionEvents(inout headers_t hdr,
     // count as the previous window's).
     action count_packet() {
         packet_window.read(meta.window, meta.backend_id);
-        meta.window_id = (bit<16>)(meta.now >> PKT_WINDOW_BITS);
-        meta.window = meta.window_id
-            ++ (meta.window[47:24] * (bit<24>)(bit<1>)(meta.window[63:48] == meta.window_id)
-                + meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] + 1 == meta.window_id))
-            ++ (meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] == meta.window_id) + 1);
+        meta.window = WINDOW_ID
+            ++ (meta.window[47:24] * (bit<24>)(bit<1>)(meta.window[63:48] == WINDOW_ID)
+                + meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] + 1 == WINDOW_ID))
+            ++ (meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] == WINDOW_ID) + 1);
         packet_window.write(meta.backend_id, meta.window);
     }
 
@@ -312,54 +338,43 @@ control ConnectionEvents(inout headers_t hdr,
 // A backend's FIN, RST or (when its VIP balances on response time) pushed segment, on its
 // way back to the client: the connection's slot learns that the backend closed (the
 // client may never send its own FIN), and a pushed segment answering an awaited request
-// gives the backend's response time. Called after reverse NAT: the source is the VIP.
-control ReplyState(inout headers_t hdr,
-                   inout metadata_t meta,
-                   inout standard_metadata_t std_meta) {
-    // Look the connection up as its client sent it. A live slot: FIN or RST closes it (an
-    // established connection ends: the close event), a push answers the awaited request
-    // (the sample); other slots stay as they are. A closing slot expires
-    // CONN_CLOSING_TICKS from now; otherwise its expiry stays.
-    action update() {
-        CONN_LOOKUP(hdr.ipv4.dst_addr, hdr.ipv4.src_addr, meta.l4_dst_port, hdr.tcp.src_port);
-        meta.known = (bit<1>)(CONN_HIT && SLOT_LIVE(meta.slot, meta.now));
-        meta.next_state = SLOT_STATE(meta.slot)
-            | (conn_state_t)(bit<1>)((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) * 3;
-        meta.conn_event = (bit<1>)(meta.known == 1 && SLOT_STATE(meta.slot) == CONN_ESTABLISHED
-                                   && meta.next_state == CONN_CLOSING) ++ 1w0;
-        meta.sampled = (bit<1>)(meta.known == 1 && SLOT_AWAITING(meta.slot) == 1
-                                && SLOT_STATE(meta.slot) == CONN_ESTABLISHED
-                                && (meta.tcp_flags & TCP_FLAG_PSH) != 0);
-        if (meta.known == 1) {
-            meta.bucket = WITH_SLOT(meta.bucket, meta.hit_shift,
-                meta.sig
-                ++ (SLOT_AWAITING(meta.slot) & (bit<1>)((meta.tcp_flags & TCP_FLAG_PSH) == 0))
-                ++ (meta.next_state == SLOT_STATE(meta.slot) ? SLOT_EXPIRY(meta.slot)
-                    : meta.now + CONN_CLOSING_TICKS)
-                ++ meta.next_state ++ SLOT_PORT(meta.slot) ++ SLOT_BACKEND(meta.slot));
-            conn_state.write(meta.bucket_index, meta.bucket);
-        }
-    }
+// gives the backend's response time. Part of the reverse NAT's action (nat.p4), after
+// the rewrite (the source is the VIP): a macro, so a reply costs no table or condition
+// of its own.
+// The connection is looked up as its client sent it. A live slot: FIN or RST closes it
+// (an established connection ends: its close is counted once for its backend), a push
+// answers the awaited request (the sample: the time since the request's last packet, the
+// slot's expiry less the idle timeout, folded into the backend's average); the slot is
+// written only if either happened. A closing slot expires CONN_CLOSING_TICKS from now;
+// otherwise its expiry stays.
+#define REPLY_SAMPLED \
+    (SLOT_AWAITING(meta.slot) == 1 && SLOT_STATE(meta.slot) == CONN_ESTABLISHED \
+     && (meta.tcp_flags & TCP_FLAG_PSH) != 0)
 
-    // The close, counted once for the backend; the response time: the time since the
-    // client's last packet (its expiry less the idle timeout), folded into the average.
-    action count() {
-        meta.index = (bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.conn_event[1:1];
-        backend_closes.count(meta.index);
-        ADD_ACTIVE(meta.index, 0, 1);
-        meta.index = (bit<32>)SLOT_BACKEND(meta.slot) * (bit<32>)meta.sampled;
-        response_time.read(meta.load, meta.index);
-        meta.load = meta.load - (meta.load >> 3)
-            + ((bit<32>)(meta.now - (SLOT_EXPIRY(meta.slot) - CONN_IDLE_TICKS)) * RT_SCALE >> 3);
-        response_time.write(meta.index, meta.load);
+#define REPLY_STATE() \
+    CONN_LOOKUP(hdr.ipv4.dst_addr, hdr.ipv4.src_addr, meta.l4_dst_port, hdr.tcp.src_port); \
+    if (CONN_HIT && SLOT_LIVE(meta.slot, meta.now)) { \
+        meta.next_state = SLOT_STATE(meta.slot); \
+        if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) { \
+            meta.next_state = CONN_CLOSING; \
+        } \
+        if (meta.next_state != SLOT_STATE(meta.slot)) { \
+            CONN_STORE(SLOT_AWAITING(meta.slot) & (bit<1>)((meta.tcp_flags & TCP_FLAG_PSH) == 0), \
+                       meta.now + CONN_CLOSING_TICKS); \
+        } else if (REPLY_SAMPLED) { \
+            CONN_STORE(1w0, SLOT_EXPIRY(meta.slot)); \
+        } \
+        meta.index = (bit<32>)SLOT_BACKEND(meta.slot); \
+        if (meta.next_state == CONN_CLOSING && SLOT_STATE(meta.slot) == CONN_ESTABLISHED) { \
+            backend_closes.count(meta.index); \
+            ADD_ACTIVE(meta.index, 0, 1); \
+        } \
+        if (REPLY_SAMPLED) { \
+            response_time.read(meta.load, meta.index); \
+            meta.load = meta.load - (meta.load >> 3) \
+                + ((bit<32>)(meta.now - (SLOT_EXPIRY(meta.slot) - CONN_IDLE_TICKS)) * RT_SCALE >> 3); \
+            response_time.write(meta.index, meta.load); \
+        } \
     }
-
-    apply {
-        update();
-        if (meta.conn_event != CONN_EVENT_NONE || meta.sampled == 1) {
-            count();
-        }
-    }
-}
 
 #endif

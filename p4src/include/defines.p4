@@ -100,12 +100,6 @@ const conn_state_t CONN_EMBRYONIC   = 1;   // SYN seen, the client has not ACKed
 const conn_state_t CONN_ESTABLISHED = 2;   // the client ACKed (TCP) or any UDP flow
 const conn_state_t CONN_CLOSING     = 3;   // the client sent FIN
 
-// What a packet did to its connection, for the per-backend connection counters: one
-// bit each.
-const bit<2> CONN_EVENT_NONE        = 0;
-@noWarn("unused") const bit<2> CONN_EVENT_ESTABLISHED = 1;   // the client's first ACK after its SYN
-@noWarn("unused") const bit<2> CONN_EVENT_CLOSED      = 2;   // FIN or RST of an established connection
-
 // Time is in ticks of 1024 us (ingress timestamp >> 10). A slot stores when it expires,
 // set by its state on every packet, like conntrack's SYN_SENT, established and FIN
 // timeouts: a half-open connection cannot squat a slot for long. A slot is live while
@@ -115,6 +109,9 @@ const bit<2> CONN_EVENT_NONE        = 0;
 const tick_t CONN_EMBRYONIC_TICKS = 3000;  // ~3 s for the client's ACK after its SYN
 const tick_t CONN_IDLE_TICKS = 120000;     // ~123 s without a packet
 const tick_t CONN_CLOSING_TICKS = 4000;    // ~4 s after a FIN: long enough for the last ACKs
+// An established connection's packets write its slot (a new expiry) at most this often,
+// unless they change it otherwise: most packets of a busy connection only read it.
+const tick_t CONN_REFRESH_TICKS = 1000;    // ~1 s
 
 // Per-backend load, for the LEAST* algorithms. Response time: a moving average (gain 1/8)
 // in sixteenths of a tick of the time from the client's last packet of a request to the

@@ -79,6 +79,19 @@ struct conn_digest_t {
     backend_id_t backend_id;
 }
 
+#ifdef P4LB_BASELINE
+// The baseline's own metadata: what the shared parser, checksums and routing use. BMv2
+// resets every metadata field of every packet, so plain forwarding must not carry the
+// load balancer's.
+struct metadata_t {
+    bit<16>       l4_len;
+    bit<16>       l4_src_port;
+    bit<16>       l4_dst_port;
+    bit<1>        l4_rewritten;
+    bit<8>        tcp_flags;
+    DropReason    drop_reason;
+}
+#else
 struct metadata_t {
     bit<16>       l4_len;        // TCP/UDP length for the pseudo-header
     bit<16>       l4_src_port;
@@ -99,33 +112,25 @@ struct metadata_t {
     flow_sig_t    sig;
     tick_t        now;
     conn_bucket_t bucket;        // as read; written back once, with this flow's slot updated
-    bit<8>        hit_shift;     // 73 * the way holding it (0 if none)
+    bit<8>        hit_shift;     // 73 * the way holding it (0 if none); for a new
+                                 // connection, the way it takes (NO_WAY: bucket full)
     conn_slot_t   slot;          // that way's slot
     bit<1>        known;         // the slot is live and names this connection's backend
     conn_state_t  next_state;    // the slot's state after this packet (CONN_FREE: cleared)
-    bit<2>        conn_event;    // CONN_EVENT_*: the connection established or closed
-    bit<8>        slot_shift;    // where a new connection is stored, or NO_WAY (full)
-    bit<1>        collision;     // a new flow whose bucket is full
     bit<1>        starts;        // an unknown flow's packet that may start a connection
-    bit<1>        sampled;       // a backend's answer to an awaited request (reply path)
-    bit<1>        reply_state;   // a backend's packet the connection state follows
     bit<32>       load;          // a per-backend register as read (the first candidate's)
     bit<32>       load2;         // the second candidate's
-    bit<32>       time1;         // response_time of the first candidate
-    bit<32>       time2;         // and of the second
-    bit<64>       window;        // packet_window as read (the first candidate's)
-    bit<64>       window2;       // the second candidate's
-    bit<16>       window_id;     // the current packet window
+    bit<64>       window;        // packet_window as read, or a LEAST* cost (the first
+    bit<64>       window2;       // candidate's), and the second candidate's
     // A counter or register index computed once: p4c gives each index (or written value)
     // expression a PHV field of its own, and BMv2 resets every field for every packet.
     bit<32>       index;
     // selection
     member_index_t member_index;
     backend_id_t  backend_id;
-    bit<1>        have_backend;
     backend_id_t  second_backend; // LEAST*: the other candidate (backend_id is the first)
-    bit<16>       first_weight;
-    bit<16>       second_weight;
+    bit<32>       weights;       // LEAST*: the first candidate's weight ++ the second's
 }
+#endif
 
 #endif

@@ -58,18 +58,14 @@ control FromBackend(inout headers_t hdr,
     @name(".backend_rx")
     direct_counter(CounterType.packets_and_bytes) backend_rx;
 
-    ReplyState() reply_state;
-
     // backend_id does nothing here: it records which backend id the entry belongs to,
     // so a restarted controller recovers its id assignment from the switch. track_time:
     // the VIP balances on response time, so the backend's pushed segments are timed.
-    // The connection's state follows a backend's FIN or RST, and a timed answer: decided
-    // here, in one flat expression (a table's hit inside a condition makes p4c add tables).
+    // The connection's state follows a backend's FIN or RST, and a timed answer
+    // (REPLY_STATE, affinity.p4), within this action.
     @name(".set_vip_source")
     action set_vip_source(ipv4_addr_t vip_addr, bit<16> vip_port,
                           @noWarn("unused") backend_id_t backend_id, bit<1> track_time) {
-        meta.reply_state = (bit<1>)((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0
-            || (track_time == 1 && (meta.tcp_flags & TCP_FLAG_PSH) != 0));
         hdr.ipv4.src_addr = vip_addr;
         if (hdr.tcp.isValid()) {
             hdr.tcp.src_port = vip_port;
@@ -77,6 +73,10 @@ control FromBackend(inout headers_t hdr,
             hdr.udp.src_port = vip_port;
         }
         meta.l4_rewritten = 1;
+        if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0
+                || (track_time == 1 && (meta.tcp_flags & TCP_FLAG_PSH) != 0)) {
+            REPLY_STATE()
+        }
     }
 
     // Matches a backend's (address, protocol, port) as the source of a reply.
@@ -97,9 +97,6 @@ control FromBackend(inout headers_t hdr,
 
     apply {
         reverse_nat_table.apply();
-        if (meta.reply_state == 1) {
-            reply_state.apply(hdr, meta, std_meta);
-        }
     }
 }
 

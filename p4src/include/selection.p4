@@ -7,7 +7,8 @@ control BackendSelection(inout headers_t hdr,
                          inout metadata_t meta,
                          inout standard_metadata_t std_meta) {
     // Next WRR slot per service; the only state this stage updates per connection.
-    register<bit<16>>(MAX_SERVICES) rr_position;
+    // 32 bits: it is read into and written from meta.index (no field of its own).
+    register<bit<32>>(MAX_SERVICES) rr_position;
 
     // IP hash: the 5-tuple's CRC16 modulo the pool (the paper's hash).
     action hash_member() {
@@ -20,12 +21,16 @@ control BackendSelection(inout headers_t hdr,
     // WRR: take the VIP's next slot and advance. The slot count may have shrunk since
     // the position was written.
     action next_slot() {
-        rr_position.read(meta.member_index, meta.service_id);
-        if ((bit<32>)meta.member_index >= meta.slot_count) {
-            meta.member_index = 0;
+        rr_position.read(meta.index, meta.service_id);
+        if (meta.index >= meta.slot_count) {
+            meta.index = 0;
         }
-        rr_position.write(meta.service_id, (meta.member_index + 1)
-            * (bit<16>)(bit<1>)((bit<32>)meta.member_index + 1 != meta.slot_count));
+        meta.member_index = (member_index_t)meta.index;
+        meta.index = meta.index + 1;
+        if (meta.index == meta.slot_count) {
+            meta.index = 0;
+        }
+        rr_position.write(meta.service_id, meta.index);
     }
 
     // Maglev: the 5-tuple's CRC32 (computed once, by the state lookup) modulo the table.
@@ -43,7 +48,6 @@ control BackendSelection(inout headers_t hdr,
     @name(".set_member")
     action set_member(backend_id_t backend_id) {
         meta.backend_id = backend_id;
-        meta.have_backend = 1;
     }
 
     // LEAST*: the slot's two candidates and their weights; the first until one is chosen.
@@ -51,16 +55,14 @@ control BackendSelection(inout headers_t hdr,
     action set_candidates(backend_id_t first, bit<16> first_weight,
                           backend_id_t second, bit<16> second_weight) {
         meta.backend_id = first;
-        meta.first_weight = first_weight;
         meta.second_backend = second;
-        meta.second_weight = second_weight;
-        meta.have_backend = 1;
+        meta.weights = first_weight ++ second_weight;
     }
 
     // Whether the second candidate's load over its weight is below the first's:
     // load2 / w2 < load1 / w1, in integers. The first wins a tie.
 #define SECOND_LIGHTER(load1, load2) \
-    ((bit<64>)(load2) * (bit<64>)meta.first_weight < (bit<64>)(load1) * (bit<64>)meta.second_weight)
+    ((bit<64>)(load2) * (bit<64>)meta.weights[31:16] < (bit<64>)(load1) * (bit<64>)meta.weights[15:0])
 
     // The registers are read into metadata, not action locals: each local is one more
     // PHV field, which BMv2 resets for every packet.
@@ -76,14 +78,15 @@ control BackendSelection(inout headers_t hdr,
 
     // Least time: (active + 1) x (mean response time + 1 tick) / weight. A backend not yet
     // timed counts one tick.
+    // Each candidate's cost is computed into window/window2 (one field less per value).
     action least_time() {
         active_conns.read(meta.load, meta.backend_id);
-        active_conns.read(meta.load2, meta.second_backend);
-        response_time.read(meta.time1, meta.backend_id);
-        response_time.read(meta.time2, meta.second_backend);
-        if (SECOND_LIGHTER(
-                (bit<64>)(meta.load + 1) * (bit<64>)(meta.time1 + RT_SCALE),
-                (bit<64>)(meta.load2 + 1) * (bit<64>)(meta.time2 + RT_SCALE))) {
+        response_time.read(meta.load2, meta.backend_id);
+        meta.window = (bit<64>)(meta.load + 1) * (bit<64>)(meta.load2 + RT_SCALE);
+        active_conns.read(meta.load, meta.second_backend);
+        response_time.read(meta.load2, meta.second_backend);
+        meta.window2 = (bit<64>)(meta.load + 1) * (bit<64>)(meta.load2 + RT_SCALE);
+        if (SECOND_LIGHTER(meta.window, meta.window2)) {
             meta.backend_id = meta.second_backend;
         }
     }
@@ -93,14 +96,13 @@ control BackendSelection(inout headers_t hdr,
     action least_packets() {
         packet_window.read(meta.window, meta.backend_id);
         packet_window.read(meta.window2, meta.second_backend);
-        meta.window_id = (bit<16>)(meta.now >> PKT_WINDOW_BITS);
         if (SECOND_LIGHTER(
-                ((bit<32>)meta.window[47:24] * (bit<32>)(bit<1>)(meta.window[63:48] == meta.window_id)
-                 + (bit<32>)meta.window[23:0] * (bit<32>)(bit<1>)(meta.window[63:48] == meta.window_id
-                                                        || meta.window[63:48] + 1 == meta.window_id) + 1),
-                ((bit<32>)meta.window2[47:24] * (bit<32>)(bit<1>)(meta.window2[63:48] == meta.window_id)
-                 + (bit<32>)meta.window2[23:0] * (bit<32>)(bit<1>)(meta.window2[63:48] == meta.window_id
-                                                          || meta.window2[63:48] + 1 == meta.window_id) + 1))) {
+                ((bit<32>)meta.window[47:24] * (bit<32>)(bit<1>)(meta.window[63:48] == WINDOW_ID)
+                 + (bit<32>)meta.window[23:0] * (bit<32>)(bit<1>)(meta.window[63:48] == WINDOW_ID
+                                                        || meta.window[63:48] + 1 == WINDOW_ID) + 1),
+                ((bit<32>)meta.window2[47:24] * (bit<32>)(bit<1>)(meta.window2[63:48] == WINDOW_ID)
+                 + (bit<32>)meta.window2[23:0] * (bit<32>)(bit<1>)(meta.window2[63:48] == WINDOW_ID
+                                                          || meta.window2[63:48] + 1 == WINDOW_ID) + 1))) {
             meta.backend_id = meta.second_backend;
         }
     }

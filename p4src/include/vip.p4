@@ -23,7 +23,7 @@ control VipLookup(inout headers_t hdr,
         meta.pool_size = (bit<32>)pool_size;
         meta.slot_count = (bit<32>)slot_count;
         CONN_LOOKUP(hdr.ipv4.src_addr, hdr.ipv4.dst_addr, meta.l4_src_port, meta.l4_dst_port);
-        CONN_REFRESH();
+        CONN_REFRESH()
     }
 
     // Matches (VIP address, protocol, port). Hit: the packet is load-balanced.
@@ -52,15 +52,17 @@ control VipAddresses(inout headers_t hdr,
                      inout standard_metadata_t std_meta) {
     // Answer an ARP request for a VIP: it goes back out of its port as a reply.
     @name(".vip_address")
+    // The asker's address is swapped through tha (a local would be one more PHV field,
+    // reset for every packet).
     action vip_address(mac_addr_t vip_mac) {
-        ipv4_addr_t asker = hdr.arp.spa;
+        hdr.arp.tha = (mac_addr_t)hdr.arp.spa;
+        hdr.arp.spa = hdr.arp.tpa;
+        hdr.arp.tpa = (ipv4_addr_t)hdr.arp.tha;
+        hdr.arp.tha = hdr.arp.sha;
         hdr.ethernet.dst_addr = hdr.arp.sha;
         hdr.ethernet.src_addr = vip_mac;
         hdr.arp.oper = ARP_OP_REPLY;
-        hdr.arp.tha = hdr.arp.sha;
         hdr.arp.sha = vip_mac;
-        hdr.arp.spa = hdr.arp.tpa;
-        hdr.arp.tpa = asker;
         std_meta.egress_spec = std_meta.ingress_port;
     }
 
