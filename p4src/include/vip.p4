@@ -19,11 +19,15 @@ control VipLookup(inout headers_t hdr,
                    bit<16> pool_size, bit<16> slot_count) {
         meta.service_id = service_id;
         meta.algorithm = algorithm;
-        meta.version = version;
-        meta.pool_size = (bit<32>)pool_size;
-        meta.slot_count = (bit<32>)slot_count;
         CONN_LOOKUP(hdr.ipv4.src_addr, hdr.ipv4.dst_addr, meta.l4_src_port, meta.l4_dst_port);
         CONN_REFRESH()
+        // What choosing a backend needs: a known connection does without (in BMv2 every
+        // field written costs far more than a branch).
+        if (meta.known == 0) {
+            meta.version = version;
+            meta.pool_size = (bit<32>)pool_size;
+            meta.slot_count = (bit<32>)slot_count;
+        }
     }
 
     // Matches (VIP address, protocol, port). Hit: the packet is load-balanced.
