@@ -120,8 +120,8 @@ struct metadata_t {
     bit<1>        starts;        // an unknown flow's packet that may start a connection
     bit<32>       load;          // a per-backend register as read (the first candidate's)
     bit<32>       load2;         // the second candidate's
-    bit<64>       window;        // packet_window as read, or a LEAST* cost (the first
-    bit<64>       window2;       // candidate's), and the second candidate's
+    bit<64>       window;        // the first candidate's packet_window, or LEAST* cost
+    bit<64>       window2;       // the second candidate's
     // A counter or register index computed once: p4c gives each index (or written value)
     // expression a PHV field of its own, and BMv2 resets every field for every packet.
     bit<32>       index;
