@@ -111,6 +111,33 @@ def test_bmv2_json_is_a_v1model_program_with_our_tables() -> None:
         assert regs[name]["size"] == COUNTERS["backend_closes"]
 
 
+def _metadata_fields(program: str) -> set[str]:
+    prog = json.loads((COMPILED / f"{program}.json").read_text())
+    return {
+        name.split(".", 1)[1]
+        for h in prog["header_types"]
+        if h["name"].startswith("scalars")
+        for name, *_ in h["fields"]
+        if name.startswith("metadata_t.")
+    }
+
+
+def test_the_baseline_carries_only_the_metadata_plain_forwarding_uses() -> None:
+    """BMv2 resets every metadata field of every packet: a baseline carrying the load
+    balancer's fields would pay part of its cost and flatter every ratio to it."""
+    baseline, lb = _metadata_fields("baseline"), _metadata_fields("lb")
+    assert baseline <= lb
+    assert {"bucket", "slot", "service_id", "backend_id"} <= lb
+    assert baseline == {
+        "l4_len",
+        "l4_src_port",
+        "l4_dst_port",
+        "l4_rewritten",
+        "tcp_flags",
+        "drop_reason",
+    }
+
+
 @pytest.mark.parametrize("table", sorted(TABLES))
 def test_table_shapes(schema: Schema, table: str) -> None:
     t = schema.table(table)
