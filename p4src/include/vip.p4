@@ -55,9 +55,9 @@ control VipAddresses(inout headers_t hdr,
                      inout metadata_t meta,
                      inout standard_metadata_t std_meta) {
     // Answer an ARP request for a VIP: it goes back out of its port as a reply.
-    @name(".vip_address")
     // The asker's address is swapped through tha (a local would be one more PHV field,
     // reset for every packet).
+    @name(".vip_address")
     action vip_address(mac_addr_t vip_mac) {
         hdr.arp.tha = (mac_addr_t)hdr.arp.spa;
         hdr.arp.spa = hdr.arp.tpa;
