@@ -16,27 +16,6 @@ CONN_WAYS = 4
 CONN_SLOT_BITS = 73
 
 
-def _crc16_arc_table() -> list[int]:
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_CRC16 = _crc16_arc_table()
-
-
-def crc16(data: bytes) -> int:
-    """BMv2's crc16: CRC-16/ARC (poly 0x8005 reflected, init 0, no final xor)."""
-    crc = 0
-    for b in data:
-        crc = (crc >> 8) ^ _CRC16[(crc ^ b) & 0xFF]
-    return crc
-
-
 def crc32(data: bytes) -> int:
     """BMv2's crc32: the usual CRC-32 (as zlib)."""
     return zlib.crc32(data) & 0xFFFFFFFF
@@ -97,5 +76,6 @@ def full_bucket_rate(
 
 
 def iphash_member(flow: Flow, pool_size: int) -> int:
-    """Index into the VIP's pool that IP hash (and the collision fallback) picks."""
-    return crc16(flow.packed()) % pool_size
+    """Index into the VIP's pool that IP hash picks: the 5-tuple's CRC32 (the state
+    lookup's) modulo the pool's size."""
+    return crc32(flow.packed()) % pool_size

@@ -106,6 +106,9 @@ const conn_state_t CONN_CLOSING     = 3;   // the client sent FIN
 // its expiry is at most CONN_IDLE_TICKS ahead of now; once past, the difference wraps
 // far beyond that (a long-dead slot looks live again for ~2 min every ~36 min: it can
 // only waste that slot, not misroute another flow).
+// Now, in ticks: an expression wherever it is used, not a field (a field costs a write
+// per packet, and BMv2 resets every field of every packet).
+#define NOW (std_meta.ingress_global_timestamp[30:10])
 const tick_t CONN_EMBRYONIC_TICKS = 3000;  // ~3 s for the client's ACK after its SYN
 const tick_t CONN_IDLE_TICKS = 120000;     // ~123 s without a packet
 const tick_t CONN_CLOSING_TICKS = 4000;    // ~4 s after a FIN: long enough for the last ACKs

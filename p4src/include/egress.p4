@@ -1,7 +1,7 @@
 /* Egress: the NAT toward the backends and the connection counting; neither decides where
  * a packet goes. BMv2 runs the egress in threads of its own beside its one ingress thread,
- * so work done here does not hold up the next packet's ingress. A flooded copy never goes
- * back out of the port it came in on. */
+ * so work done here does not hold up the next packet's ingress. A flooded copy (its
+ * mcast_grp is still the flood group) never goes back out of the port it came in on. */
 #ifndef P4LB_EGRESS_P4
 #define P4LB_EGRESS_P4
 
@@ -22,7 +22,8 @@ control LbEgress(inout headers_t hdr,
             if (meta.drop_reason != DropReason.NONE) {
                 count_drop();
             }
-        } else if (meta.is_flood == 1 && std_meta.egress_port == std_meta.ingress_port) {
+        } else if (std_meta.mcast_grp == FLOOD_MCAST_GROUP
+                   && std_meta.egress_port == std_meta.ingress_port) {
             mark_to_drop(std_meta);
         }
     }

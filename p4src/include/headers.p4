@@ -97,20 +97,18 @@ struct metadata_t {
     bit<16>       l4_src_port;
     bit<16>       l4_dst_port;
     bit<1>        l4_rewritten;  // recompute TCP/UDP checksums on the way out
-    bit<1>        is_flood;
     DropReason    drop_reason;
     // VIP lookup
     service_id_t  service_id;    // not 0: the packet is to this VIP
     Algorithm     algorithm;
     version_t     version;
-    bit<32>       pool_size;     // 32 bits: a hash's modulus, and p4c copies a cast one
-    bit<32>       slot_count;
+    bit<32>       size;          // the pool's (IPHASH) or the slot table's (the others);
+                                 // 32 bits: a hash's modulus, and p4c copies a cast one
     // connection state
     bit<8>        tcp_flags;     // 0 for UDP
     bit<32>       flow_hash;     // crc32 of the 5-tuple: bucket index and half the signature
     bit<32>       bucket_index;  // its low 17 bits
     flow_sig_t    sig;
-    tick_t        now;
     conn_bucket_t bucket;        // as read; written back once, with this flow's slot updated
     bit<8>        hit_shift;     // 73 * the way holding it (0 if none); for a new
                                  // connection, the way it takes (NO_WAY: bucket full)

@@ -13,7 +13,7 @@ register<bit<32>>(MAX_BACKENDS) active_conns;
 register<bit<32>>(MAX_BACKENDS) response_time;   // RT_SCALE x ticks, moving average
 register<bit<64>>(MAX_BACKENDS) packet_window;   // window 16 | previous 24 | current 24
 // The current packet window (16 bits of it).
-#define WINDOW_ID ((bit<16>)(meta.now >> PKT_WINDOW_BITS))
+#define WINDOW_ID ((bit<16>)(NOW >> PKT_WINDOW_BITS))
 
 // Active connections of backend `index` up by `up` (0 or 1) and down by
 // `down` (0 or 1; never below zero). `index` is a field: p4c gives each index or value

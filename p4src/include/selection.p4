@@ -10,39 +10,34 @@ control BackendSelection(inout headers_t hdr,
     // 32 bits: it is read into and written from meta.index (no field of its own).
     register<bit<32>>(MAX_SERVICES) rr_position;
 
-    // IP hash: the 5-tuple's CRC16 modulo the pool (the paper's hash).
-    action hash_member() {
-        hash(meta.member_index, HashAlgorithm.crc16, (member_index_t)0,
-             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
-               meta.l4_src_port, meta.l4_dst_port },
-             meta.pool_size);
-    }
-
     // WRR: take the VIP's next slot and advance. The slot count may have shrunk since
     // the position was written.
     action next_slot() {
         rr_position.read(meta.index, meta.service_id);
-        if (meta.index >= meta.slot_count) {
+        if (meta.index >= meta.size) {
             meta.index = 0;
         }
         meta.member_index = (member_index_t)meta.index;
         meta.index = meta.index + 1;
-        if (meta.index == meta.slot_count) {
+        if (meta.index == meta.size) {
             meta.index = 0;
         }
         rr_position.write(meta.service_id, meta.index);
     }
 
-    // Maglev: the 5-tuple's CRC32 (computed once, by the state lookup) modulo the table.
-    action maglev_slot() {
+    // IP hash (a pool member), Maglev (a lookup table slot) and the LEAST* algorithms (a
+    // slot of candidate pairs): the 5-tuple's CRC32, computed once by the state lookup,
+    // modulo the size. One action for all: p4c copies a hash's input into a field of its
+    // own per call site.
+    action flow_hash_slot() {
         hash(meta.member_index, HashAlgorithm.identity, (member_index_t)0,
-             { meta.flow_hash }, meta.slot_count);
+             { meta.flow_hash }, meta.size);
     }
 
     // Source hash: every connection from one address picks the same bucket.
     action source_slot() {
         hash(meta.member_index, HashAlgorithm.crc32, (member_index_t)0,
-             { hdr.ipv4.src_addr }, meta.slot_count);
+             { hdr.ipv4.src_addr }, meta.size);
     }
 
     @name(".set_member")
@@ -108,8 +103,8 @@ control BackendSelection(inout headers_t hdr,
     }
 
     // Matches (service, version, member index). Hit: that member's backend.
-    // IP hash picks the index as hash(5-tuple) mod pool_size. The controller writes the
-    // active backends of each VIP, in order, under the version it is about to flip to.
+    // IP hash picks the index as hash(5-tuple) mod the pool's size. The controller writes
+    // the active backends of each VIP, in order, under the version it is about to flip to.
     @name(".pool_table")
     table pool_table {
         key = {
@@ -139,28 +134,29 @@ control BackendSelection(inout headers_t hdr,
     }
 
     apply {
-        if (meta.algorithm == Algorithm.IPHASH) {
-            if (meta.pool_size != 0) {
-                hash_member();
+        // An empty pool or slot table (size 0) has no backend to give.
+        if (meta.size != 0) {
+            if (meta.algorithm == Algorithm.IPHASH) {
+                flow_hash_slot();
                 pool_table.apply();
-            }
-        } else if (meta.slot_count != 0) {
-            if (meta.algorithm == Algorithm.WRR) {
-                next_slot();
-            } else if (meta.algorithm == Algorithm.SRCHASH) {
-                source_slot();
             } else {
-                // Maglev, and the two candidates of the LEAST* algorithms.
-                maglev_slot();
-            }
-            switch (wrr_table.apply().action_run) {
-                set_candidates: {
-                    if (meta.algorithm == Algorithm.LEASTCONN) {
-                        least_conn();
-                    } else if (meta.algorithm == Algorithm.LEASTTIME) {
-                        least_time();
-                    } else {
-                        least_packets();
+                if (meta.algorithm == Algorithm.WRR) {
+                    next_slot();
+                } else if (meta.algorithm == Algorithm.SRCHASH) {
+                    source_slot();
+                } else {
+                    // Maglev, and the two candidates of the LEAST* algorithms.
+                    flow_hash_slot();
+                }
+                switch (wrr_table.apply().action_run) {
+                    set_candidates: {
+                        if (meta.algorithm == Algorithm.LEASTCONN) {
+                            least_conn();
+                        } else if (meta.algorithm == Algorithm.LEASTTIME) {
+                            least_time();
+                        } else {
+                            least_packets();
+                        }
                     }
                 }
             }

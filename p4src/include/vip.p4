@@ -22,11 +22,14 @@ control VipLookup(inout headers_t hdr,
         CONN_LOOKUP(hdr.ipv4.src_addr, hdr.ipv4.dst_addr, meta.l4_src_port, meta.l4_dst_port);
         CONN_REFRESH()
         // What choosing a backend needs: a known connection does without (in BMv2 every
-        // field written costs far more than a branch).
+        // field written costs far more than a branch). The size is what the VIP's
+        // algorithm picks from: its pool (IPHASH) or its slot table.
         if (meta.known == 0) {
             meta.version = version;
-            meta.pool_size = (bit<32>)pool_size;
-            meta.slot_count = (bit<32>)slot_count;
+            meta.size = (bit<32>)slot_count;
+            if (algorithm == Algorithm.IPHASH) {
+                meta.size = (bit<32>)pool_size;
+            }
         }
     }
 
@@ -73,7 +76,6 @@ control VipAddresses(inout headers_t hdr,
     // Hosts resolve each other: flood to every port but the ingress one.
     action flood() {
         std_meta.mcast_grp = FLOOD_MCAST_GROUP;
-        meta.is_flood = 1;
     }
 
     // Matches an ARP request's target address. Hit: a VIP's address, answered with

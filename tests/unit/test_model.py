@@ -5,7 +5,6 @@ import random
 from p4lb.model import (
     Flow,
     bucket_index,
-    crc16,
     crc32,
     full_bucket_rate,
     iphash_member,
@@ -29,7 +28,6 @@ def _random_flows(n: int, seed: int) -> list[Flow]:
 
 def test_crc_check_values() -> None:
     # The standard check input "123456789" (CRC catalogue check values).
-    assert crc16(b"123456789") == 0xBB3D
     assert crc32(b"123456789") == 0xCBF43926
 
 
@@ -56,8 +54,8 @@ def test_index_and_signature_are_independent_enough_to_tell_colliders_apart() ->
 def test_iphash_member_is_in_range_and_spreads() -> None:
     picks = [iphash_member(Flow("10.0.0.1", "10.0.0.100", 6, p, 80), 3) for p in range(3000)]
     assert set(picks) == {0, 1, 2}
-    # CRC16 mod 3 over sequential ports is uneven (879/1051/1070): IP hash's known skew.
-    assert min(picks.count(i) for i in range(3)) > 800
+    # Within 5 % of an even split (the paper's CRC16 gave 879/1051/1070 here).
+    assert min(picks.count(i) for i in range(3)) > 950
 
 
 def test_four_way_buckets_hold_60k_live_flows_with_almost_no_collision() -> None:
