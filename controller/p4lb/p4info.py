@@ -110,11 +110,14 @@ class Schema:
     def digest_id(self, name: str) -> int:
         return int(_lookup(self.digests, "digest", name).preamble.id)
 
-    def digest_fields(self, name: str) -> tuple[str, ...]:
-        """The member names of a digest's struct, in P4 declaration order (the order of a
-        digest message's members)."""
+    def digest_fields(self, name: str) -> tuple[tuple[str, int], ...]:
+        """The members of a digest's struct as (name, bit width), in P4 declaration order
+        (the order of a digest message's members)."""
         struct = _lookup(self.digests, "digest", name).type_spec.struct.name
-        return tuple(m.name for m in self.info.type_info.structs[struct].members)
+        return tuple(
+            (m.name, m.type_spec.bitstring.bit.bitwidth)
+            for m in self.info.type_info.structs[struct].members
+        )
 
     def enum(self, name: str) -> dict[str, int] | None:
         """A P4 serializable enum as {member name in lower case: value}; None if the

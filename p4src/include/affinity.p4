@@ -58,11 +58,12 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // over what a packet does not need, and p4c turns a conditional expression into several
 // primitives. A macro, not an action: calling an action with the headers and metadata
 // copies them whole, in and out. hit_shift starts at 0: BMv2 zeroes metadata per packet.
-// (p4c's BMv2 back end copies each input of a hash into a field of its own, whatever
-// the inputs are: 5 per call site.)
+// The hash's input is one concatenation, the same 13 bytes as the list of the five
+// fields: p4c's BMv2 back end copies each component of a hash's input into a field of
+// its own, whatever it is, so a list would cost 5 copies (and 5 fields) per call site.
 #define CONN_LOOKUP(client, vip, client_port, vip_port) \
     hash(meta.flow_hash, HashAlgorithm.crc32, 32w0, \
-         { client, vip, hdr.ipv4.protocol, client_port, vip_port }, 64w0x100000000); \
+         { client ++ vip ++ hdr.ipv4.protocol ++ client_port ++ vip_port }, 64w0x100000000); \
     meta.bucket_index = (bit<32>)meta.flow_hash[16:0]; \
     meta.sig = meta.flow_hash[31:18] ++ (client_port); \
     conn_state.read(meta.bucket, meta.bucket_index); \
@@ -186,8 +187,8 @@ control ConnectionState(inout headers_t hdr,
     action report_collision() {
         collisions.count(meta.service_id);
         digest<conn_digest_t>((bit<32>)1,
-            { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
-              meta.l4_src_port, meta.l4_dst_port, meta.backend_id });
+            { hdr.ipv4.src_addr ++ hdr.ipv4.dst_addr ++ hdr.ipv4.protocol
+              ++ meta.l4_src_port ++ meta.l4_dst_port ++ meta.backend_id });
     }
 
     @name(".use_backend")

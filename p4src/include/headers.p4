@@ -69,14 +69,13 @@ struct headers_t {
     udp_t          udp;
 }
 
-// Sent to the controller when a new flow cannot be kept in the state registers.
+// Sent to the controller when a new flow cannot be kept in the state registers: the
+// conn_table entry to write, its key fields then use_backend's parameter, concatenated
+// in that order (src_addr 32, dst_addr 32, protocol 8, src_port 16, dst_port 16,
+// backend_id 32). One field, not six: p4c's BMv2 back end copies each member of a
+// digest into a field of its own, which BMv2 resets for every packet.
 struct conn_digest_t {
-    ipv4_addr_t  src_addr;
-    ipv4_addr_t  dst_addr;
-    bit<8>       protocol;
-    bit<16>      src_port;
-    bit<16>      dst_port;
-    backend_id_t backend_id;
+    bit<136> entry;
 }
 
 #ifdef P4LB_BASELINE

@@ -27,8 +27,8 @@ control BackendSelection(inout headers_t hdr,
 
     // IP hash (a pool member), Maglev (a lookup table slot) and the LEAST* algorithms (a
     // slot of candidate pairs): the 5-tuple's CRC32, computed once by the state lookup,
-    // modulo the size. One action for all: p4c copies a hash's input into a field of its
-    // own per call site.
+    // modulo the size. One action, called in one place: p4c copies a hash's input into a
+    // field of its own per call site.
     action flow_hash_slot() {
         hash(meta.member_index, HashAlgorithm.identity, (member_index_t)0,
              { meta.flow_hash }, meta.size);
@@ -136,18 +136,17 @@ control BackendSelection(inout headers_t hdr,
     apply {
         // An empty pool or slot table (size 0) has no backend to give.
         if (meta.size != 0) {
-            if (meta.algorithm == Algorithm.IPHASH) {
+            if (meta.algorithm == Algorithm.WRR) {
+                next_slot();
+            } else if (meta.algorithm == Algorithm.SRCHASH) {
+                source_slot();
+            } else {
+                // IP hash, Maglev, and the two candidates of the LEAST* algorithms.
                 flow_hash_slot();
+            }
+            if (meta.algorithm == Algorithm.IPHASH) {
                 pool_table.apply();
             } else {
-                if (meta.algorithm == Algorithm.WRR) {
-                    next_slot();
-                } else if (meta.algorithm == Algorithm.SRCHASH) {
-                    source_slot();
-                } else {
-                    // Maglev, and the two candidates of the LEAST* algorithms.
-                    flow_hash_slot();
-                }
                 switch (wrr_table.apply().action_run) {
                     set_candidates: {
                         if (meta.algorithm == Algorithm.LEASTCONN) {

@@ -8,11 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from finsy.proto import p4d
 from finsy.proto import p4i as p4info_pb2
 
 from p4lb import config as cfgmod
 from p4lb import model
-from p4lb.entries import MULTICAST, desired_entries
+from p4lb.digests import ConnDigests
+from p4lb.entries import MULTICAST, Entry, desired_entries
 from p4lb.p4info import P4InfoError, Schema, load_p4info
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,18 +173,32 @@ def test_every_entry_of_the_default_config_encodes_and_decodes(schema: Schema) -
 
 
 def test_digest_layout_comes_from_the_p4info(schema: Schema) -> None:
-    assert schema.digest_fields("conn_digest_t") == (
-        "src_addr",
-        "dst_addr",
-        "protocol",
-        "src_port",
-        "dst_port",
-        "backend_id",
+    # One bit string: conn_table's key, then use_backend's parameter.
+    assert schema.digest_fields("conn_digest_t") == (("entry", 136),)
+    layout = ConnDigests.of(schema)
+    assert [n for n, _ in layout.match] == [f.name for f in schema.table("conn_table").fields]
+    assert [n for n, _ in layout.params] == ["backend_id"]
+
+
+def test_a_digest_splits_into_the_entry_it_carries(schema: Schema) -> None:
+    # 10.0.0.7 -> 10.0.0.100, TCP, 40000 -> 80, backend 3, packed by hand.
+    packed = bytes([10, 0, 0, 7, 10, 0, 0, 100, 6]) + (40000).to_bytes(2, "big")
+    packed += (80).to_bytes(2, "big") + (3).to_bytes(4, "big")
+    member = p4d.P4Data()
+    member.struct.members.add().bitstring = packed
+    layout = ConnDigests.of(schema)
+    assert layout.entry(layout.values(member)) == Entry(
+        "conn_table",
+        (
+            ("src_addr", 0x0A000007),
+            ("dst_addr", 0x0A000064),
+            ("protocol", 6),
+            ("src_port", 40000),
+            ("dst_port", 80),
+        ),
+        "use_backend",
+        (("backend_id", 3),),
     )
-    # The digest carries every conn_table key and use_backend parameter by name.
-    names = set(schema.digest_fields("conn_digest_t"))
-    assert {f.name for f in schema.table("conn_table").fields} <= names
-    assert {p.name for p in schema.action("use_backend").params} <= names
 
 
 def test_algorithms_and_drop_reasons_come_from_the_p4info(schema: Schema) -> None:

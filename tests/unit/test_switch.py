@@ -185,14 +185,10 @@ def running(fake: FakeSwitch, tmp_path: Path) -> Iterator[Controller]:
 
 
 def _conn_fields(src_port: int, backend_id: int) -> dict[str, int]:
-    return {
-        "src_addr": 0x0A000001,
-        "dst_addr": 0x0A000064,
-        "protocol": 6,
-        "src_port": src_port,
-        "dst_port": 80,
-        "backend_id": backend_id,
-    }
+    """conn_digest_t's one member: 10.0.0.1 -> 10.0.0.100, TCP, src_port -> 80, and the
+    backend (32, 32, 8, 16, 16, 32 bits)."""
+    packed = (0x0A000001 << 104) | (0x0A000064 << 72) | (6 << 64) | (src_port << 48)
+    return {"entry": packed | (80 << 32) | backend_id}
 
 
 def test_run_installs_a_conn_entry_from_a_digest_and_removes_it_when_idle(
