@@ -102,16 +102,46 @@ def tables(data: dict[str, Any]) -> list[str]:
                 "cache misses, no kernel, no waits):",
                 "",
                 "| program | busiest thread | all threads | capacity vs baseline by "
-                "instructions (per rep) |",
-                "|---|---|---|---|",
+                "instructions (per rep) | all threads, baseline over program (medians) |",
+                "|---|---|---|---|---|",
             ]
+            base_all = instr["programs"].get("baseline", {}).get("all_threads_per_packet")
             for name, p in instr["programs"].items():
                 capacity = p.get("capacity_vs_baseline_per_rep")
+                all_ratio = (
+                    f"{base_all['median'] / p['all_threads_per_packet']['median']:.2f}"
+                    if base_all
+                    else "–"
+                )
                 lines.append(
                     f"| {name} | {fmt(p['busiest_thread_per_packet'])} | "
                     f"{fmt(p['all_threads_per_packet'])} | "
-                    f"{fmt(capacity, digits=2) if capacity else '1'} |"
+                    f"{fmt(capacity, digits=2) if capacity else '1'} | {all_ratio} |"
                 )
+        paths = b.get("path_instructions")
+        if paths:
+            names = list(paths["programs"])
+            kinds = list(paths["programs"][names[0]])
+            lines += [
+                "",
+                "Instructions one more packet of each path costs, all threads, median "
+                "(min–max), then the busiest thread's share: the mix of "
+                f"{paths['flows']} connections, then the same mix with "
+                f"{paths['extra_per_connection']} more copies of that packet per TCP "
+                "connection, the difference over the copies:",
+                "",
+                "| path | " + " | ".join(names) + " |",
+                "|---|" + "---|" * len(names),
+            ]
+            for kind in kinds:
+                cells = []
+                for name in names:
+                    c = paths["programs"][name][kind]
+                    all_, busy = c["all_threads"]["median"], c["busiest_thread"]["median"]
+                    base = paths["programs"][names[0]][kind]["all_threads"]["median"]
+                    vs = "" if name == names[0] else f"; baseline over it {base / all_:.2f}"
+                    cells.append(f"{fmt(c['all_threads'])}, busiest {busy:,.0f}{vs}")
+                lines.append(f"| {kind} | " + " | ".join(cells) + " |")
         growth = b.get("growth", [])
         if growth:
             lines += [

@@ -77,6 +77,11 @@ FLOW_PACKETS = 10
 CPU_PPS = 2000  # below every program's zero-loss rate on either build
 CPU_REPLAYS = 3
 INSTR_PPS = 40  # under callgrind BMv2 runs some 50x slower, slower still on new code
+# Paths whose instructions per packet are measured by difference (--path-instructions):
+# the mix, then the mix with PATH_EXTRA more copies of one step of every TCP connection
+# (flow_packets' order); the copies take the same path as the original.
+PATH_STEPS = {"established ACK": 6, "client data": 3, "reply": 4}
+PATH_EXTRA = 5
 
 
 def host_if(port: int) -> str:
@@ -164,13 +169,17 @@ def client_of(i: int) -> tuple[str, int]:
     return f"10.1.{host // 250}.{1 + host % 250}", 1024 + (i * 7919) % 60_000
 
 
+def is_udp(i: int, shape: Shape) -> bool:
+    return bool(shape.udp_every) and i % shape.udp_every == shape.udp_every - 1
+
+
 def flow_packets(i: int, shape: Shape, direct: bool) -> list[bytes]:
     """One connection's packets; `direct` addresses the server itself (the baseline)."""
     from scapy.layers.inet import IP, TCP, UDP
     from scapy.layers.l2 import Ether
     from scapy.packet import Raw
 
-    udp = shape.udp_every and i % shape.udp_every == shape.udp_every - 1
+    udp = is_udp(i, shape)
     v = 0 if udp else i % shape.vips
     k = (i // shape.vips) % shape.backends
     client, sport = client_of(i)
@@ -208,14 +217,17 @@ def flow_packets(i: int, shape: Shape, direct: bool) -> list[bytes]:
     return [bytes(p) for p in pkts]
 
 
-def traffic(shape: Shape, direct: bool) -> list[bytes]:
-    """All flows, interleaved 50 at a time (step k of each flow in a group, then k + 1)."""
+def traffic(shape: Shape, direct: bool, repeat: int | None = None) -> list[bytes]:
+    """All flows, interleaved 50 at a time (step k of each flow in a group, then k + 1).
+    `repeat`: step `repeat` of every TCP connection is sent PATH_EXTRA more times."""
     flows = [flow_packets(i, shape, direct) for i in range(shape.flows)]
+    tcp = [not is_udp(i, shape) for i in range(shape.flows)]
     out: list[bytes] = []
     for g in range(0, len(flows), 50):
         group = flows[g : g + 50]
         for step in range(FLOW_PACKETS):
-            out += [f[step] for f in group]
+            for i, f in enumerate(group, start=g):
+                out += [f[step]] * (1 + PATH_EXTRA * (step == repeat and tcp[i]))
     return out
 
 
@@ -565,13 +577,12 @@ def start_program(
     return cm, pid
 
 
-def pcap_for(shape: Shape, direct: bool, workdir: Path) -> Path:
-    path = (
-        workdir
-        / f"{'direct' if direct else 'vip'}-{shape.vips}-{shape.backends}-{shape.flows}.pcap"
-    )
+def pcap_for(shape: Shape, direct: bool, workdir: Path, repeat: int | None = None) -> Path:
+    kind = "direct" if direct else "vip"
+    more = "" if repeat is None else f"-x{repeat}"
+    path = workdir / f"{kind}-{shape.vips}-{shape.backends}-{shape.flows}{more}.pcap"
     if not path.exists():
-        write_pcap(traffic(shape, direct), path)
+        write_pcap(traffic(shape, direct, repeat), path)
     return path
 
 
@@ -703,6 +714,48 @@ def measure_instructions(
         res["programs"][name]["capacity_vs_baseline_per_rep"] = summary(
             [b / u for u, b in zip(busiest[name], busiest["baseline"], strict=True) if u]
         )
+    return res
+
+
+def measure_path_instructions(
+    build: str, binary: str, args: argparse.Namespace, workdir: Path
+) -> dict[str, Any]:
+    """Instructions one more packet of each path costs (all threads, and the busiest),
+    per program: the mix, and the mix with PATH_EXTRA more copies of that path's packet
+    per TCP connection; the difference over the copies. Programs and mixes take turns
+    within each repetition."""
+    programs = ["baseline", *args.algorithms]
+    shape = Shape(flows=args.path_flows)
+    kinds: dict[str, int | None] = {"mix": None, **PATH_STEPS}
+    extra = PATH_EXTRA * sum(not is_udp(i, shape) for i in range(shape.flows))
+    cost: dict[str, dict[str, list[tuple[float, float]]]] = {
+        n: {k: [] for k in PATH_STEPS} for n in programs
+    }
+    for rep in range(args.instr_reps):
+        for name in programs:
+            direct = name == "baseline"
+            totals: dict[str, tuple[float, float]] = {}
+            for kind, step in kinds.items():
+                progress(f"{build} path instructions rep {rep + 1} {name} {kind}")
+                pcap = pcap_for(shape, direct, workdir, step)
+                n = len(traffic(shape, direct, step))
+                b, t = instructions_once(name, binary, args, workdir, pcap)
+                totals[kind] = (t * n, b * n)
+            mix_all, mix_busiest = totals["mix"]
+            for kind in PATH_STEPS:
+                all_, busiest = totals[kind]
+                cost[name][kind].append(((all_ - mix_all) / extra, (busiest - mix_busiest) / extra))
+    res: dict[str, Any] = {"flows": args.path_flows, "extra_per_connection": PATH_EXTRA}
+    res["programs"] = {
+        name: {
+            kind: {
+                "all_threads": summary([a for a, _ in v]),
+                "busiest_thread": summary([b for _, b in v]),
+            }
+            for kind, v in by_kind.items()
+        }
+        for name, by_kind in cost.items()
+    }
     return res
 
 
@@ -860,6 +913,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instr-flows", type=int, default=100)
     ap.add_argument("--instr-reps", type=int, default=None, help="default: --reps")
     ap.add_argument("--only-instructions", action="store_true", help="skip the timed figures")
+    ap.add_argument(
+        "--path-instructions",
+        action="store_true",
+        help="also each path's instructions per packet, by difference (with --instructions)",
+    )
+    ap.add_argument("--path-flows", type=int, default=50)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     if args.instructions is None:
@@ -900,6 +959,10 @@ def main(argv: list[str] | None = None) -> int:
                 result["builds"][build]["instructions"] = measure_instructions(
                     build, binary, args, workdir
                 )
+                if args.path_instructions:
+                    result["builds"][build]["path_instructions"] = measure_path_instructions(
+                        build, binary, args, workdir
+                    )
             out.write_text(json.dumps(result, indent=2) + "\n")
             if args.only_instructions:
                 continue

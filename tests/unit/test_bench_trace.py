@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.switch import callgrind_totals, traced_counts
+from bench.switch import (
+    FLOW_PACKETS,
+    PATH_EXTRA,
+    Shape,
+    callgrind_totals,
+    flow_packets,
+    traced_counts,
+    traffic,
+)
 
 # The shape of simple_switch's debug/trace lines; packet 7 crosses both pipelines.
 LOG = """\
@@ -68,3 +76,19 @@ def test_callgrind_totals_one_per_thread_file(tmp_path: Path) -> None:
     (tmp_path / "cg-x.1-04").write_text("# callgrind format\nversion: 1\n")  # cut short
     files.append(tmp_path / "cg-x.1-04")
     assert sorted(callgrind_totals(files)) == [0, 900, 123456789]
+
+
+def test_a_path_mix_repeats_one_step_of_every_tcp_connection_only() -> None:
+    shape = Shape(flows=20)  # flows 9 and 19 are UDP
+    step = 4
+    mix = traffic(shape, direct=False)
+    more = traffic(shape, direct=False, repeat=step)
+    assert len(mix) == 20 * FLOW_PACKETS
+    assert len(more) == len(mix) + 18 * PATH_EXTRA
+    for i in (0, 9):
+        pkt = flow_packets(i, shape, direct=False)[step]
+        extra = PATH_EXTRA if i != 9 else 0
+        assert more.count(pkt) == mix.count(pkt) + extra
+        # The copies follow their original at once.
+        at = more.index(pkt)
+        assert more[at : at + 1 + extra] == [pkt] * (1 + extra)
