@@ -101,7 +101,7 @@ const conn_state_t CONN_ESTABLISHED = 2;   // the client ACKed (TCP) or any UDP 
 const conn_state_t CONN_CLOSING     = 3;   // the client sent FIN
 
 // Time is in ticks of 1024 us (ingress timestamp >> 10). A slot stores when it expires,
-// set by its state (CONN_REFRESH_TICKS), like conntrack's SYN_SENT, established and FIN
+// set by its state (the *_TICKS below), like conntrack's SYN_SENT, established and FIN
 // timeouts: a half-open connection cannot squat a slot for long. A slot is live while
 // its expiry is at most CONN_IDLE_TICKS ahead of now; once past, the difference wraps
 // far beyond that (a long-dead slot looks live again for ~2 min every ~36 min: it can

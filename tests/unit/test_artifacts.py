@@ -201,6 +201,15 @@ def test_a_digest_splits_into_the_entry_it_carries(schema: Schema) -> None:
     )
 
 
+def test_a_digest_that_is_not_the_entry_it_should_carry_is_refused(schema: Schema) -> None:
+    info = p4info_pb2.P4Info()
+    info.CopyFrom(schema.info)
+    member = info.type_info.structs["conn_digest_t"].members[0]
+    member.type_spec.bitstring.bit.bitwidth = 128  # the backend id narrower than the action's
+    with pytest.raises(P4InfoError, match="conn_digest_t must be one bit<136> member"):
+        ConnDigests.of(Schema(info))
+
+
 def test_algorithms_and_drop_reasons_come_from_the_p4info(schema: Schema) -> None:
     assert schema.enum("Algorithm") is not None and schema.enum("DropReason") is not None
     algorithms = schema.algorithms()
