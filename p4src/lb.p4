@@ -7,6 +7,7 @@
 #include "include/headers.p4"
 #include "include/parser.p4"
 #include "include/checksums.p4"
+#include "include/drops.p4"
 #include "include/load.p4"
 #include "include/selection.p4"
 #include "include/affinity.p4"

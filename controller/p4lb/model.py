@@ -13,7 +13,7 @@ from dataclasses import dataclass
 # CONN_SLOT_BITS).
 CONN_BUCKETS = 131072
 CONN_WAYS = 4
-CONN_SLOT_BITS = 73
+CONN_SLOT_BITS = 75
 
 
 def crc32(data: bytes) -> int:
@@ -55,8 +55,8 @@ def bucket_index(flow: Flow) -> int:
 
 
 def signature(flow: Flow) -> int:
-    """The 30-bit signature a slot stores: CRC32 bits 31..18, then the source port."""
-    return ((crc32(flow.packed()) >> 18) << 16) | flow.sport
+    """The 32-bit signature a slot stores: the 5-tuple's CRC32 xor the source port."""
+    return crc32(flow.packed()) ^ flow.sport
 
 
 def full_bucket_rate(

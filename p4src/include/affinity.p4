@@ -1,25 +1,28 @@
 /* Connection affinity: every packet of a connection goes to the backend chosen for its
  * first packet, whatever happens to weights, pools or the VIP's algorithm meanwhile.
  *
- * State lives in 4-way buckets: one 292-bit register entry holds four 73-bit slots, so a
- * packet reads its bucket once and writes it back at most once. A slot holds a 30-bit
- * signature of the flow (CRC32 bits the bucket index does not use, and the source port),
- * whether a request awaits its answer, when it expires, its state, port and backend. A
+ * State lives in 4-way buckets: one 300-bit register entry holds four 75-bit slots, so a
+ * packet reads its bucket once and writes it back at most once. A slot holds a 32-bit
+ * signature of the flow (its CRC32 xor its source port), whether a request awaits its
+ * answer, when it expires, its state, port and backend (defines.p4). A
  * slot is free when its state is CONN_FREE or it has aged out; how long it lives depends
  * on its state, so half-open connections (a SYN flood) free their slots within seconds. */
 #ifndef P4LB_AFFINITY_P4
 #define P4LB_AFFINITY_P4
 
-const conn_slot_t SLOT_MASK = 0x1ffffffffffffffffff;  // CONN_SLOT_BITS ones
+const conn_slot_t SLOT_MASK = 0x7ffffffffffffffffff;  // CONN_SLOT_BITS ones
 const bit<8> NO_WAY = 255;  // a slot shift meaning "no way of the bucket"
 
 // A slot's fields (see conn_slot_t in defines.p4).
-#define SLOT_SIG(s)      (s)[72:43]
-#define SLOT_AWAITING(s) (s)[42:42]
-#define SLOT_EXPIRY(s)   (s)[41:21]
-#define SLOT_STATE(s)    (s)[20:19]
-#define SLOT_PORT(s)     (s)[18:10]
-#define SLOT_BACKEND(s)  (s)[9:0]
+#define SLOT_BACKEND(s)  (s)[74:65]
+#define SLOT_PORT(s)     (s)[64:56]
+#define SLOT_STATE(s)    (s)[55:54]
+#define SLOT_EXPIRY(s)   (s)[53:33]
+#define SLOT_AWAITING(s) (s)[32:32]
+#define SLOT_SIG(s)      (s)[31:0]
+// What a packet of a known connection may change: state ++ expiry ++ awaiting, 24 bits
+// from bit 32 of its slot.
+const conn_bucket_t SLOT_CHANGE_MASK = 0xffffff00000000;
 
 // Macros, not functions: p4c inlines a function call as statements, and a call inside a
 // condition or a ternary then becomes several predicated primitives in BMv2.
@@ -64,25 +67,25 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 #define CONN_LOOKUP(client, vip, client_port, vip_port) \
     hash(meta.flow_hash, HashAlgorithm.crc32, 32w0, \
          { client ++ vip ++ hdr.ipv4.protocol ++ client_port ++ vip_port }, 64w0x100000000); \
-    meta.bucket_index = (bit<32>)meta.flow_hash[16:0]; \
-    meta.sig = meta.flow_hash[31:18] ++ (client_port); \
+    meta.bucket_index = meta.flow_hash & (CONN_BUCKETS - 1); \
+    meta.sig = meta.flow_hash ^ (bit<32>)(client_port); \
     conn_state.read(meta.bucket, meta.bucket_index); \
-    if (meta.bucket[72:43] != meta.sig) { \
-        if (meta.bucket[145:116] == meta.sig) { meta.hit_shift = 73; } \
-        else if (meta.bucket[218:189] == meta.sig) { meta.hit_shift = 146; } \
-        else if (meta.bucket[291:262] == meta.sig) { meta.hit_shift = 219; } \
+    if ((flow_sig_t)meta.bucket != meta.sig) { \
+        if (meta.bucket[106:75] == meta.sig) { meta.hit_shift = 75; } \
+        else if (meta.bucket[181:150] == meta.sig) { meta.hit_shift = 150; } \
+        else if (meta.bucket[256:225] == meta.sig) { meta.hit_shift = 225; } \
     } \
     meta.slot = (conn_slot_t)(meta.bucket >> meta.hit_shift)
 
 // Whether the slot CONN_LOOKUP took holds the flow: when no way does, the shift is 0 and
 // way 0 holds another flow's signature (or none).
-#define CONN_HIT (SLOT_SIG(meta.slot) == meta.sig)
+#define CONN_HIT ((flow_sig_t)meta.slot == meta.sig)
 
-// The flow's slot, written back with `awaiting`, next_state and its expiry from now.
+// The flow's slot, written back with next_state, `expiry` and `awaiting` (the rest of
+// it, signature, port and backend, stays).
 #define CONN_STORE(awaiting, expiry) \
-    meta.bucket = WITH_SLOT(meta.bucket, meta.hit_shift, \
-        meta.sig ++ (awaiting) ++ (expiry) \
-        ++ meta.next_state ++ SLOT_PORT(meta.slot) ++ SLOT_BACKEND(meta.slot)); \
+    meta.bucket = (meta.bucket & ~(SLOT_CHANGE_MASK << meta.hit_shift)) \
+        | (((conn_bucket_t)(meta.next_state ++ (expiry) ++ (awaiting)) << 32) << meta.hit_shift); \
     conn_state.write(meta.bucket_index, meta.bucket)
 
 // The client sent data (a request the backend has yet to answer).
@@ -92,21 +95,26 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // flow is known, its slot takes the packet's effect on the connection and the packet
 // leaves by the slot's switch port for the slot's backend. Nothing else runs in the
 // ingress for a known flow; what the packet did to the connection is counted in the
-// egress (ConnectionEvents), from the slot and the next state.
+// egress (ConnectionEvents).
 // Known: the way is live, and this is not a SYN for a slot past its handshake (that is a
 // new connection reusing the 5-tuple; a SYN for a half-open slot is a retransmission and
 // keeps its backend).
-// Next state: the client's first ACK establishes a half-open slot (01 -> 10: xor 11), FIN
-// closes (| 11), RST frees (& 00).
+// Next state: RST frees the slot; FIN closes it (and a closing slot stays closing); the
+// client's first ACK establishes a half-open slot. Each writes the slot with its state's
+// expiry. When the packet establishes or ends the connection, known says so: the egress
+// counts it without comparing states again. If-statements, one per transition: a
+// packet evaluates only the conditions before its own, where one expression for all
+// transitions costs every packet all of its operations.
 // Awaiting: data from the client is a request, until the backend pushes its answer.
-// The commonest packet, an established connection's ACK without data, SYN, FIN or RST,
+// The commonest packet, an established connection's packet without SYN, FIN or RST,
 // changes nothing but the expiry: it writes the slot only when the stored expiry is over
 // CONN_REFRESH_TICKS old (an established connection's idle timeout counts from its last
-// packet, give or take that much). A data packet always writes it: the response time
-// counts from the request's last packet, the stored expiry less the idle timeout.
+// packet, give or take that much). On a LEASTTIME VIP a data packet always writes it:
+// the response time counts from the request's last packet, the stored expiry less the
+// idle timeout.
 #define CONN_REFRESH() \
     if (CONN_HIT && SLOT_LIVE(meta.slot, NOW)) { \
-        meta.known = 1; \
+        meta.known = FLOW_KNOWN; \
         meta.backend_id = (backend_id_t)SLOT_BACKEND(meta.slot); \
         std_meta.egress_spec = SLOT_PORT(meta.slot); \
         meta.next_state = SLOT_STATE(meta.slot); \
@@ -114,22 +122,34 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
                 || meta.next_state != CONN_ESTABLISHED) { \
             if ((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN \
                     && meta.next_state != CONN_EMBRYONIC) { \
-                meta.known = 0; \
+                meta.known = FLOW_UNKNOWN; \
                 meta.backend_id = 0; \
-            } \
-            meta.next_state = ((SLOT_STATE(meta.slot) \
-                    ^ (conn_state_t)(bit<1>)(SLOT_STATE(meta.slot) == CONN_EMBRYONIC \
-                                             && (meta.tcp_flags & TCP_FLAG_SYN) == 0) * 3) \
-                | (conn_state_t)(bit<1>)((meta.tcp_flags & TCP_FLAG_FIN) != 0) * 3) \
-                & (conn_state_t)(bit<1>)((meta.tcp_flags & TCP_FLAG_RST) == 0) * 3; \
-            if (meta.known == 1) { \
+            } else if ((meta.tcp_flags & TCP_FLAG_RST) != 0) { \
+                if (meta.next_state == CONN_ESTABLISHED) { meta.known = FLOW_KNOWN_TURNS; } \
+                meta.next_state = CONN_FREE; \
+                CONN_STORE(1w0, NOW); \
+            } else if ((meta.tcp_flags & TCP_FLAG_FIN) != 0 || meta.next_state == CONN_CLOSING) { \
+                if (meta.next_state == CONN_ESTABLISHED) { meta.known = FLOW_KNOWN_TURNS; } \
+                meta.next_state = CONN_CLOSING; \
+                CONN_STORE(SLOT_AWAITING(meta.slot) | (bit<1>)CLIENT_DATA, \
+                           NOW + CONN_CLOSING_TICKS); \
+            } else if (meta.next_state == CONN_EMBRYONIC && (meta.tcp_flags & TCP_FLAG_SYN) == 0) { \
+                meta.known = FLOW_KNOWN_TURNS; \
+                meta.next_state = CONN_ESTABLISHED; \
+                CONN_STORE(SLOT_AWAITING(meta.slot) | (bit<1>)CLIENT_DATA, \
+                           NOW + CONN_IDLE_TICKS); \
+            } else { \
+                /* A retransmitted SYN: the state stays. */ \
                 CONN_STORE(SLOT_AWAITING(meta.slot) | (bit<1>)CLIENT_DATA, \
                            EXPIRY(meta.next_state, NOW)); \
             } \
-        } else if (CLIENT_DATA \
-                   || NOW - SLOT_EXPIRY(meta.slot) + CONN_IDLE_TICKS > CONN_REFRESH_TICKS) { \
+        } else if (SLOT_EXPIRY(meta.slot) - NOW < CONN_IDLE_TICKS - CONN_REFRESH_TICKS) { \
             CONN_STORE(SLOT_AWAITING(meta.slot) | (bit<1>)CLIENT_DATA, \
                        NOW + CONN_IDLE_TICKS); \
+        } else if (meta.algorithm == Algorithm.LEASTTIME) { \
+            if (CLIENT_DATA) { \
+                CONN_STORE(1w1, NOW + CONN_IDLE_TICKS); \
+            } \
         } \
     }
 
@@ -155,10 +175,10 @@ control ConnectionState(inout headers_t hdr,
         backend_conns.count(meta.backend_id);
         if (!CONN_HIT) {
             meta.hit_shift = NO_WAY;
-            if (!SLOT_LIVE(meta.bucket[291:219], NOW)) { meta.hit_shift = 219; }
-            if (!SLOT_LIVE(meta.bucket[218:146], NOW)) { meta.hit_shift = 146; }
-            if (!SLOT_LIVE(meta.bucket[145:73], NOW)) { meta.hit_shift = 73; }
-            if (!SLOT_LIVE(meta.bucket[72:0], NOW)) { meta.hit_shift = 0; }
+            if (!SLOT_LIVE(meta.bucket[299:225], NOW)) { meta.hit_shift = 225; }
+            if (!SLOT_LIVE(meta.bucket[224:150], NOW)) { meta.hit_shift = 150; }
+            if (!SLOT_LIVE(meta.bucket[149:75], NOW)) { meta.hit_shift = 75; }
+            if (!SLOT_LIVE(meta.bucket[74:0], NOW)) { meta.hit_shift = 0; }
         }
         meta.next_state = CONN_ESTABLISHED;
         if (hdr.tcp.isValid()) { meta.next_state = CONN_EMBRYONIC; }
@@ -166,9 +186,9 @@ control ConnectionState(inout headers_t hdr,
             // The way's old slot, for reclaim.
             meta.slot = (conn_slot_t)(meta.bucket >> meta.hit_shift);
             meta.bucket = WITH_SLOT(meta.bucket, meta.hit_shift,
-                                    meta.sig ++ 1w0 ++ EXPIRY(meta.next_state, NOW)
-                                    ++ meta.next_state ++ std_meta.egress_spec
-                                    ++ meta.backend_id[9:0]);
+                                    meta.backend_id[9:0] ++ std_meta.egress_spec
+                                    ++ meta.next_state ++ EXPIRY(meta.next_state, NOW)
+                                    ++ 1w0 ++ meta.sig);
             conn_state.write(meta.bucket_index, meta.bucket);
         }
     }
@@ -324,16 +344,12 @@ control ConnectionEvents(inout headers_t hdr,
     }
 
     apply {
-        if (meta.known == 1) {
-            // The state changed to or from established.
-            if (meta.next_state != SLOT_STATE(meta.slot)
-                    && (meta.next_state == CONN_ESTABLISHED
-                        || SLOT_STATE(meta.slot) == CONN_ESTABLISHED)) {
-                count_event();
-            }
-            if (meta.algorithm == Algorithm.LEASTPKT) {
-                count_packet();
-            }
+        // The ingress found that this packet establishes or ends the connection.
+        if (meta.known == FLOW_KNOWN_TURNS) {
+            count_event();
+        }
+        if (meta.algorithm == Algorithm.LEASTPKT && meta.known != FLOW_UNKNOWN) {
+            count_packet();
         }
     }
 }

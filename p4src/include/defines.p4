@@ -82,23 +82,30 @@ const bit<32> DROP_COUNTER_SIZE = 4096;    // MAX_SERVICES * NUM_DROP_REASONS
 // for the former 65,536 single-slot table.
 const bit<32> CONN_BUCKETS = 131072;
 @noWarn("unused") const bit<32> CONN_WAYS = 4;
-@noWarn("unused") const bit<32> CONN_SLOT_BITS = 73;
-typedef bit<292> conn_bucket_t;            // CONN_WAYS slots of conn_slot_t
-// A slot, 73 bits: signature 30 | awaiting 1 | expiry tick 21 | state 2 | switch port 9 |
-// backend id 10. The signature is CRC32 bits 31..18 and the source port: with the bucket
-// index (CRC32 bits 16..0) two flows share both only if their 5-tuples differ beyond the
-// port and still collide in 31 CRC bits. Awaiting: the client sent data the backend has
-// not yet answered (a request, for the response time LEASTTIME balances on). The switch
+@noWarn("unused") const bit<32> CONN_SLOT_BITS = 75;
+typedef bit<300> conn_bucket_t;            // CONN_WAYS slots of conn_slot_t
+// A slot, 75 bits, from the top: backend id 10 | switch port 9 | state 2 | expiry tick 21
+// | awaiting 1 | signature 32. The signature is the flow's CRC32 xor its source port:
+// with the bucket index (CRC32 bits 16..0) two flows share both only if they have the
+// same source port and the same CRC32. It sits at the bottom, and the fields a packet
+// changes (state, expiry, awaiting) lie together above it, so the checks and the write
+// back cost the fewest operations. Awaiting: the client sent data the backend has not
+// yet answered (a request, for the response time LEASTTIME balances on). The switch
 // port is where the backend was attached when the connection began: a known connection's
 // packet leaves by it without a table lookup (the NAT rewrite happens in the egress).
-typedef bit<73>  conn_slot_t;
-typedef bit<30>  flow_sig_t;
+typedef bit<75>  conn_slot_t;
+typedef bit<32>  flow_sig_t;
 typedef bit<21>  tick_t;                   // wraps after 2^21 ticks (~36 min)
 typedef bit<2>   conn_state_t;
 const conn_state_t CONN_FREE        = 0;
 const conn_state_t CONN_EMBRYONIC   = 1;   // SYN seen, the client has not ACKed yet
 const conn_state_t CONN_ESTABLISHED = 2;   // the client ACKed (TCP) or any UDP flow
 const conn_state_t CONN_CLOSING     = 3;   // the client sent FIN
+
+// What the connection state knows of a packet's flow (metadata known).
+const bit<2> FLOW_UNKNOWN = 0;             // no live slot: a new flow, or one to drop
+const bit<2> FLOW_KNOWN = 1;               // a live slot names its backend and port
+const bit<2> FLOW_KNOWN_TURNS = 2;         // and this packet establishes or ends it
 
 // Time is in ticks of 1024 us (ingress timestamp >> 10). A slot stores when it expires,
 // set by its state (the *_TICKS below), like conntrack's SYN_SENT, established and FIN
@@ -113,7 +120,8 @@ const tick_t CONN_EMBRYONIC_TICKS = 3000;  // ~3 s for the client's ACK after it
 const tick_t CONN_IDLE_TICKS = 120000;     // ~123 s without a packet
 const tick_t CONN_CLOSING_TICKS = 4000;    // ~4 s after a FIN: long enough for the last ACKs
 // An established connection's packets write its slot (a new expiry) at most this often,
-// unless they change it otherwise: most packets of a busy connection only read it.
+// unless they change it otherwise (or, on a LEASTTIME VIP, carry a request): most
+// packets of a busy connection only read it.
 const tick_t CONN_REFRESH_TICKS = 1000;    // ~1 s
 
 // Per-backend load, for the LEAST* algorithms. Response time: a moving average (gain 1/8)

@@ -11,17 +11,10 @@ control LbEgress(inout headers_t hdr,
     ToBackend() to_backend;
     ConnectionEvents() connection_events;
 
-    action count_drop() {
-        COUNT_DROP();
-    }
-
     apply {
-        if (meta.service_id != 0) {  // to a VIP
+        if (meta.service_id != 0) {  // to a VIP (the NAT counts its own drop)
             to_backend.apply(hdr, meta, std_meta);
             connection_events.apply(hdr, meta, std_meta);
-            if (meta.drop_reason != DropReason.NONE) {
-                count_drop();
-            }
         } else if (std_meta.mcast_grp == FLOOD_MCAST_GROUP
                    && std_meta.egress_port == std_meta.ingress_port) {
             mark_to_drop(std_meta);

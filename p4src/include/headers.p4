@@ -109,16 +109,15 @@ struct metadata_t {
     bit<32>       bucket_index;  // its low 17 bits
     flow_sig_t    sig;
     conn_bucket_t bucket;        // as read; written back once, with this flow's slot updated
-    bit<8>        hit_shift;     // 73 * the way holding it (0 if none); for a new
+    bit<8>        hit_shift;     // 75 * the way holding it (0 if none); for a new
                                  // connection, the way it takes (NO_WAY: bucket full)
     conn_slot_t   slot;          // that way's slot
-    bit<1>        known;         // the slot is live and names this connection's backend
+    bit<2>        known;         // FLOW_UNKNOWN, FLOW_KNOWN or FLOW_KNOWN_TURNS
     conn_state_t  next_state;    // the slot's state after this packet (CONN_FREE: cleared)
     bit<1>        starts;        // an unknown flow's packet that may start a connection
     bit<32>       load;          // a per-backend register as read (the first candidate's)
     bit<32>       load2;         // the second candidate's
-    bit<64>       window;        // the first candidate's packet_window, or LEAST* cost
-    bit<64>       window2;       // the second candidate's
+    bit<64>       window;        // a packet_window as read, or LEASTTIME's first cost
     // A counter or register index computed once: p4c gives each index (or written value)
     // expression a PHV field of its own, and BMv2 resets every field for every packet.
     bit<32>       index;

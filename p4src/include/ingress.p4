@@ -5,16 +5,6 @@
 #ifndef P4LB_INGRESS_P4
 #define P4LB_INGRESS_P4
 
-// Indexed by service id * NUM_DROP_REASONS + reason; service 0 = not tied to a VIP.
-// Global: the egress counts its own drops (a backend removed under open connections).
-@name(".drops")
-counter(DROP_COUNTER_SIZE, CounterType.packets) drops;
-
-#define COUNT_DROP() \
-    meta.index = meta.service_id * NUM_DROP_REASONS + (bit<32>)(bit<8>)meta.drop_reason; \
-    drops.count(meta.index); \
-    mark_to_drop(std_meta)
-
 control LbIngress(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t std_meta) {
@@ -47,7 +37,7 @@ control LbIngress(inout headers_t hdr,
             if (meta.service_id != 0) {
                 // To a VIP: a known connection already has its backend and port; an
                 // unknown flow gets them here (or is dropped).
-                if (meta.known == 0) {
+                if (meta.known == FLOW_UNKNOWN) {
                     connection_state.apply(hdr, meta, std_meta);
                     if (meta.drop_reason != DropReason.NONE) {
                         count_drop();

@@ -31,12 +31,13 @@ control ToBackend(inout headers_t hdr,
 
     action unknown_backend() {
         meta.drop_reason = DropReason.NO_BACKEND;
+        COUNT_DROP();
     }
 
     // Matches a backend id. Hit: that backend's address and port, written into the
     // packet. The controller writes one entry per backend and keeps it while the backend
     // is drained, so open connections to it keep working. Miss (a backend removed while
-    // connections to it were open): dropped, counted as NO_BACKEND.
+    // connections to it were open): dropped, counted as NO_BACKEND here.
     @name(".backend_table")
     table backend_table {
         key = { meta.backend_id: exact @name("backend_id"); }

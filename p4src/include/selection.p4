@@ -72,32 +72,33 @@ control BackendSelection(inout headers_t hdr,
     }
 
     // Least time: (active + 1) x (mean response time + 1 tick) / weight. A backend not yet
-    // timed counts one tick.
-    // Each candidate's cost is computed into window/window2 (one field less per value).
+    // timed counts one tick. The first candidate's cost is kept in window; the second's is
+    // compared as it is computed (one field less).
     action least_time() {
         active_conns.read(meta.load, meta.backend_id);
         response_time.read(meta.load2, meta.backend_id);
         meta.window = (bit<64>)(meta.load + 1) * (bit<64>)(meta.load2 + RT_SCALE);
         active_conns.read(meta.load, meta.second_backend);
         response_time.read(meta.load2, meta.second_backend);
-        meta.window2 = (bit<64>)(meta.load + 1) * (bit<64>)(meta.load2 + RT_SCALE);
-        if (SECOND_LIGHTER(meta.window, meta.window2)) {
+        if (SECOND_LIGHTER(meta.window,
+                           (bit<64>)(meta.load + 1) * (bit<64>)(meta.load2 + RT_SCALE))) {
             meta.backend_id = meta.second_backend;
         }
     }
 
     // Least packets: the current window's count plus the previous one's (a stale window
     // counts what it still covers: its current count if it was the previous window).
+    // Each candidate's window is read into window in turn, its count kept in load/load2.
+#define WINDOW_COUNT \
+    ((bit<32>)meta.window[47:24] * (bit<32>)(bit<1>)(meta.window[63:48] == WINDOW_ID) \
+     + (bit<32>)meta.window[23:0] * (bit<32>)(bit<1>)(meta.window[63:48] == WINDOW_ID \
+                                            || meta.window[63:48] + 1 == WINDOW_ID) + 1)
     action least_packets() {
         packet_window.read(meta.window, meta.backend_id);
-        packet_window.read(meta.window2, meta.second_backend);
-        if (SECOND_LIGHTER(
-                ((bit<32>)meta.window[47:24] * (bit<32>)(bit<1>)(meta.window[63:48] == WINDOW_ID)
-                 + (bit<32>)meta.window[23:0] * (bit<32>)(bit<1>)(meta.window[63:48] == WINDOW_ID
-                                                        || meta.window[63:48] + 1 == WINDOW_ID) + 1),
-                ((bit<32>)meta.window2[47:24] * (bit<32>)(bit<1>)(meta.window2[63:48] == WINDOW_ID)
-                 + (bit<32>)meta.window2[23:0] * (bit<32>)(bit<1>)(meta.window2[63:48] == WINDOW_ID
-                                                          || meta.window2[63:48] + 1 == WINDOW_ID) + 1))) {
+        meta.load = WINDOW_COUNT;
+        packet_window.read(meta.window, meta.second_backend);
+        meta.load2 = WINDOW_COUNT;
+        if (SECOND_LIGHTER(meta.load, meta.load2)) {
             meta.backend_id = meta.second_backend;
         }
     }

@@ -24,7 +24,7 @@ control VipLookup(inout headers_t hdr,
         // What choosing a backend needs: a known connection does without (in BMv2 every
         // field written costs far more than a branch). The size is what the VIP's
         // algorithm picks from: its pool (IPHASH) or its slot table.
-        if (meta.known == 0) {
+        if (meta.known == FLOW_UNKNOWN) {
             meta.version = version;
             meta.size = (bit<32>)slot_count;
             if (algorithm == Algorithm.IPHASH) {

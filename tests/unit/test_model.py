@@ -44,7 +44,7 @@ def test_index_and_signature_are_independent_enough_to_tell_colliders_apart() ->
     for f in _random_flows(200_000, seed=3):
         sigs = by_index.setdefault(bucket_index(f), set())
         sig = signature(f)
-        assert 0 <= sig < 1 << 31
+        assert 0 <= sig < 1 << 32
         clashes += sig in sigs
         sigs.add(sig)
     assert sum(len(s) > 1 for s in by_index.values()) > 10_000  # buckets are shared
