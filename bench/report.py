@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from p4lb.model import Flow, crc32
+from p4lb.model import Flow, flow_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "switch"
@@ -24,10 +24,10 @@ def turned_away(live: list[Flow], probes: list[Flow], buckets: int, ways: int) -
     (first come, first stored: a flow that finds its bucket full is not stored)."""
     fill: dict[int, int] = {}
     for f in live:
-        i = crc32(f.packed()) % buckets
+        i = flow_hash(f) % buckets
         if fill.get(i, 0) < ways:
             fill[i] = fill.get(i, 0) + 1
-    full = sum(1 for f in probes if fill.get(crc32(f.packed()) % buckets, 0) >= ways)
+    full = sum(1 for f in probes if fill.get(flow_hash(f) % buckets, 0) >= ways)
     return full / len(probes)
 
 
@@ -42,6 +42,7 @@ def collision_model() -> list[dict[str, float]]:
             6,
             rng.randrange(1024, 65536),
             80,
+            1,
         )
         for _ in range(max(LIVE_POINTS) + PROBE_FLOWS)
     ]

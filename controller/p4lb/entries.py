@@ -270,6 +270,7 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
                     (
                         ("vip_addr", ip(v.address)),
                         ("vip_port", v.port),
+                        ("service_id", ids.services[vip_key(v)]),
                         ("backend_id", bid),
                         ("track_time", int(v.algorithm == "leasttime")),
                     ),

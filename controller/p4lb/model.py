@@ -1,5 +1,5 @@
 """A reference model of the pipeline's hashing, bit for bit with BMv2's v1model hash()
-over the same field lists: which state bucket a flow uses, its signature, and the pool
+over the same input: which state bucket a flow uses, its signature, and the pool
 member IP hash picks; and of how flows fill the 4-way buckets. Tests use it to predict
 what the switch must do; the collision figures in results/ come from it."""
 
@@ -23,40 +23,36 @@ def crc32(data: bytes) -> int:
 
 @dataclass(frozen=True)
 class Flow:
+    """A client's flow to a VIP: the 5-tuple as the client sends it, and the VIP's
+    service id (the controller's, set_vip's parameter)."""
+
     src: str
     dst: str
     protocol: int
     sport: int
     dport: int
+    service_id: int
 
-    def packed(self) -> bytes:
-        """{src_addr, dst_addr, protocol, src_port, dst_port} as hash() sees them."""
-        return (
-            ipaddress.IPv4Address(self.src).packed
-            + ipaddress.IPv4Address(self.dst).packed
-            + bytes([self.protocol])
-            + self.sport.to_bytes(2, "big")
-            + self.dport.to_bytes(2, "big")
-        )
+    def client_key(self) -> bytes:
+        """{src_addr ++ src_port}, what hash() sees: the VIP (its address, protocol and
+        port) stands for the rest of the 5-tuple."""
+        return ipaddress.IPv4Address(self.src).packed + self.sport.to_bytes(2, "big")
 
-    def reversed_packed(self) -> bytes:
-        return (
-            self.dport.to_bytes(2, "big")
-            + self.sport.to_bytes(2, "big")
-            + bytes([self.protocol])
-            + ipaddress.IPv4Address(self.dst).packed
-            + ipaddress.IPv4Address(self.src).packed
-        )
+
+def flow_hash(flow: Flow) -> int:
+    """The state lookup's hash: the CRC32 of the client's address and port plus the
+    service id (hash()'s base), in 32 bits."""
+    return (crc32(flow.client_key()) + flow.service_id) & 0xFFFFFFFF
 
 
 def bucket_index(flow: Flow) -> int:
-    """The state bucket: the low 17 bits of the 5-tuple's CRC32."""
-    return crc32(flow.packed()) % CONN_BUCKETS
+    """The state bucket: the low 17 bits of the flow's hash."""
+    return flow_hash(flow) % CONN_BUCKETS
 
 
 def signature(flow: Flow) -> int:
-    """The 32-bit signature a slot stores: the 5-tuple's CRC32 xor the source port."""
-    return crc32(flow.packed()) ^ flow.sport
+    """The 32-bit signature a slot stores: the flow's hash xor the client's port."""
+    return flow_hash(flow) ^ flow.sport
 
 
 def full_bucket_rate(
@@ -67,7 +63,7 @@ def full_bucket_rate(
     fill: dict[int, int] = {}
     full = 0
     for f in flows:
-        i = crc32(f.packed()) % buckets
+        i = flow_hash(f) % buckets
         if fill.get(i, 0) >= ways:
             full += 1
         else:
@@ -76,6 +72,6 @@ def full_bucket_rate(
 
 
 def iphash_member(flow: Flow, pool_size: int) -> int:
-    """Index into the VIP's pool that IP hash picks: the 5-tuple's CRC32 (the state
+    """Index into the VIP's pool that IP hash picks: the flow's signature (the state
     lookup's) modulo the pool's size."""
-    return crc32(flow.packed()) % pool_size
+    return signature(flow) % pool_size

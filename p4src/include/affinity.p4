@@ -54,21 +54,27 @@ counter(MAX_BACKENDS, CounterType.packets) backend_established;
 @name(".backend_closes")
 counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 
-// Hash a flow's 5-tuple (as the client sends it) once, read its bucket, find the way
-// holding its signature and take its slot. A signature is in at most one way (a flow is
-// always stored where it was), so the first way holding it is the one: a flow in way 0,
-// the commonest, costs one comparison. If-statements, not conditional expressions: BMv2 jumps
-// over what a packet does not need, and p4c turns a conditional expression into several
-// primitives. A macro, not an action: calling an action with the headers and metadata
-// copies them whole, in and out. hit_shift starts at 0: BMv2 zeroes metadata per packet.
-// The hash's input is one concatenation, the same 13 bytes as the list of the five
-// fields: p4c's BMv2 back end copies each component of a hash's input into a field of
-// its own, whatever it is, so a list would cost 5 copies (and 5 fields) per call site.
-#define CONN_LOOKUP(client, vip, client_port, vip_port) \
-    hash(meta.flow_hash, HashAlgorithm.crc32, 32w0, \
-         { client ++ vip ++ hdr.ipv4.protocol ++ client_port ++ vip_port }, 64w0x100000000); \
-    meta.bucket_index = meta.flow_hash & (CONN_BUCKETS - 1); \
-    meta.sig = meta.flow_hash ^ (bit<32>)(client_port); \
+// Hash a client's flow once, read its bucket, find the way holding its signature and
+// take its slot. The hash is the CRC32 of the client's address and port plus the VIP's
+// service id: the VIP stands for the rest of the 5-tuple (its address, protocol and
+// port), so flows to different VIPs land apart, and 6 bytes to hash instead of 13 cost
+// fewer operations. Its low bits are the bucket; it xor the client's port is the
+// signature (two flows of a VIP with one client port cannot share a CRC32: their
+// addresses differ within 32 bits, which CRC32 always tells apart).
+// A signature is in at most one way (a flow is always stored where it was), so the
+// first way holding it is the one: a flow in way 0, the commonest, costs one
+// comparison. If-statements, not conditional expressions: BMv2 jumps over what a packet
+// does not need, and p4c turns a conditional expression into several primitives. A
+// macro, not an action: calling an action with the headers and metadata copies them
+// whole, in and out. hit_shift starts at 0: BMv2 zeroes metadata per packet.
+// The hash's input is one concatenation: p4c's BMv2 back end copies each component of
+// a hash's input into a field of its own, whatever it is, so a list would cost 2 copies
+// (and 2 fields) per call site. The hash is written into sig, then made the signature.
+#define CONN_LOOKUP(client, client_port, service_id) \
+    hash(meta.sig, HashAlgorithm.crc32, service_id, { client ++ client_port }, \
+         64w0x100000000); \
+    meta.bucket_index = meta.sig & (CONN_BUCKETS - 1); \
+    meta.sig = meta.sig ^ (bit<32>)(client_port); \
     conn_state.read(meta.bucket, meta.bucket_index); \
     if ((flow_sig_t)meta.bucket != meta.sig) { \
         if (meta.bucket[106:75] == meta.sig) { meta.hit_shift = 75; } \
@@ -101,8 +107,8 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // keeps its backend).
 // Next state: RST frees the slot; FIN closes it (and a closing slot stays closing); the
 // client's first ACK establishes a half-open slot. Each writes the slot with its state's
-// expiry. When the packet establishes or ends the connection, known says so: the egress
-// counts it without comparing states again. If-statements, one per transition: a
+// expiry. When the packet establishes or ends the connection, flow_status says so: the
+// egress counts it without comparing states again. If-statements, one per transition: a
 // packet evaluates only the conditions before its own, where one expression for all
 // transitions costs every packet all of its operations.
 // Awaiting: data from the client is a request, until the backend pushes its answer.
@@ -114,7 +120,7 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // idle timeout.
 #define CONN_REFRESH() \
     if (CONN_HIT && SLOT_LIVE(meta.slot, NOW)) { \
-        meta.known = FLOW_KNOWN; \
+        meta.flow_status = FLOW_KNOWN; \
         meta.backend_id = (backend_id_t)SLOT_BACKEND(meta.slot); \
         std_meta.egress_spec = SLOT_PORT(meta.slot); \
         meta.next_state = SLOT_STATE(meta.slot); \
@@ -122,19 +128,19 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
                 || meta.next_state != CONN_ESTABLISHED) { \
             if ((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN \
                     && meta.next_state != CONN_EMBRYONIC) { \
-                meta.known = FLOW_UNKNOWN; \
+                meta.flow_status = FLOW_UNKNOWN; \
                 meta.backend_id = 0; \
             } else if ((meta.tcp_flags & TCP_FLAG_RST) != 0) { \
-                if (meta.next_state == CONN_ESTABLISHED) { meta.known = FLOW_KNOWN_TURNS; } \
+                if (meta.next_state == CONN_ESTABLISHED) { meta.flow_status = FLOW_KNOWN_TURNS; } \
                 meta.next_state = CONN_FREE; \
                 CONN_STORE(1w0, NOW); \
             } else if ((meta.tcp_flags & TCP_FLAG_FIN) != 0 || meta.next_state == CONN_CLOSING) { \
-                if (meta.next_state == CONN_ESTABLISHED) { meta.known = FLOW_KNOWN_TURNS; } \
+                if (meta.next_state == CONN_ESTABLISHED) { meta.flow_status = FLOW_KNOWN_TURNS; } \
                 meta.next_state = CONN_CLOSING; \
                 CONN_STORE(SLOT_AWAITING(meta.slot) | (bit<1>)CLIENT_DATA, \
                            NOW + CONN_CLOSING_TICKS); \
             } else if (meta.next_state == CONN_EMBRYONIC && (meta.tcp_flags & TCP_FLAG_SYN) == 0) { \
-                meta.known = FLOW_KNOWN_TURNS; \
+                meta.flow_status = FLOW_KNOWN_TURNS; \
                 meta.next_state = CONN_ESTABLISHED; \
                 CONN_STORE(SLOT_AWAITING(meta.slot) | (bit<1>)CLIENT_DATA, \
                            NOW + CONN_IDLE_TICKS); \
@@ -218,8 +224,10 @@ control ConnectionState(inout headers_t hdr,
 
     // Not pinned: the flow may start a connection here (a SYN, or any UDP packet).
     action not_pinned() {
-        meta.starts = (bit<1>)((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN
-                               || !hdr.tcp.isValid());
+        if ((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN
+                || !hdr.tcp.isValid()) {
+            meta.flow_status = FLOW_STARTS;
+        }
     }
 
     // Matches a flow's 5-tuple (as the client sent it, to the VIP). Hit: the backend the
@@ -287,7 +295,7 @@ control ConnectionState(inout headers_t hdr,
         // field and more tables.)
         if (vip_source_table.apply().miss) {
             if (conn_table.apply().miss) {
-                if (meta.starts == 1 || meta.algorithm == Algorithm.IPHASH
+                if (meta.flow_status == FLOW_STARTS || meta.algorithm == Algorithm.IPHASH
                         || meta.algorithm == Algorithm.MAGLEV
                         || meta.algorithm == Algorithm.SRCHASH) {
                     selection.apply(hdr, meta, std_meta);
@@ -298,7 +306,7 @@ control ConnectionState(inout headers_t hdr,
             // Backend id 0 is none: no pool member or slot matched, or the port is unknown.
             if (meta.backend_id != 0) {
                 backend_port_table.apply();
-                if (meta.starts == 1 && meta.backend_id != 0) {
+                if (meta.flow_status == FLOW_STARTS && meta.backend_id != 0) {
                     new_connection();
                     if (meta.hit_shift == NO_WAY) {
                         report_collision();
@@ -345,10 +353,10 @@ control ConnectionEvents(inout headers_t hdr,
 
     apply {
         // The ingress found that this packet establishes or ends the connection.
-        if (meta.known == FLOW_KNOWN_TURNS) {
+        if (meta.flow_status == FLOW_KNOWN_TURNS) {
             count_event();
         }
-        if (meta.algorithm == Algorithm.LEASTPKT && meta.known != FLOW_UNKNOWN) {
+        if (meta.algorithm == Algorithm.LEASTPKT && meta.flow_status >= FLOW_KNOWN) {
             count_packet();
         }
     }
@@ -371,7 +379,7 @@ control ConnectionEvents(inout headers_t hdr,
      && (meta.tcp_flags & TCP_FLAG_PSH) != 0)
 
 #define REPLY_STATE() \
-    CONN_LOOKUP(hdr.ipv4.dst_addr, hdr.ipv4.src_addr, meta.l4_dst_port, hdr.tcp.src_port); \
+    CONN_LOOKUP(hdr.ipv4.dst_addr, meta.l4_dst_port, service_id); \
     if (CONN_HIT && SLOT_LIVE(meta.slot, NOW)) { \
         meta.next_state = SLOT_STATE(meta.slot); \
         if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) { \

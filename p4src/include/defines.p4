@@ -102,10 +102,12 @@ const conn_state_t CONN_EMBRYONIC   = 1;   // SYN seen, the client has not ACKed
 const conn_state_t CONN_ESTABLISHED = 2;   // the client ACKed (TCP) or any UDP flow
 const conn_state_t CONN_CLOSING     = 3;   // the client sent FIN
 
-// What the connection state knows of a packet's flow (metadata known).
+// What the connection state knows of a packet's flow (metadata flow_status). One field
+// for both facts: BMv2 resets every field for every packet.
 const bit<2> FLOW_UNKNOWN = 0;             // no live slot: a new flow, or one to drop
-const bit<2> FLOW_KNOWN = 1;               // a live slot names its backend and port
-const bit<2> FLOW_KNOWN_TURNS = 2;         // and this packet establishes or ends it
+const bit<2> FLOW_STARTS = 1;              // unknown, and its packet may start a connection
+const bit<2> FLOW_KNOWN = 2;               // a live slot names its backend and port
+const bit<2> FLOW_KNOWN_TURNS = 3;         // known, and this packet establishes or ends it
 
 // Time is in ticks of 1024 us (ingress timestamp >> 10). A slot stores when it expires,
 // set by its state (the *_TICKS below), like conntrack's SYN_SENT, established and FIN

@@ -105,16 +105,14 @@ struct metadata_t {
                                  // 32 bits: a hash's modulus, and p4c copies a cast one
     // connection state
     bit<8>        tcp_flags;     // 0 for UDP
-    bit<32>       flow_hash;     // crc32 of the 5-tuple: bucket index and half the signature
     bit<32>       bucket_index;  // its low 17 bits
     flow_sig_t    sig;
     conn_bucket_t bucket;        // as read; written back once, with this flow's slot updated
     bit<8>        hit_shift;     // 75 * the way holding it (0 if none); for a new
                                  // connection, the way it takes (NO_WAY: bucket full)
     conn_slot_t   slot;          // that way's slot
-    bit<2>        known;         // FLOW_UNKNOWN, FLOW_KNOWN or FLOW_KNOWN_TURNS
+    bit<2>        flow_status;   // FLOW_UNKNOWN, FLOW_STARTS, FLOW_KNOWN, FLOW_KNOWN_TURNS
     conn_state_t  next_state;    // the slot's state after this packet (CONN_FREE: cleared)
-    bit<1>        starts;        // an unknown flow's packet that may start a connection
     bit<32>       load;          // a per-backend register as read (the first candidate's)
     bit<32>       load2;         // the second candidate's
     bit<64>       window;        // a packet_window as read, or LEASTTIME's first cost
@@ -124,8 +122,6 @@ struct metadata_t {
     // selection
     member_index_t member_index;
     backend_id_t  backend_id;
-    backend_id_t  second_backend; // LEAST*: the other candidate (backend_id is the first)
-    bit<32>       weights;       // LEAST*: the first candidate's weight ++ the second's
 }
 #endif
 

@@ -37,7 +37,7 @@ control LbIngress(inout headers_t hdr,
             if (meta.service_id != 0) {
                 // To a VIP: a known connection already has its backend and port; an
                 // unknown flow gets them here (or is dropped).
-                if (meta.known == FLOW_UNKNOWN) {
+                if (meta.flow_status == FLOW_UNKNOWN) {
                     connection_state.apply(hdr, meta, std_meta);
                     if (meta.drop_reason != DropReason.NONE) {
                         count_drop();

@@ -59,13 +59,14 @@ control FromBackend(inout headers_t hdr,
     @name(".backend_rx")
     direct_counter(CounterType.packets_and_bytes) backend_rx;
 
-    // backend_id does nothing here: it records which backend id the entry belongs to,
-    // so a restarted controller recovers its id assignment from the switch. track_time:
-    // the VIP balances on response time, so the backend's pushed segments are timed.
+    // service_id: the VIP's, for the connection's state lookup. backend_id does nothing
+    // here: it records which backend id the entry belongs to, so a restarted controller
+    // recovers its id assignment from the switch. track_time: the VIP balances on
+    // response time, so the backend's pushed segments are timed.
     // The connection's state follows a backend's FIN or RST, and a timed answer
     // (REPLY_STATE, affinity.p4), within this action.
     @name(".set_vip_source")
-    action set_vip_source(ipv4_addr_t vip_addr, bit<16> vip_port,
+    action set_vip_source(ipv4_addr_t vip_addr, bit<16> vip_port, service_id_t service_id,
                           @noWarn("unused") backend_id_t backend_id, bit<1> track_time) {
         hdr.ipv4.src_addr = vip_addr;
         if (hdr.tcp.isValid()) {

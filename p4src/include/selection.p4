@@ -26,12 +26,12 @@ control BackendSelection(inout headers_t hdr,
     }
 
     // IP hash (a pool member), Maglev (a lookup table slot) and the LEAST* algorithms (a
-    // slot of candidate pairs): the 5-tuple's CRC32, computed once by the state lookup,
-    // modulo the size. One action, called in one place: p4c copies a hash's input into a
+    // slot of candidate pairs): the flow's signature (its hash, computed once by the state
+    // lookup, xor the client's port) modulo the size. One action, called in one place: p4c copies a hash's input into a
     // field of its own per call site.
     action flow_hash_slot() {
         hash(meta.member_index, HashAlgorithm.identity, (member_index_t)0,
-             { meta.flow_hash }, meta.size);
+             { meta.sig }, meta.size);
     }
 
     // Source hash: every connection from one address picks the same bucket.
@@ -45,61 +45,56 @@ control BackendSelection(inout headers_t hdr,
         meta.backend_id = backend_id;
     }
 
-    // LEAST*: the slot's two candidates and their weights; the first until one is chosen.
-    @name(".set_candidates")
-    action set_candidates(backend_id_t first, bit<16> first_weight,
-                          backend_id_t second, bit<16> second_weight) {
-        meta.backend_id = first;
-        meta.second_backend = second;
-        meta.weights = first_weight ++ second_weight;
-    }
-
-    // Whether the second candidate's load over its weight is below the first's:
-    // load2 / w2 < load1 / w1, in integers. The first wins a tie.
+    // LEAST*: the slot's two candidates and their weights. The first is taken unless the
+    // second's load over its weight, by the VIP's algorithm's measure, is below the
+    // first's (the first wins a tie). One action for the three algorithms: the candidates
+    // and weights stay action parameters, where a separate action per algorithm would
+    // need them in metadata fields (each one more field BMv2 resets for every packet).
+    // The registers are read into metadata, not action locals, for the same reason.
+    // Whether load2 / second_weight < load1 / first_weight, in integers:
 #define SECOND_LIGHTER(load1, load2) \
-    ((bit<64>)(load2) * (bit<64>)meta.weights[31:16] < (bit<64>)(load1) * (bit<64>)meta.weights[15:0])
-
-    // The registers are read into metadata, not action locals: each local is one more
-    // PHV field, which BMv2 resets for every packet.
-    // Least connections: (active + 1) / weight, as Envoy compares (with active alone
-    // every idle backend ties at 0 and the weights would not order them).
-    action least_conn() {
-        active_conns.read(meta.load, meta.backend_id);
-        active_conns.read(meta.load2, meta.second_backend);
-        if (SECOND_LIGHTER(meta.load + 1, meta.load2 + 1)) {
-            meta.backend_id = meta.second_backend;
-        }
-    }
-
-    // Least time: (active + 1) x (mean response time + 1 tick) / weight. A backend not yet
-    // timed counts one tick. The first candidate's cost is kept in window; the second's is
-    // compared as it is computed (one field less).
-    action least_time() {
-        active_conns.read(meta.load, meta.backend_id);
-        response_time.read(meta.load2, meta.backend_id);
-        meta.window = (bit<64>)(meta.load + 1) * (bit<64>)(meta.load2 + RT_SCALE);
-        active_conns.read(meta.load, meta.second_backend);
-        response_time.read(meta.load2, meta.second_backend);
-        if (SECOND_LIGHTER(meta.window,
-                           (bit<64>)(meta.load + 1) * (bit<64>)(meta.load2 + RT_SCALE))) {
-            meta.backend_id = meta.second_backend;
-        }
-    }
-
-    // Least packets: the current window's count plus the previous one's (a stale window
-    // counts what it still covers: its current count if it was the previous window).
-    // Each candidate's window is read into window in turn, its count kept in load/load2.
+    ((bit<64>)(load2) * (bit<64>)first_weight < (bit<64>)(load1) * (bit<64>)second_weight)
+    // LEASTPKT's count for the packet_window in window: the current window's count plus the
+    // previous one's (a stale window counts what it still covers: its current count if it
+    // was the previous window).
 #define WINDOW_COUNT \
     ((bit<32>)meta.window[47:24] * (bit<32>)(bit<1>)(meta.window[63:48] == WINDOW_ID) \
      + (bit<32>)meta.window[23:0] * (bit<32>)(bit<1>)(meta.window[63:48] == WINDOW_ID \
                                             || meta.window[63:48] + 1 == WINDOW_ID) + 1)
-    action least_packets() {
-        packet_window.read(meta.window, meta.backend_id);
-        meta.load = WINDOW_COUNT;
-        packet_window.read(meta.window, meta.second_backend);
-        meta.load2 = WINDOW_COUNT;
-        if (SECOND_LIGHTER(meta.load, meta.load2)) {
-            meta.backend_id = meta.second_backend;
+    @name(".set_candidates")
+    action set_candidates(backend_id_t first, bit<16> first_weight,
+                          backend_id_t second, bit<16> second_weight) {
+        meta.backend_id = first;
+        if (meta.algorithm == Algorithm.LEASTCONN) {
+            // (active + 1) / weight, as Envoy compares (with active alone every idle
+            // backend ties at 0 and the weights would not order them).
+            active_conns.read(meta.load, first);
+            active_conns.read(meta.load2, second);
+            if (SECOND_LIGHTER(meta.load + 1, meta.load2 + 1)) {
+                meta.backend_id = second;
+            }
+        } else if (meta.algorithm == Algorithm.LEASTTIME) {
+            // (active + 1) x (mean response time + 1 tick) / weight; a backend not yet
+            // timed counts one tick. The first's cost is kept in window.
+            active_conns.read(meta.load, first);
+            response_time.read(meta.load2, first);
+            meta.window = (bit<64>)(meta.load + 1) * (bit<64>)(meta.load2 + RT_SCALE);
+            active_conns.read(meta.load, second);
+            response_time.read(meta.load2, second);
+            if (SECOND_LIGHTER(meta.window,
+                               (bit<64>)(meta.load + 1) * (bit<64>)(meta.load2 + RT_SCALE))) {
+                meta.backend_id = second;
+            }
+        } else {
+            // LEASTPKT: packets in the last one to two windows; each candidate's window
+            // is read into window in turn, its count kept in load / load2.
+            packet_window.read(meta.window, first);
+            meta.load = WINDOW_COUNT;
+            packet_window.read(meta.window, second);
+            meta.load2 = WINDOW_COUNT;
+            if (SECOND_LIGHTER(meta.load, meta.load2)) {
+                meta.backend_id = second;
+            }
         }
     }
 
@@ -148,17 +143,7 @@ control BackendSelection(inout headers_t hdr,
             if (meta.algorithm == Algorithm.IPHASH) {
                 pool_table.apply();
             } else {
-                switch (wrr_table.apply().action_run) {
-                    set_candidates: {
-                        if (meta.algorithm == Algorithm.LEASTCONN) {
-                            least_conn();
-                        } else if (meta.algorithm == Algorithm.LEASTTIME) {
-                            least_time();
-                        } else {
-                            least_packets();
-                        }
-                    }
-                }
+                wrr_table.apply();
             }
         }
     }

@@ -19,12 +19,12 @@ control VipLookup(inout headers_t hdr,
                    bit<16> pool_size, bit<16> slot_count) {
         meta.service_id = service_id;
         meta.algorithm = algorithm;
-        CONN_LOOKUP(hdr.ipv4.src_addr, hdr.ipv4.dst_addr, meta.l4_src_port, meta.l4_dst_port);
+        CONN_LOOKUP(hdr.ipv4.src_addr, meta.l4_src_port, service_id);
         CONN_REFRESH()
         // What choosing a backend needs: a known connection does without (in BMv2 every
         // field written costs far more than a branch). The size is what the VIP's
         // algorithm picks from: its pool (IPHASH) or its slot table.
-        if (meta.known == FLOW_UNKNOWN) {
+        if (meta.flow_status == FLOW_UNKNOWN) {
             meta.version = version;
             meta.size = (bit<32>)slot_count;
             if (algorithm == Algorithm.IPHASH) {

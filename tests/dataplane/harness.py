@@ -34,6 +34,8 @@ THRIFT_PORT = 29090
 SWITCH_MAC = "00:00:00:00:01:00"
 VIP_MAC = "00:00:00:00:01:64"
 VIP = "10.0.0.100"
+# The web VIP's service id: the controller numbers VIPs from 1 in config order.
+WEB_SERVICE_ID = 1
 
 
 def host_iface(port: int) -> str:
@@ -316,7 +318,7 @@ def same_bucket_flows(n: int) -> list[Flow]:
     seen: dict[int, list[Flow]] = {}
     for host in range(2, 250):
         for sport in range(20000, 60000):
-            f = Flow(f"10.0.1.{host}", VIP, 6, sport, 80)
+            f = Flow(f"10.0.1.{host}", VIP, 6, sport, 80, WEB_SERVICE_ID)
             flows = seen.setdefault(bucket_index(f), [])
             flows.append(f)
             if len(flows) == n:

@@ -17,6 +17,7 @@ from tests.dataplane.harness import (
     SWITCH_MAC,
     VIP,
     VIP_MAC,
+    WEB_SERVICE_ID,
     Bmv2,
     Wire,
     backend_of,
@@ -207,7 +208,7 @@ def test_iphash_picks_the_member_the_model_predicts(bmv2: Bmv2, wire: Wire) -> N
         sport = 47000 + 7 * i
         wire.send(1, syn(sport))
         got = backend_of(wire, sport)
-        want = BACKEND_PORTS[iphash_member(Flow(CLIENT, VIP, 6, sport, 80), 3)]
+        want = BACKEND_PORTS[iphash_member(Flow(CLIENT, VIP, 6, sport, 80, WEB_SERVICE_ID), 3)]
         assert got == want
         counts[got] += 1
         wire.clear()
@@ -422,7 +423,7 @@ def test_a_packet_without_state_is_dropped_for_wrr_and_hashed_for_iphash(
     bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "iphash"))
     wire.clear()
     wire.send(1, syn(54001, flags="A"))
-    want = BACKEND_PORTS[iphash_member(Flow(CLIENT, VIP, 6, 54001, 80), 3)]
+    want = BACKEND_PORTS[iphash_member(Flow(CLIENT, VIP, 6, 54001, 80, WEB_SERVICE_ID), 3)]
     assert backend_of(wire, 54001) == want
 
 
@@ -436,7 +437,9 @@ def test_wrr_is_exact_over_many_clients(bmv2: Bmv2, wire: Wire) -> None:
     ids = ids_on_switch(bmv2.sw.read_entries())
     web = bmv2.cfg.vip("web")
     bid = {p: ids.backends[backend_key(web, host_ip(p), 8000)] for p in BACKEND_PORTS}
-    flows = [Flow(f"10.0.2.{1 + i % 30}", VIP, 6, 30000 + i, 80) for i in range(1500)]
+    flows = [
+        Flow(f"10.0.2.{1 + i % 30}", VIP, 6, 30000 + i, 80, WEB_SERVICE_ID) for i in range(1500)
+    ]
 
     def total() -> int:
         return sum(bmv2.counter("backend_conns", b) for b in bid.values())

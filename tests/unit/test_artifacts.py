@@ -73,6 +73,7 @@ ACTIONS = {
     "set_vip_source": [
         ("vip_addr", 32),
         ("vip_port", 16),
+        ("service_id", 32),
         ("backend_id", 32),
         ("track_time", 1),
     ],

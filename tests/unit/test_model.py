@@ -6,6 +6,7 @@ from p4lb.model import (
     Flow,
     bucket_index,
     crc32,
+    flow_hash,
     full_bucket_rate,
     iphash_member,
     signature,
@@ -21,6 +22,7 @@ def _random_flows(n: int, seed: int) -> list[Flow]:
             6,
             rng.randrange(1024, 65536),
             80,
+            1,
         )
         for _ in range(n)
     ]
@@ -31,10 +33,20 @@ def test_crc_check_values() -> None:
     assert crc32(b"123456789") == 0xCBF43926
 
 
-def test_flow_fields_are_packed_in_p4_order_and_width() -> None:
-    f = Flow("10.0.0.1", "10.0.0.100", 6, 0x1234, 80)
-    assert f.packed() == bytes([10, 0, 0, 1, 10, 0, 0, 100, 6, 0x12, 0x34, 0, 80])
-    assert f.reversed_packed() == bytes([0, 80, 0x12, 0x34, 6, 10, 0, 0, 100, 10, 0, 0, 1])
+def test_the_hash_input_is_the_client_address_then_port_and_the_service_id_is_added() -> None:
+    f = Flow("10.0.0.1", "10.0.0.100", 6, 0x1234, 80, 1)
+    assert f.client_key() == bytes([10, 0, 0, 1, 0x12, 0x34])
+    assert flow_hash(f) == (crc32(bytes([10, 0, 0, 1, 0x12, 0x34])) + 1) & 0xFFFFFFFF
+    # The VIP's address, protocol and port do not enter the hash; its service id does.
+    assert flow_hash(Flow("10.0.0.1", "10.0.0.200", 17, 0x1234, 53, 1)) == flow_hash(f)
+    assert flow_hash(Flow("10.0.0.1", "10.0.0.100", 6, 0x1234, 80, 2)) != flow_hash(f)
+
+
+def test_one_client_port_to_two_vips_takes_two_buckets() -> None:
+    for sport in range(1024, 2048):
+        a = Flow("10.0.0.1", "10.0.0.100", 6, sport, 80, 1)
+        b = Flow("10.0.0.1", "10.0.0.100", 6, sport, 443, 2)
+        assert bucket_index(a) != bucket_index(b)
 
 
 def test_index_and_signature_are_independent_enough_to_tell_colliders_apart() -> None:
@@ -52,7 +64,7 @@ def test_index_and_signature_are_independent_enough_to_tell_colliders_apart() ->
 
 
 def test_iphash_member_is_in_range_and_spreads() -> None:
-    picks = [iphash_member(Flow("10.0.0.1", "10.0.0.100", 6, p, 80), 3) for p in range(3000)]
+    picks = [iphash_member(Flow("10.0.0.1", "10.0.0.100", 6, p, 80, 1), 3) for p in range(3000)]
     assert set(picks) == {0, 1, 2}
     # Within 5 % of an even split (the paper's CRC16 gave 879/1051/1070 here).
     assert min(picks.count(i) for i in range(3)) > 950
