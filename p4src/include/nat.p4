@@ -75,9 +75,11 @@ control FromBackend(inout headers_t hdr,
             hdr.udp.src_port = vip_port;
         }
         meta.l4_rewritten = 1;
-        if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0
-                || (track_time == 1 && (meta.tcp_flags & TCP_FLAG_PSH) != 0)) {
-            REPLY_STATE()
+        // Most replies carry none of the three flags: one test for them.
+        if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST | TCP_FLAG_PSH)) != 0) {
+            if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0 || track_time == 1) {
+                REPLY_STATE()
+            }
         }
     }
 

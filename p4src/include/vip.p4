@@ -26,9 +26,10 @@ control VipLookup(inout headers_t hdr,
         // algorithm picks from: its pool (IPHASH) or its slot table.
         if (meta.flow_status == FLOW_UNKNOWN) {
             meta.version = version;
-            meta.size = (bit<32>)slot_count;
             if (algorithm == Algorithm.IPHASH) {
                 meta.size = (bit<32>)pool_size;
+            } else {
+                meta.size = (bit<32>)slot_count;
             }
         }
     }
