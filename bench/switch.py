@@ -912,7 +912,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--instr-flows", type=int, default=100)
     ap.add_argument("--instr-reps", type=int, default=None, help="default: --reps")
-    ap.add_argument("--only-instructions", action="store_true", help="skip the timed figures")
+    only = ap.add_mutually_exclusive_group()
+    only.add_argument("--only-instructions", action="store_true", help="skip the timed figures")
+    only.add_argument(
+        "--only-growth",
+        action="store_true",
+        help="only the growth figures, added to the last full run's (in --out)",
+    )
     ap.add_argument(
         "--path-instructions",
         action="store_true",
@@ -949,8 +955,19 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out / "switch.json"
     if args.only_instructions and out.exists():
         result = {**json.loads(out.read_text()), "instructions_when": result["when"]}
+    if args.only_growth:
+        if not out.exists():
+            print(f"bench-switch: --only-growth: no {out} to add to", file=sys.stderr)
+            return 2
+        result = {**json.loads(out.read_text()), "growth_when": result["when"]}
     with veths():
         for build, binary in builds.items():
+            if args.only_growth:
+                if not args.growth_builds or build in args.growth_builds:
+                    result["builds"].setdefault(build, {"binary": binary, "programs": {}})
+                    result["builds"][build]["growth"] = measure_growth(binary, args, workdir)
+                    out.write_text(json.dumps(result, indent=2) + "\n")
+                continue
             if args.only_instructions:  # added to the figures of the last full run
                 result["builds"].setdefault(build, {"binary": binary, "programs": {}})
             else:
@@ -969,10 +986,11 @@ def main(argv: list[str] | None = None) -> int:
             if not args.no_growth and (not args.growth_builds or build in args.growth_builds):
                 result["builds"][build]["growth"] = measure_growth(binary, args, workdir)
             out.write_text(json.dumps(result, indent=2) + "\n")  # what is done so far
-        if not args.no_trace and not args.only_instructions:
+        if not args.no_trace and not args.only_instructions and not args.only_growth:
             first = next(iter(builds.values()))
             result["trace"] = {"binary": first, "counts": measure_trace(first, args, workdir)}
-    result["machine"]["loadavg_at_end"] = os.getloadavg()
+    if not (args.only_instructions or args.only_growth):  # else the full run's stays
+        result["machine"]["loadavg_at_end"] = os.getloadavg()
     out.write_text(json.dumps(result, indent=2) + "\n")
     progress(f"wrote {out}")
     return 0
