@@ -3,8 +3,9 @@
 * `maglev_table`: weighted Maglev consistent hashing (Eisenbud et al., NSDI 2016, Pseudocode
   1; weights as in Katran's MaglevV2: backend i takes weight_i turns for every max-weight
   turns, interleaved). The data plane takes the flow's hash (the connection state's
-  signature, model.signature) modulo the table size and reads the backend from the entry. Removing or adding one of N backends moves about 1/N of
-  the flows, where hash-mod-N moves about (N-1)/N.
+  signature, model.signature) modulo the table size and reads the backend from the entry.
+  Removing or adding one of N backends moves about 1/N of the flows, where hash-mod-N moves
+  about (N-1)/N.
 * `candidate_pairs`: two weighted candidates per slot, for the power-of-two-choices
   algorithms (leastconn, leasttime, leastpkt).
 * `weighted_buckets`: seed 000's PCC weighted buckets (nginx `ip_hash` with weights) for
