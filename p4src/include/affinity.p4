@@ -3,7 +3,7 @@
  *
  * State lives in 4-way buckets: one 300-bit register entry holds four 75-bit slots, so a
  * packet reads its bucket once and writes it back at most once. A slot holds a 32-bit
- * signature of the flow (its CRC32 xor its source port), whether a request awaits its
+ * signature of the flow (its hash xor its client port), whether a request awaits its
  * answer, when it expires, its state, port and backend (defines.p4). A
  * slot is free when its state is CONN_FREE or it has aged out; how long it lives depends
  * on its state, so half-open connections (a SYN flood) free their slots within seconds. */

@@ -85,10 +85,10 @@ const bit<32> CONN_BUCKETS = 131072;
 @noWarn("unused") const bit<32> CONN_SLOT_BITS = 75;
 typedef bit<300> conn_bucket_t;            // CONN_WAYS slots of conn_slot_t
 // A slot, 75 bits, from the top: backend id 10 | switch port 9 | state 2 | expiry tick 21
-// | awaiting 1 | signature 32. The signature is the flow's CRC32 xor its source port:
-// with the bucket index (CRC32 bits 16..0) two flows share both only if they have the
-// same source port and the same CRC32. It sits at the bottom, and the fields a packet
-// changes (state, expiry, awaiting) lie together above it, so the checks and the write
+// | awaiting 1 | signature 32. The signature is the flow's hash xor its client port: with
+// the bucket index (the hash's bits 16..0) two flows share both only if they have the
+// same client port and the same hash (CONN_LOOKUP). It sits at the bottom, the fields a
+// packet changes (state, expiry, awaiting) together above it: the checks and the write
 // back cost the fewest operations. Awaiting: the client sent data the backend has not
 // yet answered (a request, for the response time LEASTTIME balances on). The switch
 // port is where the backend was attached when the connection began: a known connection's
