@@ -105,8 +105,8 @@ struct metadata_t {
                                  // 32 bits: a hash's modulus, and p4c copies a cast one
     // connection state
     bit<8>        tcp_flags;     // 0 for UDP
-    bit<32>       bucket_index;  // its low 17 bits
-    flow_sig_t    sig;
+    bit<32>       bucket_index;  // the flow's hash, its low 17 bits
+    flow_sig_t    sig;           // the flow's hash, then the hash xor the client port
     conn_bucket_t bucket;        // as read; written back once, with this flow's slot updated
     bit<8>        hit_shift;     // 75 * the way holding it (0 if none); for a new
                                  // connection, the way it takes (NO_WAY: bucket full)
