@@ -145,7 +145,7 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
                 CONN_STORE(SLOT_AWAITING(meta.slot) | (bit<1>)CLIENT_DATA, \
                            NOW + CONN_IDLE_TICKS); \
             } else { \
-                /* A retransmitted SYN: the state stays. */ \
+                /* Anything else (a retransmitted SYN): the state stays. */ \
                 CONN_STORE(SLOT_AWAITING(meta.slot) | (bit<1>)CLIENT_DATA, \
                            EXPIRY(meta.next_state, NOW)); \
             } \

@@ -26,9 +26,9 @@ control BackendSelection(inout headers_t hdr,
     }
 
     // IP hash (a pool member), Maglev (a lookup table slot) and the LEAST* algorithms (a
-    // slot of candidate pairs): the flow's signature (its hash, computed once by the state
-    // lookup, xor the client's port) modulo the size. One action, called in one place: p4c copies a hash's input into a
-    // field of its own per call site.
+    // slot of candidate pairs): the flow's signature (the state lookup's hash xor the
+    // client's port) modulo the size. One action, called in one place: p4c copies a
+    // hash's input into a field of its own per call site.
     action flow_hash_slot() {
         hash(meta.member_index, HashAlgorithm.identity, (member_index_t)0,
              { meta.sig }, meta.size);
@@ -99,8 +99,8 @@ control BackendSelection(inout headers_t hdr,
     }
 
     // Matches (service, version, member index). Hit: that member's backend.
-    // IP hash picks the index as hash(5-tuple) mod the pool's size. The controller writes
-    // the active backends of each VIP, in order, under the version it is about to flip to.
+    // IP hash picks the index as the flow's signature mod the pool's size. The controller
+    // writes each VIP's active backends, in order, under the version it is about to flip to.
     @name(".pool_table")
     table pool_table {
         key = {
