@@ -20,7 +20,7 @@ QUICK ?=
 FULL ?=
 PY_DIRS := $(wildcard controller tests topology bench scripts)
 
-.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench bench-report bench-ab bench-switch shell clean
+.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench bench-report bench-ab bench-switch bench-floor shell clean
 
 help:
 	@echo "p4lb make targets:"
@@ -37,6 +37,8 @@ help:
 	@echo "  bench-switch  lb.p4 vs plain forwarding per BMv2 build: the switch alone, then ab end to end"
 	@echo "             (BUILDS='standard=/path/simple_switch_grpc fast=/path/...'; QUICK=1;"
 	@echo "             ALGORITHMS='iphash wrr ...', default every algorithm of the program)"
+	@echo "  bench-floor  the least a stateful NAT load balancer costs on each build (p4src/floor.p4),"
+	@echo "             beside plain forwarding and lb.p4's WRR (BUILDS as above; QUICK=1; needs p4c)"
 	@echo "  shell      p4runtime-shell on the running switch, as a reader (own venv: $(SHELL_VENV);"
 	@echo "             CONFIG=run/lb.toml, SHELL_ARGS=--primary to write)"
 	@echo "  lint       ruff + mypy + shellcheck"
@@ -119,6 +121,10 @@ bench-switch: $(VPY)
 		$(if $(QUICK),--reps 1 --flows 300 --latency-rounds 50 --live 1000 --vips 1 --backends 3,)
 	$(VPY) -m bench.ab_overhead $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 -n 500,)
 	$(if $(BUILDS),$(foreach b,$(BUILDS),$(VPY) -m bench.flood --name $(firstword $(subst =, ,$(b))) --binary $(lastword $(subst =, ,$(b))) $(if $(QUICK),--reps 1 --syns 5000,);),$(VPY) -m bench.flood $(if $(QUICK),--reps 1 --syns 5000,))
+	$(VPY) -m bench.report
+
+bench-floor: $(VPY)
+	$(VPY) -m bench.floor $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --no-timed,)
 	$(VPY) -m bench.report
 
 clean:

@@ -274,6 +274,43 @@ def plots(data: dict[str, Any], model: list[dict[str, float]]) -> None:
     plt.close(fig)
 
 
+def floor_tables() -> list[str]:
+    raw = OUT / "floor.json"
+    if not raw.exists():
+        return []
+    data = json.loads(raw.read_text())
+    m = data["machine"]
+    lines = [
+        "## The floor: the least a stateful NAT load balancer costs (`bench/floor.py`)",
+        "",
+        f"Measured {data['when']} on {m['cpus']} CPUs (load average at start "
+        f"{m['loadavg_at_start'][0]:.2f}, at end {m.get('loadavg_at_end', [0])[0]:.2f}); "
+        f"{data['reps']} repetitions, programs taking turns; median (min–max), ratios to "
+        "the baseline per repetition (for instructions, baseline's over the program's). "
+        "Instructions: callgrind, "
+        f"{data['instr_flows']} connections at {data['instr_pps']} packets/s. Zero-loss "
+        f"rate: {data['timed_flows']} connections, as in the table above. `floor-*` is "
+        "p4src/floor.p4 at each level, each adding one step to the one before: `nat` "
+        "(VIP table, reverse table, TCP checksum), `hash` (CRC32 of the client's address "
+        "and port), `read` (one 64-bit register read), `state` (compare and write back).",
+        "",
+        "| build | program | k instructions/packet, all threads | vs baseline | "
+        "k, busiest thread | vs baseline | zero-loss k packets/s | vs baseline |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for build, b in data["builds"].items():
+        for name, p in b["programs"].items():
+            cells = []
+            for key, scale in (("all", 1000), ("busiest", 1000), ("zero_loss", 1000)):
+                ratio = p.get(f"{key}_vs_baseline_per_rep")
+                cells += [
+                    fmt(p[key], scale, 1) if key in p else "–",
+                    fmt(ratio, digits=2) if ratio else ("1" if key in p else "–"),
+                ]
+            lines.append(f"| {build} | {name} | {' | '.join(cells)} |")
+    return [*lines, ""]
+
+
 def ab_tables() -> list[str]:
     raw = OUT / "ab.json"
     if not raw.exists():
@@ -362,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
             "![zero-loss rate](zero_loss.png)",
             "",
         ]
+    lines += floor_tables()
     lines += ab_tables()
     lines += flood_tables()
     (OUT / "README.md").write_text("\n".join(lines))

@@ -50,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -305,6 +305,11 @@ def program_baseline(shape: Shape) -> None:
                 f"table_add ipv4_route_table forward {backend_addr(v, k, shape.backends)}/32 "
                 f"=> {sp} {SWITCH_MAC} {port_mac(sp)}"
             )
+    thrift_cli(cmds)
+
+
+def thrift_cli(cmds: list[str]) -> str:
+    """Run simple_switch_CLI commands against the switch; its output. Any error raises."""
     cli = shutil.which("simple_switch_CLI") or "simple_switch_CLI"
     # BMv2's CLI needs the thrift module of the Python it was installed for.
     py = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
@@ -317,6 +322,7 @@ def program_baseline(shape: Shape) -> None:
     )
     if r.returncode != 0 or "Error" in r.stdout:
         raise RuntimeError(f"simple_switch_CLI failed: {r.stdout[-300:]} {r.stderr[-300:]}")
+    return r.stdout
 
 
 # --- measuring ----------------------------------------------------------------------
@@ -553,8 +559,12 @@ def pct(values: list[float], q: float) -> float:
 
 @dataclass
 class Program:
-    name: str  # baseline | iphash | wrr
+    name: str  # baseline | iphash | wrr | ... (lb.p4's algorithms)
     shape: Shape
+    # Another program than baseline.p4 or lb.p4 (bench/floor.py): its BMv2 JSON, and
+    # what programs it once the switch runs.
+    json: Path | None = None
+    setup: Callable[[Shape], None] | None = None
 
 
 def start_program(
@@ -564,10 +574,13 @@ def start_program(
     __exit__. A switch that cannot be programmed is stopped here (by its PID) before the
     error goes on."""
     baseline = prog.name == "baseline"
-    cm = switch(binary, COMPILED / "baseline.json" if baseline else None, log, wrap)
+    json_path = COMPILED / "baseline.json" if baseline else prog.json
+    cm = switch(binary, json_path, log, wrap)
     pid = cm.__enter__()
     try:
-        if baseline:
+        if prog.setup:
+            prog.setup(prog.shape)
+        elif baseline:
             program_baseline(prog.shape)
         else:
             program_lb(lb_config(prog.name, prog.shape), workdir)
@@ -651,7 +664,12 @@ def callgrind_totals(files: list[Path]) -> list[int]:
 
 
 def instructions_once(
-    name: str, binary: str, args: argparse.Namespace, workdir: Path, pcap: Path
+    name: str,
+    binary: str,
+    args: argparse.Namespace,
+    workdir: Path,
+    pcap: Path,
+    prog: Program | None = None,
 ) -> tuple[float, float]:
     """(busiest thread, all threads) instructions per packet while `pcap` is replayed at
     INSTR_PPS through a switch under callgrind, which counts only while the replay runs.
@@ -666,9 +684,8 @@ def instructions_once(
         "--separate-threads=yes",
         f"--callgrind-out-file={out}",
     ]
-    cm, pid = start_program(
-        Program(name, Shape(flows=args.instr_flows)), binary, workdir, None, wrap
-    )
+    prog = prog or Program(name, Shape(flows=args.instr_flows))
+    cm, pid = start_program(prog, binary, workdir, None, wrap)
     try:
         _run("callgrind_control", "-i", "on", str(pid))
         start = rx_total()

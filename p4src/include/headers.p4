@@ -89,6 +89,9 @@ struct metadata_t {
     bit<1>        l4_rewritten;
     bit<8>        tcp_flags;
     DropReason    drop_reason;
+#ifdef P4LB_FLOOR_META
+    P4LB_FLOOR_META                // floor.p4's state fields
+#endif
 }
 #else
 struct metadata_t {
