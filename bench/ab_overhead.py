@@ -13,15 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from bench.apachebench import Case, one_run
-from bench.switch import machine, parse_builds, progress, summary
+from bench.switch import builds_to_measure, machine, progress, summary
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "switch" / "ab.json"
 CASES = {
@@ -70,12 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [a for a in args.algorithms if a not in CASES]
     if unknown:
         raise SystemExit(f"bench-ab-overhead: unknown algorithm {unknown[0]!r}")
-    default = os.environ.get("P4LB_SIMPLE_SWITCH") or shutil.which("simple_switch_grpc")
-    builds = parse_builds(args.build) or ({"standard": default} if default else {})
-    missing = [t for t in ("ab", "mn") if not shutil.which(t)]
-    if not builds or missing or os.geteuid() != 0:
-        what = ", ".join(missing + ([] if builds else ["simple_switch_grpc"]))
-        print(f"bench-ab-overhead: needs root and {what or 'nothing else'}", file=sys.stderr)
+    builds = builds_to_measure("bench-ab-overhead", args.build, ["ab", "mn"])
+    if builds is None:
         return 2
     raw = Path(tempfile.mkdtemp(prefix="p4lb-ab-overhead-"))
     result: dict[str, Any] = {

@@ -25,9 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -51,17 +49,20 @@ P4C_FLAGS = [
 ]
 
 
+def p4c() -> str:
+    return os.environ.get("P4C", "p4c-bm2-ss")
+
+
 def compile_floor(level: int, workdir: Path) -> Path:
-    p4c = os.environ.get("P4C", "p4c-bm2-ss")
     out = workdir / f"floor{level}.json"
     r = subprocess.run(
-        [p4c, *P4C_FLAGS, f"-DFLOOR_LEVEL={level}", "-o", str(out), str(FLOOR_P4)],
+        [p4c(), *P4C_FLAGS, f"-DFLOOR_LEVEL={level}", "-o", str(out), str(FLOOR_P4)],
         capture_output=True,
         text=True,
         timeout=600,
     )
     if r.returncode != 0:
-        raise RuntimeError(f"{p4c} failed on floor.p4 level {level}: {r.stderr.strip()[-500:]}")
+        raise RuntimeError(f"{p4c()} failed on floor.p4 level {level}: {r.stderr.strip()[-500:]}")
     return out
 
 
@@ -149,13 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timed", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--out", type=Path, default=sw.OUT)
     args = ap.parse_args(argv)
-    default = os.environ.get("P4LB_SIMPLE_SWITCH") or shutil.which("simple_switch_grpc")
-    builds = sw.parse_builds(args.build) or ({"standard": default} if default else {})
-    tools = ("tcpreplay", "simple_switch_CLI", "valgrind", "callgrind_control")
-    missing = [t for t in (*tools, os.environ.get("P4C", "p4c-bm2-ss")) if not shutil.which(t)]
-    if not builds or missing or os.geteuid() != 0:
-        what = ", ".join(missing + ([] if builds else ["simple_switch_grpc"]))
-        print(f"bench-floor: needs root and {what or 'nothing else'}", file=sys.stderr)
+    tools = ["tcpreplay", "simple_switch_CLI", "valgrind", "callgrind_control"]
+    builds = sw.builds_to_measure("bench-floor", args.build, [*tools, p4c()])
+    if builds is None:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="p4lb-bench-floor-"))

@@ -59,6 +59,15 @@ def collision_model() -> list[dict[str, float]]:
     return rows
 
 
+def measured(data: dict[str, Any]) -> str:
+    """When and on what a raw file's figures were measured, and the machine's load."""
+    m = data["machine"]
+    return (
+        f"Measured {data['when']} on {m['cpus']} CPUs (load average at start "
+        f"{m['loadavg_at_start'][0]:.2f}, at end {m.get('loadavg_at_end', [0])[0]:.2f}); "
+    )
+
+
 def fmt(s: dict[str, float], scale: float = 1.0, digits: int = 0) -> str:
     return (
         f"{s['median'] / scale:.{digits}f} ({s['min'] / scale:.{digits}f}–"
@@ -279,15 +288,12 @@ def floor_tables() -> list[str]:
     if not raw.exists():
         return []
     data = json.loads(raw.read_text())
-    m = data["machine"]
     lines = [
         "## The floor: the least a stateful NAT load balancer costs (`bench/floor.py`)",
         "",
-        f"Measured {data['when']} on {m['cpus']} CPUs (load average at start "
-        f"{m['loadavg_at_start'][0]:.2f}, at end {m.get('loadavg_at_end', [0])[0]:.2f}); "
-        f"{data['reps']} repetitions, programs taking turns; median (min–max), ratios to "
-        "the baseline per repetition (for instructions, baseline's over the program's). "
-        "Instructions: callgrind, "
+        f"{measured(data)}{data['reps']} repetitions, programs taking turns; "
+        "median (min–max), ratios to the baseline per repetition (for instructions, "
+        "baseline's over the program's). Instructions: callgrind, "
         f"{data['instr_flows']} connections at {data['instr_pps']} packets/s, the mix of "
         "the table above (the hash and state steps run on a client's TCP packets, about "
         "half of it). Zero-loss "
@@ -318,15 +324,12 @@ def ab_tables() -> list[str]:
     if not raw.exists():
         return []
     data = json.loads(raw.read_text())
-    m = data["machine"]
     lines = [
         "## End to end: ApacheBench through the VIP (`bench/ab_overhead.py`)",
         "",
-        f"Measured {data['when']} on {m['cpus']} CPUs (load average at start "
-        f"{m['loadavg_at_start'][0]:.2f}, at end {m.get('loadavg_at_end', [0])[0]:.2f}); "
-        f"`ab -n {data['n']} -c {data['c']}` from one Mininet client, {data['reps']} "
-        "repetitions, programs taking turns; median (min–max). The baseline serves the "
-        "same requests from one server through plain forwarding.",
+        f"{measured(data)}`ab -n {data['n']} -c {data['c']}` from one Mininet client, "
+        f"{data['reps']} repetitions, programs taking turns; median (min–max). The "
+        "baseline serves the same requests from one server through plain forwarding.",
         "",
         "| build | program | requests/s | vs baseline (per rep) | failed |",
         "|---|---|---|---|---|",
@@ -366,14 +369,11 @@ def main(argv: list[str] | None = None) -> int:
     lines += [f"| {r['live']} | {r['before']:.2%} | {r['after']:.3%} |" for r in model]
     lines += ["", "![collisions](collisions.png)", ""]
     if data:
-        m = data["machine"]
         lines += [
             "## Packet rate, latency, work per packet",
             "",
-            f"Measured {data['when']} on {m['cpus']} CPUs (load average at start "
-            f"{m['loadavg_at_start'][0]:.2f}, at end {m['loadavg_at_end'][0]:.2f}); "
-            f"{data['reps']} repetitions, median (min–max); zero loss means at most "
-            f"{data['loss_tolerance']:.1%} of the packets lost.",
+            f"{measured(data)}{data['reps']} repetitions, median (min–max); zero loss "
+            f"means at most {data['loss_tolerance']:.1%} of the packets lost.",
             "",
             *(
                 [

@@ -894,19 +894,32 @@ def machine() -> dict[str, Any]:
     }
 
 
-def parse_builds(values: list[str]) -> dict[str, str]:
+def builds_to_measure(prog: str, values: list[str], tools: list[str]) -> dict[str, str] | None:
+    """The builds to measure (--build NAME=PATH; else P4LB_SIMPLE_SWITCH or the
+    simple_switch_grpc on PATH, as "standard"), or None once stderr says what is missing:
+    root, one of `tools`, a switch."""
+    default = os.environ.get("P4LB_SIMPLE_SWITCH") or shutil.which("simple_switch_grpc")
+    builds = parse_builds(prog, values) or ({"standard": default} if default else {})
+    missing = [t for t in tools if not shutil.which(t)]
+    if not builds or missing or os.geteuid() != 0:
+        what = ", ".join(missing + ([] if builds else ["simple_switch_grpc"]))
+        print(f"{prog}: needs root and {what or 'nothing else'}", file=sys.stderr)
+        return None
+    return builds
+
+
+def parse_builds(prog: str, values: list[str]) -> dict[str, str]:
     builds = {}
     for v in values:
         name, _, path = v.partition("=")
         if not path or not Path(path).exists():
-            raise SystemExit(f"bench-switch: --build {v!r}: want NAME=PATH to simple_switch_grpc")
+            raise SystemExit(f"{prog}: --build {v!r}: want NAME=PATH to simple_switch_grpc")
         builds[name] = path
     return builds
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench-switch", description=__doc__.splitlines()[0])
-    default = os.environ.get("P4LB_SIMPLE_SWITCH") or shutil.which("simple_switch_grpc")
     ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--flows", type=int, default=1000)
@@ -953,11 +966,8 @@ def main(argv: list[str] | None = None) -> int:
 
         codes = schema().algorithms()
         args.algorithms = sorted(codes, key=codes.__getitem__)
-    builds = parse_builds(args.build) or ({"standard": default} if default else {})
-    missing = [t for t in ("tcpreplay", "simple_switch_CLI") if not shutil.which(t)]
-    if not builds or missing or os.geteuid() != 0:
-        what = ", ".join(missing + ([] if builds else ["simple_switch_grpc"]))
-        print(f"bench-switch: needs root and {what or 'nothing else'}", file=sys.stderr)
+    builds = builds_to_measure("bench-switch", args.build, ["tcpreplay", "simple_switch_CLI"])
+    if builds is None:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="p4lb-bench-switch-"))

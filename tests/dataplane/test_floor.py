@@ -22,7 +22,7 @@ from bench import switch as sw
 from p4lb.model import crc32
 
 SHAPE = sw.Shape(flows=1)
-NEEDS = ("simple_switch_grpc", "simple_switch_CLI", os.environ.get("P4C", "p4c-bm2-ss"))
+NEEDS = ("simple_switch_grpc", "simple_switch_CLI", floor.p4c())
 
 
 @pytest.fixture(scope="module")
