@@ -17,6 +17,8 @@ OUT = ROOT / "results" / "switch"
 LIVE_POINTS = (1_000, 5_000, 10_000, 20_000, 40_000, 60_000)
 MODEL_SEED = 7
 PROBE_FLOWS = 20_000
+# Issue 11's overhead goals, by the build names results/ uses.
+GOALS = {"standard": 0.75, "fast": 0.9}
 
 
 def turned_away(live: list[Flow], probes: list[Flow], buckets: int, ways: int) -> float:
@@ -283,11 +285,40 @@ def plots(data: dict[str, Any], model: list[dict[str, float]]) -> None:
     plt.close(fig)
 
 
+def floor_plot(data: dict[str, Any]) -> None:
+    """Each program's instructions per packet as a share of plain forwarding's, per build,
+    with the issue's goal for that build."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    builds = data["builds"]
+    names = [n for n in next(iter(builds.values()))["programs"] if n != "baseline"]
+    width = 0.8 / len(builds)
+    fig, ax = plt.subplots(figsize=(6.5, 3.5))
+    for i, (build, b) in enumerate(builds.items()):
+        ratios = [b["programs"][n]["all_vs_baseline_per_rep"]["median"] for n in names]
+        bars = ax.bar([x + i * width for x in range(len(names))], ratios, width, label=build)
+        if build in GOALS:
+            ax.axhline(GOALS[build], color=bars.patches[0].get_facecolor(), linestyle="--")
+    labels = [n if n.startswith("floor") else f"lb.p4 {n}" for n in names]
+    ax.set_xticks([x + width * (len(builds) - 1) / 2 for x in range(len(names))], labels)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("plain forwarding's instructions\n/ the program's (all threads)")
+    ax.set_title("dashed: the goal for that build", fontsize=9)
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(OUT / "floor.png", dpi=120)
+    plt.close(fig)
+
+
 def floor_tables() -> list[str]:
     raw = OUT / "floor.json"
     if not raw.exists():
         return []
     data = json.loads(raw.read_text())
+    floor_plot(data)
     lines = [
         "## The floor: the least a stateful NAT load balancer costs (`bench/floor.py`)",
         "",
@@ -316,7 +347,7 @@ def floor_tables() -> list[str]:
                     fmt(ratio, digits=2) if ratio else ("1" if key in p else "–"),
                 ]
             lines.append(f"| {build} | {name} | {' | '.join(cells)} |")
-    return [*lines, ""]
+    return [*lines, "", "![the floor](floor.png)", ""]
 
 
 def ab_tables() -> list[str]:
