@@ -155,7 +155,6 @@ def main(argv: list[str] | None = None) -> int:
     if builds is None:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="p4lb-bench-floor-"))
     result: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": sw.machine(),
@@ -167,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         "builds": {},
     }
     out = args.out / "floor.json"
-    with sw.veths():
+    with sw.veths(), tempfile.TemporaryDirectory(prefix="p4lb-bench-floor-") as tmp:
+        workdir = Path(tmp)  # compiled levels, traffic, callgrind dumps
         for build, binary in builds.items():
             result["builds"][build] = measure(build, binary, args, workdir)
             out.write_text(json.dumps(result, indent=2) + "\n")  # what is done so far

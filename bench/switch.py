@@ -970,7 +970,6 @@ def main(argv: list[str] | None = None) -> int:
     if builds is None:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="p4lb-bench-switch-"))
     result: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(),
@@ -987,7 +986,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench-switch: --only-growth: no {out} to add to", file=sys.stderr)
             return 2
         result = {**json.loads(out.read_text()), "growth_when": result["when"]}
-    with veths():
+    with veths(), tempfile.TemporaryDirectory(prefix="p4lb-bench-switch-") as tmp:
+        workdir = Path(tmp)  # traffic, configs, callgrind dumps: removed at the end
         for build, binary in builds.items():
             if args.only_growth:
                 if not args.growth_builds or build in args.growth_builds:
