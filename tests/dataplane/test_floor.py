@@ -10,10 +10,8 @@ import re
 import select
 import shutil
 import socket
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -26,11 +24,11 @@ NEEDS = ("simple_switch_grpc", "simple_switch_CLI", floor.p4c())
 
 
 @pytest.fixture(scope="module")
-def floor_switch() -> Iterator[None]:
+def floor_switch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     missing = [t for t in NEEDS if not shutil.which(t)]
     if missing or os.geteuid() != 0:
         pytest.skip(f"floor layer skipped: needs root and {', '.join(missing) or 'nothing else'}")
-    json_path = floor.compile_floor(4, Path(tempfile.mkdtemp(prefix="p4lb-floor-test-")))
+    json_path = floor.compile_floor(4, tmp_path_factory.mktemp("floor"))
     binary = os.environ.get("P4LB_SIMPLE_SWITCH") or shutil.which("simple_switch_grpc") or ""
     with sw.veths(), sw.switch(binary, json_path, None):
         floor.program_floor(SHAPE)
