@@ -7,11 +7,19 @@
 # 2. p4c and BMv2 (simple_switch_grpc), first route that works:
 #      a. already installed (found on PATH: packages, or a source build in /usr/local)
 #      b. home:p4lang:latest, p4lang's maintained packages (Ubuntu 22.04, x86_64)
-#      c. home:p4lang, the older project (flaky mirrors, only the newest revision kept)
+#      c. home:p4lang, the older project (flaky mirrors, only the newest revision kept;
+#         Ubuntu and Debian trees: a release it does not publish answers 404 at once)
+#      d. the source route, scripts/build-from-source.sh: PI, BMv2 and p4c built from p4lang's
+#         repositories at the commits pinned in scripts/toolchain.env (about 75 min on 2 cores;
+#         resumable). P4LB_FROM_SOURCE=1 goes straight to it.
 #    Transient repository errors (403, 5xx, timeouts, "Mirror sync in progress") are retried
-#    with backoff; a route that does not publish for this system is skipped at once.
-# 3. .venv with the p4lb package, built with that Python.
-# 4. The versions now installed and the next command; exit 2 (everything else installed)
+#    with backoff; a route that does not publish for this system is skipped at once. Every
+#    route's result is checked against the minimum versions in scripts/toolchain.env: a route
+#    that gives an older p4c or BMv2 (home:p4lang still carries p4c 1.2.4.8) counts as failed.
+# 3. k6 (seed 001's load shapes), the version pinned in scripts/toolchain.env: k6's own apt
+#    repository, else `go install` where Go is installed.
+# 4. .venv with the p4lb package, built with that Python.
+# 5. The versions now installed and the next command; exit 2 (everything else installed)
 #    with one message naming what is missing and what to do when no route gave p4c and BMv2.
 #
 # Overridable by environment (the defaults are what a user wants; tests point them elsewhere):
@@ -27,10 +35,19 @@
 #   P4LB_DISTRO_PKGS      distribution packages besides Python (space-separated; default below)
 #   P4LB_VENV=0           skip building .venv
 #   P4LB_NEXT             the next command to print           (make run)
+#   P4LB_FROM_SOURCE=1    skip the package routes: build from source
+#   P4LB_SOURCE_ROUTE     the command that is the source route (bash scripts/build-from-source.sh;
+#                         its own variables, P4LB_PREFIX, P4LB_GIT_BASE, ..., pass through)
+#   P4LB_K6_APT           k6's apt repository, "" to skip it    (https://dl.k6.io/deb)
+#   P4LB_GO               the go command for `go install` of k6  (go)
+#   P4LB_K6=0             skip k6
+#   P4LB_TOOLCHAIN_ENV    the minimum versions and pins        (scripts/toolchain.env)
 # apt itself honours APT_CONFIG, so tests can run all of this against a throwaway root.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck disable=SC1090 # plain KEY=value lines: the minimums and pins
+. "${P4LB_TOOLCHAIN_ENV:-$ROOT/scripts/toolchain.env}"
 OS_RELEASE="${P4LB_OS_RELEASE:-/etc/os-release}"
 # The key is fetched over https; apt uses http, as the build service documents (its mirrors
 # redirect to http, and apt verifies every index against the key anyway).
@@ -43,6 +60,14 @@ BACKOFF="${P4LB_BACKOFF:-5}"
 TIMEOUT="${P4LB_TIMEOUT:-30}"
 TOOL_PATH="${P4LB_TOOL_PATH:-$PATH}"
 NEXT="${P4LB_NEXT:-make run}"
+FROM_SOURCE="${P4LB_FROM_SOURCE:-0}"
+if [ -n "${P4LB_SOURCE_ROUTE:-}" ]; then
+    read -r -a SOURCE_ROUTE <<<"$P4LB_SOURCE_ROUTE"
+else
+    SOURCE_ROUTE=(bash "$ROOT/scripts/build-from-source.sh")
+fi
+K6_APT="${P4LB_K6_APT-https://dl.k6.io/deb}"
+GO="${P4LB_GO:-go}"
 P4_PKGS=(p4lang-p4c p4lang-bmv2 p4lang-pi)
 P4_TOOLS=(p4c p4c-bm2-ss simple_switch_grpc)
 OTHER_TOOLS=(mn ab tcpdump)
@@ -62,6 +87,8 @@ version_of() {
     grep -Eo '[0-9]+(\.[0-9]+)+[^ ,)]*' <<<"$out" | head -1 | grep . || echo "?"
 }
 py_ok() { "$@" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; }
+# 1.2.5 >= 1.2.5 and 1.15.5 >= 1.15.0 (a "-1" or "-source" after the numbers is ignored).
+ver_ge() { [ "$(printf '%s\n%s\n' "${2%%[-+~ ]*}" "${1%%[-+~ ]*}" | sort -V | head -1)" = "${2%%[-+~ ]*}" ]; }
 
 ID="" VERSION_ID="" PRETTY_NAME=""
 if [ -r "$OS_RELEASE" ]; then
@@ -218,38 +245,159 @@ missing_p4() {
     local t
     for t in "${P4_TOOLS[@]}"; do have "$t" || printf '%s ' "$t"; done
 }
-if [ -z "$(missing_p4)" ]; then
+# The P4 toolchain on TOOL_PATH against the minimums in scripts/toolchain.env. Prints what is
+# too old (nothing when all is well); PI is checked where a package says its version.
+p4_too_old() {
+    local v old=()
+    v=$(version_of p4c --version)
+    ver_ge "$v" "$P4LB_MIN_P4C" || old+=("p4c $v (needs >= $P4LB_MIN_P4C)")
+    v=$(version_of simple_switch_grpc --version)
+    ver_ge "$v" "$P4LB_MIN_BMV2" || old+=("simple_switch_grpc $v (needs >= $P4LB_MIN_BMV2)")
+    if [ "$HAVE_APT" -eq 1 ] &&
+        v=$(dpkg-query --admindir="$DPKG_ADMIN" -W -f='${Version}' p4lang-pi 2>/dev/null) &&
+        [ -n "$v" ] && ! ver_ge "$v" "$P4LB_MIN_PI"; then
+        old+=("p4lang-pi $v (needs >= $P4LB_MIN_PI)")
+    fi
+    [ "${#old[@]}" -eq 0 ] || { v=$(printf '%s, ' "${old[@]}"); echo "${v%, }"; }
+}
+# p4c and BMv2 present and new enough: 0. Else 1, with why in WHY.
+p4_ok() {
+    local m
+    m=$(missing_p4)
+    if [ -n "$m" ]; then WHY="missing ${m% }"; return 1; fi
+    WHY=$(p4_too_old)
+    [ -z "$WHY" ] || { WHY="too old: $WHY"; return 1; }
+}
+# A package route that installed, checked: an older p4c than p4lb needs counts as a failure.
+route_checked() {
+    local label=$1
+    shift
+    try_route "$@" || return 1
+    if ! p4_ok; then
+        NOTES+=("${label}: installed, but ${WHY}")
+        log "${label} gave a toolchain that is ${WHY}; going on"
+        return 1
+    fi
+}
+source_route() {
+    log "source route: ${SOURCE_ROUTE[*]}"
+    if ! "${SOURCE_ROUTE[@]}"; then
+        NOTES+=("the source route failed (its message is above); 'make deps' again resumes it")
+        return 1
+    fi
+    if ! p4_ok; then
+        NOTES+=("the source route finished, but p4c and BMv2 on PATH are ${WHY}")
+        return 1
+    fi
+    log "installed p4c and BMv2 from source"
+}
+
+if [ "$FROM_SOURCE" = 1 ]; then
+    log "P4LB_FROM_SOURCE=1: building p4c and BMv2 from source (the package routes are skipped)"
+    source_route || true
+elif p4_ok; then
     log "p4c and BMv2 already installed: $(PATH="$TOOL_PATH" command -v simple_switch_grpc)"
-elif [ "$HAVE_APT" -eq 0 ]; then
-    NOTES+=("p4lang publishes apt packages only (Ubuntu)")
 else
-    ARCH="$(dpkg --print-architecture)"
-    case "$ID" in
-        ubuntu) DIST="xUbuntu_${VERSION_ID}" ;;
-        debian) DIST="Debian_${VERSION_ID}" ;;
-        *) DIST="" ;;
-    esac
+    if [ -z "$(missing_p4)" ]; then
+        NOTES+=("found on PATH, but ${WHY}")
+        log "p4c and BMv2 found, but ${WHY}: trying the routes"
+    fi
     done_p4=1
-    if [ -n "$DIST" ] && [ "$ARCH" = amd64 ] && [[ " $REPO_LATEST_DISTS " == *" $DIST "* ]]; then
-        if try_route p4lang-latest "home:p4lang:latest" "$REPO_LATEST" "$DIST"; then
-            done_p4=0
-            route_forget p4lang # one p4lang source: the older one's mirrors break apt-get update
-        fi
+    if [ "$HAVE_APT" -eq 0 ]; then
+        NOTES+=("p4lang publishes apt packages only (Ubuntu, Debian)")
     else
-        NOTES+=("home:p4lang:latest publishes for ${REPO_LATEST_DISTS} (amd64) only; \
+        ARCH="$(dpkg --print-architecture)"
+        case "$ID" in
+            ubuntu) DIST="xUbuntu_${VERSION_ID}" ;;
+            debian) DIST="Debian_${VERSION_ID}" ;;
+            *) DIST="" ;;
+        esac
+        if [ -n "$DIST" ] && [ "$ARCH" = amd64 ] && [[ " $REPO_LATEST_DISTS " == *" $DIST "* ]]; then
+            if route_checked "home:p4lang:latest" p4lang-latest "home:p4lang:latest" \
+                "$REPO_LATEST" "$DIST"; then
+                done_p4=0
+                route_forget p4lang # one p4lang source: the older one's mirrors break apt-get update
+            fi
+        else
+            NOTES+=("home:p4lang:latest publishes for ${REPO_LATEST_DISTS} (amd64) only; \
 this is ${SYSTEM} (${ARCH})")
-        log "skipping home:p4lang:latest: it publishes for ${REPO_LATEST_DISTS} (amd64) only"
+            log "skipping home:p4lang:latest: it publishes for ${REPO_LATEST_DISTS} (amd64) only"
+        fi
+        if [ "$done_p4" -ne 0 ]; then
+            if [ -n "$DIST" ]; then
+                route_checked "home:p4lang" p4lang "home:p4lang" "$REPO_OLD" "$DIST" && done_p4=0
+            else
+                NOTES+=("home:p4lang publishes for Ubuntu and Debian only; this is ${SYSTEM}")
+            fi
+        fi
     fi
     if [ "$done_p4" -ne 0 ]; then
-        if [ -n "$DIST" ]; then
-            try_route p4lang "home:p4lang" "$REPO_OLD" "$DIST" || true
-        else
-            NOTES+=("home:p4lang publishes for Ubuntu (and some Debian) only; this is ${SYSTEM}")
-        fi
+        source_route || true
     fi
 fi
 
-# 3. The Python package and its pinned dependencies.
+# k6, for seed 001's load shapes: its apt repository, else `go install` of the pinned version.
+k6_version() { version_of k6 version; }
+k6_ok() { have k6 && ver_ge "$(k6_version)" "$P4LB_K6_VERSION"; }
+k6_apt_once() {
+    local keyring="${KEYRING_DIR%/}/k6.gpg" list="${SOURCES_DIR%/}/k6.list" code
+    OUT=""
+    code=$(curl -sS -L --max-time "$TIMEOUT" -o "$TMP/k6.key" -w '%{http_code}' \
+        "${K6_APT%/deb}/key.gpg" 2>"$TMP/curl.err") || { OUT="key: $(cat "$TMP/curl.err")"; return 1; }
+    [ "$code" = 200 ] || { OUT="key: HTTP  $code  $(http_reason "$code")"; return 1; }
+    GNUPGHOME="$TMP" gpg --batch --yes --quiet --dearmor -o "$TMP/k6.gpg" "$TMP/k6.key" 2>/dev/null ||
+        { OUT="k6's key is not an OpenPGP key"; return 1; }
+    $SUDO install -d -m 0755 "$KEYRING_DIR" "$SOURCES_DIR"
+    $SUDO install -m 0644 "$TMP/k6.gpg" "$keyring"
+    printf 'deb [signed-by=%s] %s stable main\n' "$keyring" "$K6_APT" >"$TMP/k6.list"
+    $SUDO install -m 0644 "$TMP/k6.list" "$list"
+    OUT=$(apt_get update -q -o Acquire::Retries=0 -o Acquire::http::Timeout="$TIMEOUT" \
+        -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- \
+        -o APT::Get::List-Cleanup=0 2>&1) || return 1
+    if grep -Eq '^(E:|W: Failed to fetch|W: Some index files failed)' <<<"$OUT"; then return 1; fi
+    OUT=$(apt_get install -y -q --no-install-recommends "k6=${P4LB_K6_VERSION}" 2>&1) || return 1
+}
+if [ "${P4LB_K6:-1}" = 0 ]; then
+    :
+elif k6_ok; then
+    log "k6 already installed: $(PATH="$TOOL_PATH" command -v k6)"
+else
+    k6_done=1
+    if [ -n "$K6_APT" ] && [ "$HAVE_APT" -eq 1 ]; then
+        log "trying k6's apt repository: ${K6_APT}"
+        try=1
+        wait=$BACKOFF
+        while :; do
+            if k6_apt_once; then k6_done=0; break; fi
+            kind=$(classify "$OUT")
+            if [ "$kind" != transient ] || [ "$try" -ge "$RETRIES" ]; then
+                log "k6's apt repository failed (${kind}): $(first_error "$OUT")"
+                $SUDO rm -f "${SOURCES_DIR%/}/k6.list" "${KEYRING_DIR%/}/k6.gpg"
+                break
+            fi
+            log "k6's apt repository: transient error ($(first_error "$OUT")); try $((try + 1))/${RETRIES} in ${wait} s"
+            sleep "$wait"
+            try=$((try + 1))
+            wait=$((wait * 2))
+        done
+    fi
+    if [ "$k6_done" -ne 0 ] && PATH="$TOOL_PATH" command -v "$GO" >/dev/null 2>&1; then
+        gobin="${P4LB_K6_BIN:-/usr/local/bin}"
+        log "go install go.k6.io/k6@v${P4LB_K6_VERSION} into ${gobin}"
+        if PATH="$TOOL_PATH" GOBIN="$gobin" "$GO" install "go.k6.io/k6@v${P4LB_K6_VERSION}" \
+            >"$TMP/go.log" 2>&1; then
+            k6_done=0
+        else
+            log "go install failed: $(tail -1 "$TMP/go.log")"
+        fi
+    fi
+    if [ "$k6_done" -ne 0 ] || ! k6_ok; then
+        NOTES+=("k6 ${P4LB_K6_VERSION}: neither k6's apt repository nor 'go install' gave it \
+(install Go, or k6 from https://k6.io); make bench skips seed 001's load shapes without it")
+    fi
+fi
+
+# 4. The Python package and its pinned dependencies.
 if [ "${P4LB_VENV:-1}" != 0 ]; then
     if [ -e "$ROOT/.venv" ] &&
         ! { py_ok "$ROOT/.venv/bin/python" && [ -x "$ROOT/.venv/bin/p4lb" ]; }; then
@@ -267,7 +415,7 @@ if [ "${P4LB_VENV:-1}" != 0 ]; then
     fi
 fi
 
-# 4. What is there now, and one verdict.
+# 5. What is there now, and one verdict.
 found=()
 for t in p4c simple_switch_grpc mn ab tcpdump; do
     if have "$t"; then
@@ -286,21 +434,28 @@ if [ "$HAVE_APT" -eq 1 ]; then
         [ -z "$v" ] || found+=("$p $v")
     done
 fi
+if [ -r "${P4LB_PREFIX:-/usr/local}/share/p4lb/toolchain-source.txt" ]; then
+    v=$(sed -n 's/^PI_VERSION=//p' "${P4LB_PREFIX:-/usr/local}/share/p4lb/toolchain-source.txt")
+    found+=("PI ${v:-?} (source)")
+fi
+if have k6; then found+=("k6 $(k6_version)"); fi
 [ "${#found[@]}" -gt 0 ] || found=(nothing)
 joined=$(printf '%s, ' "${found[@]}")
 log "installed: ${joined%, }"
 
 missing=()
 for t in "${P4_TOOLS[@]}" "${OTHER_TOOLS[@]}"; do have "$t" || missing+=("$t"); done
+if [ -z "$(missing_p4)" ] && ! p4_ok; then missing+=("a new enough p4c and BMv2 (${WHY#too old: })"); fi
 if [ "${P4LB_VENV:-1}" != 0 ] && [ ! -x "$ROOT/.venv/bin/p4lb" ]; then missing+=(.venv); fi
 if [ "${#missing[@]}" -eq 0 ]; then
+    for n in "${NOTES[@]}"; do log "note: ${n}"; done
     log "next: ${NEXT}"
     exit 0
 fi
 log "MISSING: ${missing[*]}. Everything else is installed."
 for n in "${NOTES[@]}"; do log "  ${n}"; done
 log "What to do: if a repository was down (403, 5xx, 'Mirror sync in progress'), run 'make deps'"
-log "again later. p4lang's packages are for Ubuntu 22.04 (x86_64): elsewhere use the VM"
-log "('cd vagrant && vagrant up') or build p4c and BMv2 from source into /usr/local; then re-run."
-log "Lint and unit tests run without them ('make test')."
+log "again later: it fetches only what is still missing, and resumes a source build where it"
+log "stopped (its logs are under P4LB_SRC_DIR, default /usr/local/src/p4lb/logs). Or use the VM"
+log "('cd vagrant && vagrant up'). Lint and unit tests run without p4c and BMv2 ('make test')."
 exit 2

@@ -51,8 +51,8 @@ def build_deb(out: Path, name: str, version: str, tools: dict[str, str], depends
     )
 
 
-def p4lang_debs(repo: Path, version: str, with_bmv2: bool = True) -> None:
-    """The three p4lang packages (BMv2 needs PI, as upstream's do) at one version."""
+def p4lang_debs(repo: Path, version: str, bmv2_version: str, with_bmv2: bool = True) -> None:
+    """The three p4lang packages (BMv2 needs PI, as upstream's do): p4c and PI at `version`."""
     repo.mkdir(parents=True, exist_ok=True)
     build_deb(
         repo / f"p4lang-p4c_{version}_all.deb",
@@ -63,10 +63,10 @@ def p4lang_debs(repo: Path, version: str, with_bmv2: bool = True) -> None:
     build_deb(repo / f"p4lang-pi_{version}_all.deb", "p4lang-pi", version, {})
     if with_bmv2:
         build_deb(
-            repo / f"p4lang-bmv2_{version}_all.deb",
+            repo / f"p4lang-bmv2_{bmv2_version}_all.deb",
             "p4lang-bmv2",
-            version,
-            {"simple_switch_grpc": f"{version} (stand-in)"},
+            bmv2_version,
+            {"simple_switch_grpc": f"{bmv2_version} (stand-in)"},
             depends="p4lang-pi",
         )
 

@@ -37,7 +37,10 @@ if MISSING:
     pytest.skip(f"install tests skipped: missing {', '.join(MISSING)}", allow_module_level=True)
 
 ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout
+# p4c and PI versions of the stand-in routes, and their BMv2's. home:p4lang still carries the p4c
+# 1.2.4.8 that rejects lb.p4: its route installs, and the version check turns it down.
 LATEST, OLD = "1.2.5.2-1", "1.2.4.8-1"
+LATEST_BMV2, OLD_BMV2 = "1.15.5-1", "1.15.0-1"
 
 
 def host_apt() -> dict[str, float]:
@@ -67,9 +70,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     signer = repo.Signer(base / "gnupg")
     try:
         www = base / "www"
-        repo.p4lang_debs(www / "latest/xUbuntu_22.04", LATEST)
-        repo.p4lang_debs(www / "old/xUbuntu_22.04", OLD)
-        repo.p4lang_debs(www / "old/xUbuntu_24.04", OLD, with_bmv2=False)  # as upstream
+        repo.p4lang_debs(www / "latest/xUbuntu_22.04", LATEST, LATEST_BMV2)
+        repo.p4lang_debs(www / "old/xUbuntu_22.04", OLD, OLD_BMV2)
+        repo.p4lang_debs(www / "old/xUbuntu_24.04", OLD, OLD_BMV2, with_bmv2=False)  # as upstream
         distro = www / "distro"
         distro.mkdir()
         repo.build_deb(
@@ -95,11 +98,35 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         signer.close()
 
 
+# The source route's stand-in: records that it ran and with which prefix, then installs tools
+# that print the versions in STANDIN_VERSIONS (or fails, printing what the real one prints).
+SOURCE_STANDIN = """#!/bin/sh
+echo "ran prefix=$P4LB_PREFIX" >>"$STANDIN_LOG"
+if [ -n "$STANDIN_FAIL" ]; then
+    echo "source route: FAILED: step p4c (exit 2); the end of /src/logs/p4c.log:"
+    exit 1
+fi
+mkdir -p "$P4LB_PREFIX/bin"
+set -- $STANDIN_VERSIONS
+for t in p4c p4c-bm2-ss; do
+    printf '#!/bin/sh\\necho "%s %s"\\n' "$t" "$1" >"$P4LB_PREFIX/bin/$t"
+done
+printf '#!/bin/sh\\necho "%s-source"\\n' "$2" >"$P4LB_PREFIX/bin/simple_switch_grpc"
+chmod +x "$P4LB_PREFIX/bin/"*
+"""
+
+
 @dataclass
 class Machine:
     root: Path
     env: dict[str, str]
     site: Site
+    prefix: Path
+    source_log: Path
+
+    def source_runs(self) -> list[str]:
+        """One line per run of the source route: what it was told."""
+        return self.source_log.read_text().splitlines() if self.source_log.exists() else []
 
     def run(self, os_id: str = "ubuntu", version: str = "22.04") -> tuple[int, str]:
         release = self.root.parent / "os-release"
@@ -132,6 +159,10 @@ def machine(site: Site, tmp_path: Path) -> Machine:
     root = tmp_path / "root"
     conf = repo.throwaway_root(root, f"{site.url}/distro", site.distro_key)
     site.plan.reset()
+    standin = tmp_path / "source-route"
+    standin.write_text(SOURCE_STANDIN)
+    standin.chmod(0o755)
+    prefix = tmp_path / "prefix"
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
@@ -141,13 +172,20 @@ def machine(site: Site, tmp_path: Path) -> Machine:
         "P4LB_REPO_LATEST": f"{site.url}/latest",
         "P4LB_REPO_OLD": f"{site.url}/old",
         "P4LB_KEYRING_DIR": str(root / "etc/apt/keyrings"),
-        "P4LB_TOOL_PATH": str(root / repo.STANDIN_BIN),
+        # The source route's prefix first, as /usr/local/bin is on a user's PATH.
+        "P4LB_TOOL_PATH": f"{prefix / 'bin'}:{root / repo.STANDIN_BIN}",
+        "P4LB_SOURCE_ROUTE": str(standin),
+        "P4LB_PREFIX": str(prefix),
+        "STANDIN_LOG": str(tmp_path / "source-runs"),
+        "STANDIN_VERSIONS": "1.2.5.16 1.15.5",
+        "STANDIN_FAIL": "",
+        "P4LB_K6": "0",
         "P4LB_DISTRO_PKGS": "p4lb-standin-tools",
         "P4LB_RETRIES": "4",
         "P4LB_BACKOFF": "0",
         "P4LB_VENV": "0",
     }
-    return Machine(root, env, site)
+    return Machine(root, env, site, prefix, tmp_path / "source-runs")
 
 
 def lines(out: str, *needles: str) -> list[str]:
@@ -164,9 +202,10 @@ def test_latest_route_installs(machine: Machine) -> None:
     rc, out = machine.run()
     assert rc == 0, out
     assert lines(out, "installed p4lang-p4c p4lang-bmv2 p4lang-pi from home:p4lang:latest")
-    assert f"p4c {LATEST}, simple_switch_grpc {LATEST}" in out
+    assert f"p4c {LATEST}, simple_switch_grpc {LATEST_BMV2}" in out
     assert out.rstrip().endswith("deps: next: make run")
-    assert machine.installed("p4lang-bmv2") == LATEST
+    assert machine.source_runs() == []
+    assert machine.installed("p4lang-bmv2") == LATEST_BMV2
     # Ubuntu 22.04's python3 is 3.10: the script brings python3.11 and its venv module.
     assert machine.installed("python3.11") and machine.installed("python3.11-venv")
     assert machine.lists() == ["p4lang-latest.list"]
@@ -220,8 +259,15 @@ def test_latest_not_published_falls_back(machine: Machine) -> None:
     if ARCH.strip() == "amd64":
         assert lines(out, "home:p4lang:latest failed (missing)")
     assert lines(out, "installed p4lang-p4c p4lang-bmv2 p4lang-pi from home:p4lang")
-    assert machine.installed("p4lang-bmv2") == OLD
+    assert machine.installed("p4lang-bmv2") == OLD_BMV2
     assert machine.lists() == ["p4lang.list"]  # the failed route left nothing behind
+    # ... and its p4c is too old for lb.p4: the source route comes last and gives one.
+    assert lines(
+        out, "home:p4lang gave a toolchain that is too old: p4c 1.2.4.8-1 (needs >= 1.2.5)"
+    )
+    assert machine.source_runs() == [f"ran prefix={machine.prefix}"]
+    assert lines(out, "installed p4c and BMv2 from source")
+    assert lines(out, "installed: p4c 1.2.5.16, simple_switch_grpc 1.15.5-source")
 
 
 @latest_route
@@ -232,14 +278,22 @@ def test_latest_down_gives_up_then_falls_back(machine: Machine) -> None:
     assert len(lines(out, "home:p4lang:latest: transient error")) == 3  # 4 tries in all
     assert lines(out, "home:p4lang:latest failed (transient, gave up after 4 tries)")
     assert machine.installed("p4lang-p4c") == OLD
+    assert len(machine.source_runs()) == 1  # home:p4lang's p4c is too old
 
 
 def test_all_routes_fail(machine: Machine) -> None:
     machine.site.plan.reset(Fault("/latest/", 503, times=None), Fault("/old/", 403, times=None))
+    machine.env["STANDIN_FAIL"] = "1"
     rc, out = machine.run()
     assert rc == 2, out
     assert lines(out, "MISSING: p4c p4c-bm2-ss simple_switch_grpc. Everything else is installed.")
     assert lines(out, "home:p4lang (xUbuntu_22.04): transient, gave up after 4 tries")
+    # The source route ran last, said which step failed, and how to go on.
+    assert len(machine.source_runs()) == 1
+    assert lines(out, "source route: FAILED: step p4c (exit 2); the end of /src/logs/p4c.log:")
+    assert lines(
+        out, "the source route failed (its message is above); 'make deps' again resumes it"
+    )
     assert lines(out, "What to do: if a repository was down")
     # The rest is installed all the same, and no broken source line is left for apt.
     assert machine.installed("p4lb-standin-tools") and machine.installed("python3.11")
@@ -248,11 +302,52 @@ def test_all_routes_fail(machine: Machine) -> None:
 
 
 def test_ubuntu_2404_has_no_bmv2(machine: Machine) -> None:
+    machine.env["STANDIN_FAIL"] = "1"
     rc, out = machine.run(version="24.04")
     assert rc == 2, out
     assert lines(out, "skipping home:p4lang:latest: it publishes for xUbuntu_22.04 (amd64) only")
     assert lines(out, "(xUbuntu_24.04): missing: E: Unable to locate package p4lang-bmv2")
     assert not [r for r in machine.site.plan.requests if r.startswith("/latest/")]
+    assert len(machine.source_runs()) == 1
+
+
+@pytest.mark.parametrize(
+    ("os_id", "version", "dist"),
+    [("debian", "12", "Debian_12"), ("ubuntu", "24.04", "xUbuntu_24.04")],
+)
+def test_source_route_where_no_package_has_bmv2(
+    machine: Machine, os_id: str, version: str, dist: str
+) -> None:
+    # Debian 12 (no tree: 404) and Ubuntu 24.04 (a tree without BMv2) end with a working switch.
+    rc, out = machine.run(os_id, version)
+    assert rc == 0, out
+    assert lines(out, f"home:p4lang ({dist}): missing")
+    assert machine.source_runs() == [f"ran prefix={machine.prefix}"]
+    assert lines(out, "installed: p4c 1.2.5.16, simple_switch_grpc 1.15.5-source")
+    assert out.rstrip().endswith("deps: next: make run")
+
+
+def test_from_source_forced(machine: Machine) -> None:
+    machine.env["P4LB_FROM_SOURCE"] = "1"
+    rc, out = machine.run()
+    assert rc == 0, out
+    assert lines(out, "P4LB_FROM_SOURCE=1: building p4c and BMv2 from source")
+    assert not [r for r in machine.site.plan.requests if r.startswith(("/latest/", "/old/"))]
+    assert machine.source_runs() == [f"ran prefix={machine.prefix}"]
+    assert machine.lists() == []
+
+
+def test_source_route_too_old_is_reported(machine: Machine) -> None:
+    machine.env["P4LB_FROM_SOURCE"] = "1"
+    machine.env["STANDIN_VERSIONS"] = "1.2.4.8 1.15.5"
+    rc, out = machine.run()
+    assert rc == 2, out
+    assert lines(
+        out,
+        "the source route finished, but p4c and BMv2 on PATH are too old: "
+        "p4c 1.2.4.8 (needs >= 1.2.5)",
+    )
+    assert lines(out, "MISSING: a new enough p4c and BMv2 (p4c 1.2.4.8 (needs >= 1.2.5))")
 
 
 def test_rerun_is_a_noop(machine: Machine) -> None:
@@ -282,8 +377,8 @@ def test_already_installed_fetches_nothing(machine: Machine, tmp_path: Path) -> 
     local = tmp_path / "local-bin"
     local.mkdir()
     for tool, text in {
-        "p4c": "p4c 1.2.4.8",
-        "p4c-bm2-ss": "p4c-bm2-ss 1.2.4.8",
+        "p4c": "p4c 1.2.5.16",
+        "p4c-bm2-ss": "p4c-bm2-ss 1.2.5.16",
         "simple_switch_grpc": "1.15.0-source",
     }.items():
         (local / tool).write_text(f"#!/bin/sh\necho '{text}'\n")
@@ -295,5 +390,40 @@ def test_already_installed_fetches_nothing(machine: Machine, tmp_path: Path) -> 
     assert rc == 0, out
     assert machine.site.plan.requests == []
     assert lines(out, f"p4c and BMv2 already installed: {local}/simple_switch_grpc")
-    assert lines(out, "installed: p4c 1.2.4.8, simple_switch_grpc 1.15.0-source")
+    assert lines(out, "installed: p4c 1.2.5.16, simple_switch_grpc 1.15.0-source")
     assert machine.lists() == []
+    assert machine.source_runs() == []
+
+
+def test_already_installed_but_too_old(machine: Machine, tmp_path: Path) -> None:
+    # p4c 1.2.4.8 on PATH rejects lb.p4: not taken as installed; the routes give a newer one.
+    local = tmp_path / "old-bin"
+    local.mkdir()
+    for tool, text in {
+        "p4c": "p4c 1.2.4.8",
+        "p4c-bm2-ss": "p4c-bm2-ss 1.2.4.8",
+        "simple_switch_grpc": "1.15.0",
+    }.items():
+        (local / tool).write_text(f"#!/bin/sh\necho '{text}'\n")
+        (local / tool).chmod(0o755)
+    machine.env["P4LB_TOOL_PATH"] = f"{machine.root / repo.STANDIN_BIN}:{local}"
+    rc, out = machine.run()
+    assert rc == 0, out
+    assert lines(out, "p4c and BMv2 found, but too old: p4c 1.2.4.8 (needs >= 1.2.5): trying")
+    assert lines(out, "installed p4lang-p4c p4lang-bmv2 p4lang-pi from home:p4lang:latest")
+    assert machine.source_runs() == []
+
+
+def test_minimums_come_from_toolchain_env(machine: Machine, tmp_path: Path) -> None:
+    # The same p4c passes with the project's minimums and fails with a raised one.
+    env = (SCRIPT.parent / "toolchain.env").read_text()
+    assert "P4LB_MIN_P4C=1.2.5\n" in env
+    raised = tmp_path / "toolchain.env"
+    raised.write_text(env.replace("P4LB_MIN_P4C=1.2.5\n", "P4LB_MIN_P4C=1.2.6\n"))
+    machine.env["P4LB_FROM_SOURCE"] = "1"
+    rc, out = machine.run()
+    assert rc == 0, out
+    machine.env["P4LB_TOOLCHAIN_ENV"] = str(raised)
+    rc, out = machine.run()
+    assert rc == 2, out
+    assert lines(out, "p4c 1.2.5.16 (needs >= 1.2.6)")
