@@ -154,7 +154,12 @@ step_fetch() {
 autotools() {
     local s=$1 b=$2 p=$3
     shift 3
-    [ -x "$s/configure" ] || (cd "$s" && ./autogen.sh)
+    # A stamp, not the configure script, says autogen finished: one it did not leaves a
+    # configure behind without its auxiliary files.
+    if [ ! -f "$s/.p4lb-autogen" ]; then
+        (cd "$s" && ./autogen.sh)
+        touch "$s/.p4lb-autogen"
+    fi
     mkdir -p "$b"
     if [ ! -f "$b/Makefile" ] || [ "$(cat "$b/.p4lb-configure" 2>/dev/null)" != "$p $*" ]; then
         (cd "$b" && "$s/configure" --prefix="$p" "$@")
@@ -210,6 +215,10 @@ step_bmv2_speed() {
 step_p4c() {
     local b="$SRC/build/p4c"
     mkdir -p "$b"
+    # GCC 12's libstdc++ (Debian 12) picks std::erase_if for ir/visitor.cpp's map, which
+    # hands the predicate a const element: make the two lambdas take one (as later p4c does).
+    sed -i 's/\[this\](flow_join_points_t::value_type &el)/[this](const flow_join_points_t::value_type \&el)/' \
+        "$SRC/src/p4c/ir/visitor.cpp"
     cmake -S "$SRC/src/p4c" -B "$b" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$PREFIX" \
         -DENABLE_BMV2=ON -DENABLE_EBPF=OFF -DENABLE_UBPF=OFF -DENABLE_DPDK=OFF -DENABLE_P4TC=OFF \
         -DENABLE_TOFINO=OFF -DENABLE_P4TEST=OFF -DENABLE_P4FMT=OFF -DENABLE_P4C_GRAPHS=OFF \

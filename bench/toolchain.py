@@ -1,0 +1,52 @@
+"""The P4 toolchain found against the minimums scripts/toolchain.env names (one place for them).
+
+Tests and benchmarks that compile P4 ask `p4c_problem` first and skip or stop with its line,
+instead of failing on p4c's own error (p4c 1.2.4.x rejects lb.p4's if-statements in actions).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+TOOLCHAIN_ENV = Path(__file__).resolve().parents[1] / "scripts" / "toolchain.env"
+
+
+def minimums(path: Path = TOOLCHAIN_ENV) -> dict[str, str]:
+    """{"p4c": "1.2.5", "bmv2": ..., "pi": ...} from the P4LB_MIN_* lines."""
+    found = {}
+    for line in path.read_text().splitlines():
+        m = re.fullmatch(r"P4LB_MIN_([A-Z0-9]+)=(\S+)", line.strip())
+        if m:
+            found[m.group(1).lower()] = m.group(2)
+    return found
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """1.2.5.16 -> (1, 2, 5, 16); what follows the numbers (-1, -rc) is ignored."""
+    m = re.match(r"\d+(?:\.\d+)*", version)
+    return tuple(int(x) for x in m.group(0).split(".")) if m else ()
+
+
+def tool_version(tool: str) -> str | None:
+    """The first version-looking word `tool --version` prints, None if it prints none."""
+    try:
+        r = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30)
+    except OSError:
+        return None
+    m = re.search(r"\d+(?:\.\d+)+", r.stdout + r.stderr)
+    return m.group(0) if m else None
+
+
+def p4c_problem(p4c: str = "p4c-bm2-ss", path: Path = TOOLCHAIN_ENV) -> str | None:
+    """None when `p4c` is installed and new enough; else one line saying what was found and
+    what p4lb needs."""
+    need = minimums(path)["p4c"]
+    if not shutil.which(p4c):
+        return f"{p4c} (p4c >= {need}) is not installed"
+    found = tool_version(p4c)
+    if found is None or version_key(found) < version_key(need):
+        return f"{p4c} is p4c {found or 'of an unknown version'}; p4lb needs p4c >= {need}"
+    return None
