@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from bench import ab
-from p4lb import config as cfgmod
-from p4lb import control
-from p4lb.adapter import Switch
-from p4lb.entries import Entry, Update
-from p4lb.fairness import jain, weighted_jain
-from p4lb.p4info import Schema, load_p4info
+from p4lb.intent import reader
+from p4lb.pipeline.entries import Entry, Update
+from p4lb.pipeline.p4info import Schema, load_p4info
+from p4lb.service import operations
+from p4lb.stats.fairness import jain, weighted_jain
+from p4lb.switch.client import Switch
 from topology.net import (
     ROOT,
     RUN_DIR,
@@ -170,9 +170,9 @@ def one_run(case: Case, n: int, c: int, raw_dir: Path) -> Run:
             switch = dict(conns)
             cfg_weights = case.weights
         else:
-            cfg = cfgmod.load(lab.config_path)
-            with control.connect_reader(cfg) as sw:
-                st = control.read_stats(sw, cfg)
+            cfg = reader.load(lab.config_path)
+            with operations.connect_reader(cfg) as sw:
+                st = operations.read_stats(sw, cfg)
             switch = {b.name: b.connections for b in st.vips[0].backends}
             cfg_weights = [b.weight for b in st.vips[0].backends]
         agree = switch == conns

@@ -18,10 +18,13 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from p4lb import cli, control
-from p4lb import config as cfgmod
-from p4lb.config import Backend, Config, Host, SwitchConfig, Vip
-from p4lb.validate import validate
+from p4lb.cli.main import main as p4lb_main
+from p4lb.intent import writer
+from p4lb.intent.model import Backend, Config, Host, SwitchConfig, Vip
+from p4lb.intent.validate import validate
+from p4lb.pipeline import capacity
+from p4lb.pipeline.p4info import compiled_limits
+from p4lb.service import operations
 from topology import bmv2
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,7 +132,7 @@ def weight_trials(cfg_path: Path, trials: int) -> tuple[list[float], int]:
                 sock.send(_syn(sport))
                 if _backend_of(sock, sport)[0] == "10.0.0.2":
                     break
-            if cli.main(["-c", str(cfg_path), "weight", "set", "web", "b1", "0"]) != 0:
+            if p4lb_main(["-c", str(cfg_path), "weight", "set", "web", "b1", "0"]) != 0:
                 raise RuntimeError("p4lb weight set failed")
             returned = time.monotonic()
             sport += 1
@@ -137,7 +140,7 @@ def weight_trials(cfg_path: Path, trials: int) -> tuple[list[float], int]:
             backend, seen = _backend_of(sock, sport)
             effects.append((seen - returned) * 1000)
             ok += backend == "10.0.0.2"
-            if cli.main(["-c", str(cfg_path), "weight", "set", "web", "b1", "1"]) != 0:
+            if p4lb_main(["-c", str(cfg_path), "weight", "set", "web", "b1", "1"]) != 0:
                 raise RuntimeError("p4lb weight set failed")
     finally:
         sock.close()
@@ -156,19 +159,20 @@ def measure(n_vips: int, n_backends: int, trials: int) -> Figures:
     proc = bmv2.spawn({1: SWITCH_IF}, GRPC_PORT, THRIFT_PORT, out=tmp / "switch.out")
     try:
         cfg = big_config(n_vips, n_backends)
-        validate(cfg, cfgmod.compiled_limits())
+        validate(cfg)
+        capacity.check(cfg, compiled_limits())
         cfg_path = tmp / "lb.toml"
-        cfgmod.save(cfg, cfg_path)
-        with control.connect(cfg, one_shot=True) as sw:
+        writer.save(cfg, cfg_path)
+        with operations.connect(cfg, one_shot=True) as sw:
             t0 = time.perf_counter()
             sw.ensure_pipeline()
             t1 = time.perf_counter()
-            first = control.apply(sw, cfg)
+            first = operations.apply(sw, cfg)
             t2 = time.perf_counter()
             noop = []
             for _ in range(5):
                 t = time.perf_counter()
-                again = control.apply(sw, cfg)
+                again = operations.apply(sw, cfg)
                 noop.append(time.perf_counter() - t)
                 if again.writes:
                     raise RuntimeError(f"a second apply wrote {again.writes} entries")
@@ -186,9 +190,9 @@ def measure(n_vips: int, n_backends: int, trials: int) -> Figures:
         small = cfg.with_vip(
             Vip(**{**cfg.vip("web").__dict__, "backends": cfg.vip("web").backends[:2]})
         )
-        cfgmod.save(small, cfg_path)
-        with control.connect(small, one_shot=True) as sw:
-            control.apply(sw, small)
+        writer.save(small, cfg_path)
+        with operations.connect(small, one_shot=True) as sw:
+            operations.apply(sw, small)
         effects, ok = weight_trials(cfg_path, trials)
         return Figures(
             n_vips,

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from p4lb.model import Flow, flow_hash
+from p4lb.models.hashing import Flow, flow_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "switch"

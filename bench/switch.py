@@ -962,7 +962,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.instr_reps is None:
         args.instr_reps = args.reps
     if args.algorithms is None:
-        from p4lb.p4info import schema
+        from p4lb.pipeline.p4info import schema
 
         codes = schema().algorithms()
         args.algorithms = sorted(codes, key=codes.__getitem__)

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from p4lb.leastconn_model import POLICIES, Scenario, simulate
-from p4lb.maglev import (
+from p4lb.models.leastconn import POLICIES, Scenario, simulate
+from p4lb.pipeline.maglev import (
     MAGLEV_MAX_TABLE_SIZE,
     changed_fraction,
     maglev_table,
@@ -203,7 +203,8 @@ def maglev_md(shares: list[dict[str, Any]], disr: list[dict[str, Any]]) -> str:
         "# Maglev and srchash: share per backend, and flows moved by a backend change",
         "",
         "Computed by `scripts/algorithms_figures.py` (deterministic; no switch involved) from",
-        f"`controller/p4lb/maglev.py`. Flows: {FLOWS:,} random TCP 5-tuples to 10.0.0.100:80",
+        f"`controller/p4lb/pipeline/maglev.py`. Flows: {FLOWS:,} random TCP 5-tuples "
+        "to 10.0.0.100:80",
         f"(Python `random.Random({SEED})`: source address uniform over 32 bits, source port",
         "1024..65535), hashed with CRC32 (`zlib.crc32`) of the packed (src, dst, proto, sport,",
         "dport) as the data plane orders them, modulo the table size. srchash hashes only the",
@@ -371,7 +372,7 @@ def leastconn_md(rows: list[dict[str, Any]]) -> str:
     out = [
         "# Weighted least connections: exact argmin against power of two choices",
         "",
-        "Computed by `scripts/algorithms_figures.py` with `controller/p4lb/leastconn_model.py`:",
+        "Computed by `scripts/algorithms_figures.py` with `controller/p4lb/models/leastconn.py`:",
         f"{LEASTCONN_ARRIVALS:,} connections per case, Poisson arrivals, exponential durations",
         "with the mean set so that the given number of connections per backend is open on",
         f"average; `random.Random({LEASTCONN_SEED})`, the same stream for every policy. Load of",

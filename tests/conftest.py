@@ -24,7 +24,9 @@ def missing_for(layer: str) -> list[str]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        layer = Path(str(item.fspath)).parent.name
+        # The layer is the first folder under tests/ (tests/unit/intent/... is unit).
+        parts = Path(str(item.fspath)).resolve().relative_to(ROOT / "tests").parts
+        layer = parts[0] if len(parts) > 1 else ""
         if layer in ("unit", "dataplane", "e2e"):
             item.add_marker(getattr(pytest.mark, layer))
         if layer in ("dataplane", "e2e"):

@@ -16,10 +16,12 @@ from mininet.link import Link, TCLink
 from mininet.net import Mininet
 from mininet.node import Host
 
-from p4lb import config as cfgmod
-from p4lb.config import Backend, Config, SwitchConfig, Vip
-from p4lb.config import Host as CfgHost
-from p4lb.validate import validate
+from p4lb.intent import writer
+from p4lb.intent.model import Backend, Config, SwitchConfig, Vip
+from p4lb.intent.model import Host as CfgHost
+from p4lb.intent.validate import validate
+from p4lb.pipeline import capacity
+from p4lb.pipeline.p4info import compiled_limits
 from topology.bmv2 import GRPC_PORT, Bmv2Switch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,12 +202,13 @@ def build(opts: Options) -> Lab:
         ),
         source=str(RUN_DIR / "lb.toml"),
     )
-    validate(cfg, cfgmod.compiled_limits())
+    validate(cfg)
+    capacity.check(cfg, compiled_limits())
     path = RUN_DIR / "lb.toml"
     # A new network gets a new file: saving over an old one keeps that file's order and
     # comments, so a previous network's backends would set the order of this one's.
     path.unlink(missing_ok=True)
-    cfgmod.save(cfg, path)
+    writer.save(cfg, path)
     lab = Lab(net, clients, servers, cfg, path, options=opts, sources=sources, qdiscs=qdiscs)
     lab.pids["switch"] = s1.switch_pid or 0
     return lab

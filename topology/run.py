@@ -6,7 +6,7 @@ import argparse
 import subprocess
 import sys
 
-from p4lb.p4info import schema
+from p4lb.pipeline.p4info import schema
 from topology.net import (
     RUN_DIR,
     VIP_ADDR,

@@ -19,7 +19,7 @@ from typing import Any
 
 from bench import ab as abparse
 from bench.experiments import load as loadgen
-from p4lb.fairness import jain, weighted_jain
+from p4lb.stats.fairness import jain, weighted_jain
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "results" / "experiments"

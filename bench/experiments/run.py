@@ -39,8 +39,9 @@ from bench.experiments.plan import (
     Variant,
     variants,
 )
-from p4lb import config as cfgmod
-from p4lb import control
+from p4lb.intent import reader, writer
+from p4lb.pipeline.p4info import compiled_limits
+from p4lb.service import operations
 from topology.net import (
     ROOT,
     VIP_ADDR,
@@ -86,7 +87,7 @@ class Job:
 
 def algorithms() -> tuple[str, ...]:
     """Every algorithm the compiled program offers (its P4Info), in its order."""
-    return cfgmod.compiled_limits().algorithms
+    return compiled_limits().algorithms
 
 
 def jobs(profile: Profile, algs: tuple[str, ...], k6: bool, only: set[str]) -> list[Job]:
@@ -195,9 +196,9 @@ def log_since(
 def switch_view(lab: Lab) -> tuple[dict[str, int], dict[str, int]]:
     """(new connections per backend, drops per reason) from the switch's counters, read as
     a reader (no arbitration)."""
-    cfg = cfgmod.load(lab.config_path)
-    with control.connect_reader(cfg) as sw:
-        st = control.read_stats(sw, cfg)
+    cfg = reader.load(lab.config_path)
+    with operations.connect_reader(cfg) as sw:
+        st = operations.read_stats(sw, cfg)
     conns = {b.name: b.connections for b in st.vips[0].backends}
     drops = Counter(st.drops)
     for v in st.vips:
@@ -218,12 +219,12 @@ def configure(lab: Lab, scenario: Scenario, variant: Variant) -> None:
         return
     # Weights by server name: the config file's backend order need not be the servers'.
     want = dict(zip((s.name for s in lab.servers), variant.weight_list(scenario), strict=True))
-    cfg = cfgmod.load(lab.config_path)
+    cfg = reader.load(lab.config_path)
     vip = cfg.vips[0]
     backends = tuple(dataclasses.replace(b, weight=want[b.name]) for b in vip.backends)
     vip = dataclasses.replace(vip, algorithm=variant.algorithm, backends=backends)
-    cfgmod.save(dataclasses.replace(cfg, vips=(vip,)), lab.config_path)
-    saved = cfgmod.load(lab.config_path).vips[0]
+    writer.save(dataclasses.replace(cfg, vips=(vip,)), lab.config_path)
+    saved = reader.load(lab.config_path).vips[0]
     got = {b.name: b.weight for b in saved.backends}
     if got != want or saved.algorithm != variant.algorithm:
         raise RuntimeError(

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from p4lb import config as cfgmod
-from p4lb import control
-from p4lb.adapter import Switch
-from p4lb.config import Config
-from p4lb.model import Flow, bucket_index
+from p4lb.intent import reader, writer
+from p4lb.intent.model import Config
+from p4lb.models.hashing import Flow, bucket_index
+from p4lb.service import operations
+from p4lb.switch.client import Switch
 from topology import bmv2
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,10 +127,10 @@ class Bmv2:
     cfg_path: Path
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def apply(self, cfg: Config) -> control.ApplyResult:
+    def apply(self, cfg: Config) -> operations.ApplyResult:
         self.cfg = cfg
-        cfgmod.save(cfg, self.cfg_path)
-        return control.apply(self.sw, cfg)
+        writer.save(cfg, self.cfg_path)
+        return operations.apply(self.sw, cfg)
 
     def restart(self) -> None:
         """Stop the switch (by its PID) and start an empty one on the same veths."""
@@ -207,9 +207,9 @@ def start() -> Bmv2:
     try:
         cfg_path = tmp / "lb.toml"
         cfg_path.write_text(CONFIG)
-        cfg = cfgmod.load(cfg_path)
-        sw = control.connect(cfg)
-        control.apply(sw, cfg)
+        cfg = reader.load(cfg_path)
+        sw = operations.connect(cfg)
+        operations.apply(sw, cfg)
     except BaseException:
         bmv2.terminate(proc)
         remove_veths()
@@ -328,7 +328,7 @@ def same_bucket_flows(n: int) -> list[Flow]:
 
 def drop_reasons() -> dict[str, int]:
     """DropReason names and codes, from the committed P4Info."""
-    from p4lb.p4info import schema
+    from p4lb.pipeline.p4info import schema
 
     return {name: code for code, name in schema().drop_reasons().items()}
 

@@ -18,9 +18,10 @@ import pytest
 from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 
-from p4lb import control, intent
-from p4lb.config import Config
-from p4lb.entries import backend_key, ids_on_switch, vip_key
+from p4lb.intent import edits
+from p4lb.intent.model import Config
+from p4lb.pipeline.ids import backend_key, ids_on_switch, vip_key
+from p4lb.service import operations
 from tests.dataplane.harness import (
     SWITCH_MAC,
     VIP,
@@ -77,13 +78,13 @@ def to_client(wire: Wire, sport: int) -> None:
 def only(cfg: Config, port: int) -> Config:
     """Every web backend but `port` at weight 0: new connections go to `port`."""
     for p in BACKENDS:
-        cfg = intent.set_weight(cfg, "web", f"s{p}", 1 if p == port else 0)
+        cfg = edits.set_weight(cfg, "web", f"s{p}", 1 if p == port else 0)
     return cfg
 
 
 def equal(cfg: Config) -> Config:
     for p in BACKENDS:
-        cfg = intent.set_weight(cfg, "web", f"s{p}", 1)
+        cfg = edits.set_weight(cfg, "web", f"s{p}", 1)
     return cfg
 
 
@@ -166,7 +167,7 @@ def test_a_connection_ends_exactly_once(bmv2: Bmv2, wire: Wire, ending: str) -> 
 def test_leastconn_sends_new_connections_to_the_less_loaded(bmv2: Bmv2, wire: Wire) -> None:
     """With two candidates per slot, a backend holding open connections loses every
     comparison until they close; then it takes its share again."""
-    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "leastconn"))
+    bmv2.apply(edits.set_algorithm(bmv2.cfg, "web", "leastconn"))
     open_on(bmv2, wire, 2, range(32000, 32004))
     got = new_connections(wire, range(32100, 32130))
     assert got[2] == 0 and got[3] > 0 and got[4] > 0, got
@@ -181,9 +182,9 @@ def test_leastconn_weighs_connections_by_weight(bmv2: Bmv2, wire: Wire) -> None:
     """Backend 2 at weight 3: with 4 open connections its load (4+1)/3 is above an idle
     weight-1 backend's (0+1)/1, and it loses every comparison; with 1 open, (1+1)/3 is
     below, and it wins every comparison it is in (it is a candidate in most slots)."""
-    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "leastconn"))
+    bmv2.apply(edits.set_algorithm(bmv2.cfg, "web", "leastconn"))
     open_on(bmv2, wire, 2, range(33000, 33004))
-    bmv2.apply(intent.set_weight(bmv2.cfg, "web", "s2", 3))
+    bmv2.apply(edits.set_weight(bmv2.cfg, "web", "s2", 3))
     got = new_connections(wire, range(33100, 33140))
     assert got[2] == 0 and got[3] + got[4] == 40, got
     for sport in range(33000, 33003):  # one left: (1+1)/3 < 1, it wins its comparisons
@@ -197,7 +198,7 @@ def test_leasttime_avoids_the_backend_that_answers_slowly(bmv2: Bmv2, wire: Wire
     """One request each to backends 2 and 3; 2 answers after 300 ms, 3 at once. The
     moving average of 2 is the larger, and new connections go elsewhere while both hold
     one open connection (backend 4 none)."""
-    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "leasttime"))
+    bmv2.apply(edits.set_algorithm(bmv2.cfg, "web", "leasttime"))
     bid = backend_ids(bmv2)
     open_on(bmv2, wire, 2, range(34000, 34001))
     open_on(bmv2, wire, 3, range(34001, 34002))
@@ -220,7 +221,7 @@ def test_leasttime_avoids_the_backend_that_answers_slowly(bmv2: Bmv2, wire: Wire
 
 
 def test_leastpkt_avoids_the_backend_that_received_the_most_packets(bmv2: Bmv2, wire: Wire) -> None:
-    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "leastpkt"))
+    bmv2.apply(edits.set_algorithm(bmv2.cfg, "web", "leastpkt"))
     open_on(bmv2, wire, 2, range(35000, 35001))
     for _ in range(10):
         wire.send(1, client(35000, "PA", b"data"))
@@ -234,7 +235,7 @@ def test_a_packet_without_state_is_dropped_not_guessed(
     bmv2: Bmv2, wire: Wire, algorithm: str
 ) -> None:
     """The load-driven choice cannot be recomputed for a mid-connection packet."""
-    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", algorithm))
+    bmv2.apply(edits.set_algorithm(bmv2.cfg, "web", algorithm))
     sid = ids_on_switch(bmv2.sw.read_entries()).services[vip_key(bmv2.cfg.vip("web"))]
     index = sid * 16 + drop_reasons()["no_state"]
     before = bmv2.counter("drops", index)
@@ -268,7 +269,7 @@ def test_switching_between_any_two_algorithms_keeps_every_connection(
     open_conns: dict[int, int] = {}
     sports = itertools.count(37000)
     for step, algorithm in enumerate(walk):
-        bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", algorithm))
+        bmv2.apply(edits.set_algorithm(bmv2.cfg, "web", algorithm))
         sport = next(sports)
         wire.send(1, client(sport, "S"))
         open_conns[sport] = out_port(wire, sport)
@@ -283,7 +284,7 @@ def test_switching_between_any_two_algorithms_keeps_every_connection(
 def test_maglev_drain_moves_only_the_drained_backends_flows(bmv2: Bmv2, wire: Wire) -> None:
     """Flows the state does not hold follow the Maglev table; draining a backend rewrites
     only its entries, so exactly its flows move and every other flow stays put."""
-    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "maglev"))
+    bmv2.apply(edits.set_algorithm(bmv2.cfg, "web", "maglev"))
 
     def where() -> dict[int, int]:
         out = {}
@@ -294,7 +295,7 @@ def test_maglev_drain_moves_only_the_drained_backends_flows(bmv2: Bmv2, wire: Wi
 
     before = where()
     assert set(before.values()) == set(BACKENDS)
-    bmv2.apply(intent.drain(bmv2.cfg, "web", "s3"))
+    bmv2.apply(edits.drain(bmv2.cfg, "web", "s3"))
     after = where()
     moved = {s for s in before if before[s] != after[s]}
     assert moved == {s for s in before if before[s] == 3}
@@ -306,8 +307,8 @@ def test_drain_reports_the_active_connections_the_switch_counts(bmv2: Bmv2, wire
     the data plane's own count, through every way a connection ends."""
     bid = backend_ids(bmv2)
     open_on(bmv2, wire, 2, range(39000, 39005))
-    bmv2.apply(intent.drain(bmv2.cfg, "web", "s2"))
-    assert control.active_connections(bmv2.sw, bmv2.cfg, "web", "s2") == 5
+    bmv2.apply(edits.drain(bmv2.cfg, "web", "s2"))
+    assert operations.active_connections(bmv2.sw, bmv2.cfg, "web", "s2") == 5
     endings = [
         (1, client(39000, "FA")),
         (1, client(39001, "R")),
@@ -320,7 +321,7 @@ def test_drain_reports_the_active_connections_the_switch_counts(bmv2: Bmv2, wire
             assert out_port(wire, int(pkt[TCP].sport)) == 2
         else:
             to_client(wire, int(pkt[TCP].dport))
-        assert control.active_connections(bmv2.sw, bmv2.cfg, "web", "s2") == 5 - n
+        assert operations.active_connections(bmv2.sw, bmv2.cfg, "web", "s2") == 5 - n
         assert bmv2.register("active_conns", bid[2]) == 5 - n
     # The drained backend still carries its last open connection.
     wire.send(1, client(39004, "PA", b"x"))

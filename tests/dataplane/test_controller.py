@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from p4lb import config as cfgmod
-from p4lb import control, intent
-from p4lb.adapter import Switch, SwitchError
-from p4lb.cli import main
-from p4lb.daemon import Controller
-from p4lb.entries import desired_entries
+from p4lb.cli.main import main
+from p4lb.intent import edits, reader, writer
+from p4lb.intent.model import Config
+from p4lb.pipeline.desired import desired_entries
+from p4lb.service import operations
+from p4lb.service.daemon import Controller
+from p4lb.switch.client import Switch
+from p4lb.switch.errors import SwitchError
 from tests.dataplane.harness import GRPC_PORT, Bmv2, Wire, flow_syn, same_bucket_flows
 
 
@@ -29,7 +31,7 @@ def test_what_the_switch_holds_is_what_was_intended(bmv2: Bmv2) -> None:
 
 
 def test_second_apply_writes_nothing(bmv2: Bmv2) -> None:
-    result = control.apply(bmv2.sw, bmv2.cfg)
+    result = operations.apply(bmv2.sw, bmv2.cfg)
     assert (result.pipeline_pushed, result.writes) == (False, 0)
 
 
@@ -46,7 +48,7 @@ def test_invalid_config_changes_nothing_on_the_switch(
 
 def test_cli_weight_set_reaches_the_switch_and_the_file(bmv2: Bmv2) -> None:
     assert main(["-c", str(bmv2.cfg_path), "weight", "set", "web", "s2", "3"]) == 0
-    assert cfgmod.load(bmv2.cfg_path).vip("web").backend("s2").weight == 3
+    assert reader.load(bmv2.cfg_path).vip("web").backend("s2").weight == 3
     vip = next(e for e in bmv2.sw.read_entries(("vip_table",)) if e.m("port") == 80)
     assert vip.p("slot_count") == 5
 
@@ -66,7 +68,7 @@ def test_concurrent_cli_writers_all_land_on_the_switch_and_in_the_file(bmv2: Bmv
     for p in procs:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err.decode()
-    cfg = cfgmod.load(bmv2.cfg_path)
+    cfg = reader.load(bmv2.cfg_path)
     assert [b.weight for b in cfg.vip("web").backends] == [2, 3, 4]
     held = bmv2.sw.read_entries()
     assert sorted(held) == sorted(desired_entries(cfg, held)[1])
@@ -78,10 +80,10 @@ def test_a_lower_election_id_cannot_write(bmv2: Bmv2) -> None:
     try:
         assert not other.is_primary
         with pytest.raises(SwitchError, match="another controller"):
-            control.apply(other, intent.set_weight(bmv2.cfg, "web", "s2", 7))
+            operations.apply(other, edits.set_weight(bmv2.cfg, "web", "s2", 7))
     finally:
         other.close()
-    assert control.apply(bmv2.sw, bmv2.cfg).writes == 0
+    assert operations.apply(bmv2.sw, bmv2.cfg).writes == 0
 
 
 class RunningController:
@@ -91,9 +93,9 @@ class RunningController:
     def __init__(self, bmv2: Bmv2) -> None:
         cfg = replace(bmv2.cfg, switch=replace(bmv2.cfg.switch, election_id=20))
         self.path = bmv2.cfg_path.with_name("run.toml")
-        cfgmod.save(cfg, self.path)
+        writer.save(cfg, self.path)
         self.ctl = Controller(
-            lambda: cfgmod.load(self.path), check_s=0.5, config_path=str(self.path)
+            lambda: reader.load(self.path), check_s=0.5, config_path=str(self.path)
         )
         self.thread = threading.Thread(target=self.ctl.run, kwargs={"duration_s": 60})
 
@@ -118,8 +120,8 @@ def _until(check: Callable[[], bool], timeout: float = 15.0) -> bool:
     return False
 
 
-def _holds_intent(reader: Switch, cfg: cfgmod.Config) -> bool:
-    held = reader.read_entries()
+def _holds_intent(session: Switch, cfg: Config) -> bool:
+    held = session.read_entries()
     return bool(held) and sorted(held) == sorted(desired_entries(cfg, held)[1])
 
 
@@ -132,24 +134,24 @@ def _reader(bmv2: Bmv2) -> Switch:
 
 def test_run_restores_everything_after_the_switch_restarts(bmv2: Bmv2) -> None:
     with RunningController(bmv2):
-        reader = _reader(bmv2)
-        assert _until(lambda: _holds_intent(reader, bmv2.cfg))
+        session = _reader(bmv2)
+        assert _until(lambda: _holds_intent(session, bmv2.cfg))
         bmv2.restart()  # a new, empty simple_switch_grpc on the same ports
-        reader = _reader(bmv2)
-        assert _until(lambda: _holds_intent(reader, bmv2.cfg))
+        session = _reader(bmv2)
+        assert _until(lambda: _holds_intent(session, bmv2.cfg))
 
 
 def test_run_installs_an_entry_for_a_colliding_flow(bmv2: Bmv2, wire: Wire) -> None:
     *held_flows, b = same_bucket_flows(5)
     with RunningController(bmv2) as run:
-        reader = _reader(bmv2)
+        session = _reader(bmv2)
         assert run.ctl.ready.wait(15), "p4lb run did not take the switch"
         for f in [*held_flows, b]:  # four fill the bucket, the fifth finds it full
             wire.send(1, flow_syn(f))
         assert len(wire.expect(5, where=lambda port, raw: port != 1)) == 5
 
         def installed() -> bool:
-            held = reader.read_entries(("conn_table",))
+            held = session.read_entries(("conn_table",))
             return [e.m("src_port") for e in held if e.table == "conn_table"] == [b.sport]
 
         assert _until(installed)

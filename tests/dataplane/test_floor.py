@@ -17,7 +17,7 @@ import pytest
 
 from bench import floor
 from bench import switch as sw
-from p4lb.model import crc32
+from p4lb.models.hashing import crc32
 
 SHAPE = sw.Shape(flows=1)
 NEEDS = ("simple_switch_grpc", "simple_switch_CLI", floor.p4c())

@@ -10,9 +10,13 @@ import pytest
 from scapy.layers.inet import ICMP, IP, TCP, UDP
 from scapy.layers.l2 import ARP, Ether
 
-from p4lb import control, intent
-from p4lb.entries import Update, backend_key, desired_entries, ids_on_switch, plan, vip_key
-from p4lb.model import Flow, iphash_member
+from p4lb.intent import edits
+from p4lb.models.hashing import Flow, iphash_member
+from p4lb.pipeline.desired import desired_entries
+from p4lb.pipeline.digests import ConnDigests
+from p4lb.pipeline.entries import Update
+from p4lb.pipeline.ids import backend_key, ids_on_switch, vip_key
+from p4lb.pipeline.plan import plan
 from tests.dataplane.harness import (
     SWITCH_MAC,
     VIP,
@@ -104,7 +108,7 @@ def test_wrr_equal_weights_is_exact_round_robin(bmv2: Bmv2, wire: Wire) -> None:
 
 
 def test_wrr_weighted_shares_are_exact_per_cycle(bmv2: Bmv2, wire: Wire) -> None:
-    cfg = intent.set_weight(intent.set_weight(bmv2.cfg, "web", "s3", 2), "web", "s4", 2)
+    cfg = edits.set_weight(edits.set_weight(bmv2.cfg, "web", "s3", 2), "web", "s4", 2)
     bmv2.apply(cfg)
     seen = []
     for i in range(10):
@@ -129,7 +133,7 @@ def test_affinity_survives_a_weight_change_and_a_drain(bmv2: Bmv2, wire: Wire) -
     wire.send(1, syn(44000))
     first = backend_of(wire, 44000)
     name = f"s{first}"
-    cfg = intent.drain(bmv2.cfg, "web", name)
+    cfg = edits.drain(bmv2.cfg, "web", name)
     bmv2.apply(cfg)
     wire.clear()
     wire.send(1, syn(44000, flags="A"))
@@ -143,7 +147,7 @@ def test_affinity_survives_a_weight_change_and_a_drain(bmv2: Bmv2, wire: Wire) -
 def test_a_weight_change_is_invisible_until_its_single_flip(bmv2: Bmv2, wire: Wire) -> None:
     """Write a change batch by batch, sending new connections after each: until the one
     batch that modifies vip_table they follow the old 1:1:1 cycle, after it only s2."""
-    new = intent.drain(intent.drain(bmv2.cfg, "web", "s3"), "web", "s4")
+    new = edits.drain(edits.drain(bmv2.cfg, "web", "s3"), "web", "s4")
     current = bmv2.sw.read_entries()
     batches = plan(desired_entries(new, current)[1], current)
     flips = [i for i, b in enumerate(batches) if any(u.entry.table == "vip_table" for u in b)]
@@ -164,7 +168,7 @@ def test_an_open_connection_to_a_removed_backend_is_dropped_as_no_backend(
 ) -> None:
     wire.send(1, syn(53000))
     port = backend_of(wire, 53000)
-    bmv2.apply(intent.remove_backend(bmv2.cfg, "web", f"s{port}"))
+    bmv2.apply(edits.remove_backend(bmv2.cfg, "web", f"s{port}"))
     sid = ids_on_switch(bmv2.sw.read_entries()).services[vip_key(bmv2.cfg.vip("web"))]
     index = sid * 16 + DROPS["no_backend"]
     before = bmv2.counter("drops", index)
@@ -180,7 +184,7 @@ def test_affinity_survives_an_algorithm_change(bmv2: Bmv2, wire: Wire) -> None:
         wire.send(1, syn(45000 + i))
         ports[45000 + i] = backend_of(wire, 45000 + i)
         wire.clear()
-    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "iphash"))
+    bmv2.apply(edits.set_algorithm(bmv2.cfg, "web", "iphash"))
     for sport, port in ports.items():
         wire.send(1, syn(sport, flags="PA"))
         assert backend_of(wire, sport) == port
@@ -202,7 +206,7 @@ def test_a_new_syn_after_fin_or_rst_is_a_new_connection(
 
 
 def test_iphash_picks_the_member_the_model_predicts(bmv2: Bmv2, wire: Wire) -> None:
-    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "iphash"))
+    bmv2.apply(edits.set_algorithm(bmv2.cfg, "web", "iphash"))
     counts = {2: 0, 3: 0, 4: 0}
     for i in range(60):
         sport = 47000 + 7 * i
@@ -231,10 +235,10 @@ def test_udp_flow_sticks_to_its_first_backend(bmv2: Bmv2, wire: Wire) -> None:
         first = got[0][0]
         assert Ether(got[0][1])[UDP].dport == 5353
         wire.clear()
-        bmv2.apply(intent.drain(bmv2.cfg, "dns", f"d{first}"))
+        bmv2.apply(edits.drain(bmv2.cfg, "dns", f"d{first}"))
         wire.send(1, dgram(sport))
         assert [p for p, _ in wire.expect(1, where=lambda p, raw: p != 1)] == [first]
-        bmv2.apply(intent.set_weight(bmv2.cfg, "dns", f"d{first}", 1))
+        bmv2.apply(edits.set_weight(bmv2.cfg, "dns", f"d{first}", 1))
         wire.clear()
 
 
@@ -355,7 +359,8 @@ def test_a_full_bucket_keeps_wrr_and_reports_the_flow(bmv2: Bmv2, wire: Wire) ->
     assert bmv2.wait_counter("collisions", 1, before + 1) == before + 1
     msg = bmv2.sw.next_stream_message("digest", timeout=3.0)
     assert msg is not None
-    fields = control._digest_fields(msg.digest.data[0])
+    digests = ConnDigests.of(bmv2.sw.schema)
+    fields = digests.values(msg.digest.data[0])
     assert fields == {
         "src_addr": int.from_bytes(bytes(map(int, b.src.split("."))), "big"),
         "dst_addr": 0x0A000064,
@@ -373,8 +378,8 @@ def test_a_full_bucket_keeps_wrr_and_reports_the_flow(bmv2: Bmv2, wire: Wire) ->
     assert bmv2.wait_counter("drops", index, dropped + 1) == dropped + 1
     assert wire.expect(1, timeout=0.3, where=lambda p, raw: p != 1) == []
     # ... and after it, the entry decides; the held flows keep their backends throughout.
-    bmv2.sw.write([Update("INSERT", control.conn_entry(fields))])
-    bmv2.apply(intent.set_weight(bmv2.cfg, "web", f"s{port_b}", 0))
+    bmv2.sw.write([Update("INSERT", digests.entry(fields))])
+    bmv2.apply(edits.set_weight(bmv2.cfg, "web", f"s{port_b}", 0))
     wire.send(1, flow_syn(b, "A"))
     assert backend_of(wire, b.sport) == port_b
     for f, port in zip(held, ports, strict=False):
@@ -420,7 +425,7 @@ def test_a_packet_without_state_is_dropped_for_wrr_and_hashed_for_iphash(
     before = bmv2.counter("drops", index)
     wire.send(1, syn(54000, flags="A"))  # no SYN was ever seen for this flow
     assert bmv2.wait_counter("drops", index, before + 1) == before + 1
-    bmv2.apply(intent.set_algorithm(bmv2.cfg, "web", "iphash"))
+    bmv2.apply(edits.set_algorithm(bmv2.cfg, "web", "iphash"))
     wire.clear()
     wire.send(1, syn(54001, flags="A"))
     want = BACKEND_PORTS[iphash_member(Flow(CLIENT, VIP, 6, 54001, 80, WEB_SERVICE_ID), 3)]
@@ -431,7 +436,7 @@ def test_wrr_is_exact_over_many_clients(bmv2: Bmv2, wire: Wire) -> None:
     """1,500 connections from 30 client addresses at weights 1:2:3: every backend gets
     exactly its share (the switch's own connection counters), and no flow collides."""
     del wire  # only for its fresh view of the veths (scapy caches interface indexes)
-    bmv2.apply(intent.set_weight(intent.set_weight(bmv2.cfg, "web", "s3", 2), "web", "s4", 3))
+    bmv2.apply(edits.set_weight(edits.set_weight(bmv2.cfg, "web", "s3", 2), "web", "s4", 3))
     from scapy.sendrecv import sendp
 
     ids = ids_on_switch(bmv2.sw.read_entries())

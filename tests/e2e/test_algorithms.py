@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from p4lb.p4info import schema
+from p4lb.pipeline.p4info import schema
 from tests.e2e.lab import running_lab
 from topology.net import (
     RUN_DIR,

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from bench import ab
-from p4lb import config as cfgmod
-from p4lb import control
-from p4lb.fairness import jain
+from p4lb.intent import reader
+from p4lb.service import operations
+from p4lb.stats.fairness import jain
 from topology.net import (
     RUN_DIR,
     VIP_ADDR,
@@ -68,9 +68,9 @@ def served(lab: Lab, connections: bool = False) -> dict[str, int]:
 
 
 def switch_counts(lab: Lab) -> dict[str, int]:
-    cfg = cfgmod.load(lab.config_path)
-    with control.connect(cfg) as sw:
-        st = control.read_stats(sw, cfg)
+    cfg = reader.load(lab.config_path)
+    with operations.connect(cfg) as sw:
+        st = operations.read_stats(sw, cfg)
     return {b.name: b.connections for b in st.vips[0].backends}
 
 

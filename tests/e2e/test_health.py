@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from p4lb import health
+from p4lb.service.health import state_file
 from tests.e2e.lab import running_lab
 from topology.net import (
     ROOT,
@@ -96,8 +96,8 @@ def served_to(lab: Lab, host: Any, client: Any) -> int:
 
 
 def backend_health(lab: Lab, name: str) -> dict[str, Any]:
-    doc = health.load_state(lab.config_path)
-    if not health.is_fresh(doc, time.time()):
+    doc = state_file.load_state(lab.config_path)
+    if not state_file.is_fresh(doc, time.time()):
         return {}
     return dict(doc.get("vips", {}).get("web", {}).get(name, {}))
 

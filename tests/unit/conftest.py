@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.fake_switch import FakeSwitch
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.unit.support import DEFAULT_CONFIG
 
 
 @pytest.fixture
@@ -26,7 +25,7 @@ def fake() -> Iterator[FakeSwitch]:
 def cfg_file(tmp_path: Path) -> Path:
     """The default config, in a temporary directory."""
     p = tmp_path / "lb.toml"
-    shutil.copy(ROOT / "configs" / "default.toml", p)
+    shutil.copy(DEFAULT_CONFIG, p)
     return p
 
 

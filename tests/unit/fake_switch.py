@@ -10,7 +10,8 @@ non-canonical bytes, don't-care LPM sent as /0 -> INVALID_ARGUMENT; INSERT of an
 key -> ALREADY_EXISTS; MODIFY/DELETE of a missing one -> NOT_FOUND; a full table ->
 RESOURCE_EXHAUSTED). A batch continues past errors, and the per-update p4.Error list
 comes back in grpc-status-details-bin, as BMv2 does. Tests push digests and idle-timeout
-notifications to the primary and set counters."""
+notifications to the primary, set counters, and wait for what the fake was asked (writes,
+arbitrations, counter reads) with `wait_for`."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +80,7 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
         self.table_writes: list[tuple[int, str, int]] = []
         self.full_tables: set[str] = set()  # tests: tables that refuse every INSERT as full
         self.denied: list[int] = []  # election ids of writes refused: not the primary
+        self.counter_reads: dict[str, int] = {}  # counter name -> reads of it answered
         self._list_ids = itertools.count(1)
         self._wipe()
         self._server: grpc.Server | None = None
@@ -482,6 +483,7 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
                     self._read_entity(ent, rep)
             except _Refused as e:
                 context.abort(_STATUS[e.code], e.message)
+            self.cond.notify_all()  # a test may wait for a read (`counter_reads`)
         yield rep
 
     def _read_entity(self, ent: p4r.Entity, rep: p4r.ReadResponse) -> None:
@@ -499,6 +501,8 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
             for c in self.p4info.counters:
                 if want.counter_id not in (0, c.preamble.id):
                     continue
+                name = c.preamble.name.rsplit(".", 1)[-1]
+                self.counter_reads[name] = self.counter_reads.get(name, 0) + 1
                 cells = self.counters.get(c.preamble.id, {})
                 indexes = [want.index.index] if want.HasField("index") else range(c.size)
                 for i in indexes:
@@ -531,17 +535,3 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
                 d.config.CopyFrom(cfg)
         else:
             raise _Refused(UNIMPLEMENTED, f"{kind} reads are not supported")
-
-
-@contextmanager
-def run_in_thread(ctl: Any, duration_s: float) -> Iterator[Any]:
-    """`p4lb run` (a Controller) in a thread for the test's duration; stopped and joined
-    (bounded) after it, failing the test if it does not stop."""
-    thread = threading.Thread(target=ctl.run, kwargs={"duration_s": duration_s})
-    thread.start()
-    try:
-        yield ctl
-    finally:
-        ctl.stop()
-        thread.join(10)
-        assert not thread.is_alive(), "p4lb run did not stop"

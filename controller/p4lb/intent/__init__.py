@@ -1,0 +1,1 @@
+"""The intent: config model and parsing, validation, runtime edits, the file and its lock; no P4."""

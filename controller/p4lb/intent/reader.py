@@ -1,0 +1,237 @@
+"""Reading the intent: a TOML file of VIPs, backends and hosts -> a validated Config.
+
+Field-level checks happen here as each key is read; checks across keys in p4lb.intent.validate.
+Nothing here knows about P4: whether the compiled program offers a VIP's algorithm and has room
+for the whole config is the pipeline's question (p4lb.pipeline.capacity). Errors name the file
+and the key and end up as one line for the user."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
+from p4lb.intent.model import (
+    MAX_WEIGHT,
+    PROTOCOLS,
+    Backend,
+    Config,
+    ConfigError,
+    HealthSettings,
+    Host,
+    SwitchConfig,
+    Vip,
+)
+from p4lb.intent.validate import validate
+
+_MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def load(path: str | os.PathLike[str]) -> Config:
+    """Read and validate a config file; raise ConfigError with one line on any problem."""
+    src = str(path)
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{src}: file not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{src}: not valid TOML: {e}") from None
+    return parse(data, src)
+
+
+def parse(data: dict[str, Any], source: str = "<config>") -> Config:
+    """Turn decoded TOML into a Config valid as an intent."""
+    _only(data, {"switch", "host", "vip"}, source, "")
+    sw = _switch(data.get("switch", {}), source)
+    hosts = tuple(
+        parse_host(h, source, f"host[{i}]") for i, h in enumerate(_list(data, "host", source, ""))
+    )
+    vips_raw = data.get("vip", {})
+    if not isinstance(vips_raw, dict):
+        raise ConfigError(f"{source}: vip: must be a table of named VIPs ([vip.NAME])")
+    vips = tuple(parse_vip(name, v, source, sw.mac) for name, v in vips_raw.items())
+    cfg = Config(switch=sw, hosts=hosts, vips=vips, source=source)
+    validate(cfg)
+    return cfg
+
+
+def _only(table: dict[str, Any], allowed: set[str], src: str, where: str) -> None:
+    for k in table:
+        if k not in allowed:
+            key = f"{where}.{k}" if where else k
+            raise ConfigError(f"{src}: {key}: unknown key (expected one of {sorted(allowed)})")
+
+
+def _list(table: dict[str, Any], key: str, src: str, where: str) -> list[dict[str, Any]]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(x, dict) for x in value):
+        raise ConfigError(f"{src}: {where}{key}: must be an array of tables ([[{key}]])")
+    return value
+
+
+def _get(
+    table: dict[str, Any], key: str, typ: type, src: str, where: str, default: Any = None
+) -> Any:
+    if key not in table:
+        if default is None:
+            raise ConfigError(f"{src}: {where}.{key}: missing")
+        return default
+    value = table[key]
+    if typ is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ConfigError(f"{src}: {where}.{key}: must be an integer, got {value!r}")
+    if typ is str and not isinstance(value, str):
+        raise ConfigError(f"{src}: {where}.{key}: must be a string, got {value!r}")
+    return value
+
+
+def _ipv4(value: str, src: str, where: str) -> str:
+    try:
+        return str(ipaddress.IPv4Address(value))
+    except ValueError:
+        raise ConfigError(f"{src}: {where}: not an IPv4 address: {value!r}") from None
+
+
+def _mac(value: str, src: str, where: str) -> str:
+    if not _MAC_RE.match(value):
+        raise ConfigError(f"{src}: {where}: not a MAC address (aa:bb:cc:dd:ee:ff): {value!r}")
+    return value.lower()
+
+
+def _range(value: int, lo: int, hi: int, src: str, where: str) -> int:
+    if not lo <= value <= hi:
+        raise ConfigError(f"{src}: {where}: {value} is outside {lo}..{hi}")
+    return value
+
+
+def _name(value: str, src: str, where: str) -> str:
+    if not _NAME_RE.match(value):
+        raise ConfigError(f"{src}: {where}: bad name {value!r} (letters, digits, _ . -)")
+    return value
+
+
+def _switch(t: Any, src: str) -> SwitchConfig:
+    if not isinstance(t, dict):
+        raise ConfigError(f"{src}: switch: must be a table")
+    _only(t, {"address", "device_id", "election_id", "mac", "ports"}, src, "switch")
+    d = SwitchConfig()
+    address = _get(t, "address", str, src, "switch", d.address)
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{src}: switch.address: expected HOST:PORT, got {address!r}")
+    ports = t.get("ports", [])
+    if not isinstance(ports, list) or not all(
+        isinstance(p, int) and not isinstance(p, bool) and 0 <= p < 511 for p in ports
+    ):
+        raise ConfigError(f"{src}: switch.ports: must be a list of port numbers 0..510")
+    return SwitchConfig(
+        address=address,
+        device_id=_range(
+            _get(t, "device_id", int, src, "switch", 0), 0, 2**64 - 1, src, "switch.device_id"
+        ),
+        election_id=_range(
+            _get(t, "election_id", int, src, "switch", 1), 1, 2**64 - 1, src, "switch.election_id"
+        ),
+        mac=_mac(_get(t, "mac", str, src, "switch", d.mac), src, "switch.mac"),
+        ports=tuple(ports),
+    )
+
+
+def parse_host(t: dict[str, Any], src: str, where: str) -> Host:
+    _only(t, {"name", "address", "mac", "switch_port", "prefix_len"}, src, where)
+    return Host(
+        name=_name(_get(t, "name", str, src, where), src, f"{where}.name"),
+        address=_ipv4(_get(t, "address", str, src, where), src, f"{where}.address"),
+        mac=_mac(_get(t, "mac", str, src, where), src, f"{where}.mac"),
+        switch_port=_range(
+            _get(t, "switch_port", int, src, where), 0, 510, src, f"{where}.switch_port"
+        ),
+        prefix_len=_range(
+            _get(t, "prefix_len", int, src, where, 32), 0, 32, src, f"{where}.prefix_len"
+        ),
+    )
+
+
+def parse_vip(name: str, t: Any, src: str, default_mac: str) -> Vip:
+    where = f"vip.{name}"
+    if not isinstance(t, dict):
+        raise ConfigError(f"{src}: {where}: must be a table")
+    _name(name, src, where)
+    _only(t, {"address", "protocol", "port", "algorithm", "mac", "backend", "health"}, src, where)
+    protocol = _get(t, "protocol", str, src, where, "tcp").lower()
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"{src}: {where}.protocol: {protocol!r} is not one of {PROTOCOLS}")
+    # Which algorithms exist is the compiled program's business (p4lb.pipeline.capacity).
+    algorithm = _get(t, "algorithm", str, src, where, "wrr").lower()
+    backends = tuple(
+        parse_backend(b, src, f"{where}.backend[{i}]")
+        for i, b in enumerate(_list(t, "backend", src, f"{where}."))
+    )
+    return Vip(
+        name=name,
+        address=_ipv4(_get(t, "address", str, src, where), src, f"{where}.address"),
+        protocol=protocol,
+        port=_range(_get(t, "port", int, src, where), 1, 65535, src, f"{where}.port"),
+        algorithm=algorithm,
+        mac=_mac(_get(t, "mac", str, src, where, default_mac), src, f"{where}.mac"),
+        backends=backends,
+        health=_health(t, src, where),
+    )
+
+
+def _health(t: dict[str, Any], src: str, where: str) -> HealthSettings | None:
+    """The VIP's `[vip.NAME.health]` table, checked key by key (None when absent)."""
+    if "health" not in t:
+        return None
+    table = t["health"]
+    if not isinstance(table, dict):
+        raise ConfigError(f"{src}: {where}.health: must be a table ([{where}.health])")
+    if str(t.get("protocol", "tcp")).lower() != "tcp":
+        raise ConfigError(f"{src}: {where}.health: checks connect over TCP; this VIP is not tcp")
+    return parse_health_settings(table, src, f"{where}.health")
+
+
+def parse_backend(t: dict[str, Any], src: str, where: str) -> Backend:
+    _only(t, {"name", "address", "port", "weight", "mac", "switch_port"}, src, where)
+    address = _ipv4(_get(t, "address", str, src, where), src, f"{where}.address")
+    return Backend(
+        name=_name(_get(t, "name", str, src, where, address), src, f"{where}.name"),
+        address=address,
+        port=_range(_get(t, "port", int, src, where), 1, 65535, src, f"{where}.port"),
+        weight=_range(_get(t, "weight", int, src, where, 1), 0, MAX_WEIGHT, src, f"{where}.weight"),
+        mac=_mac(_get(t, "mac", str, src, where), src, f"{where}.mac"),
+        switch_port=_range(
+            _get(t, "switch_port", int, src, where), 0, 510, src, f"{where}.switch_port"
+        ),
+    )
+
+
+def parse_health_settings(table: Mapping[str, Any], source: str, where: str) -> HealthSettings:
+    """Validate a decoded `[vip.NAME.health]` table (`where` is e.g. "vip.web.health")."""
+    known = {f.name: f.type for f in fields(HealthSettings)}
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in known:
+            raise ConfigError(
+                f"{source}: {where}.{key}: unknown key (expected one of {sorted(known)})"
+            )
+        want = known[key]
+        if want == "float" and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        ok = {
+            "float": isinstance(value, float),
+            "int": isinstance(value, int) and not isinstance(value, bool),
+            "str": isinstance(value, str),
+        }[str(want)]
+        if not ok:
+            raise ConfigError(f"{source}: {where}.{key}: must be a {want}, got {value!r}")
+        values[key] = value
+    try:
+        return HealthSettings(**values)
+    except ValueError as e:
+        raise ConfigError(f"{source}: {where}.{e}") from None

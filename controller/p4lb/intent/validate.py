@@ -1,0 +1,66 @@
+"""Checks that span a whole intent: duplicates, conflicting routes, a VIP with nothing to
+serve. Field-level checks happen while reading (p4lb.intent.reader); whether the compiled
+program can hold the intent is p4lb.pipeline.capacity's question."""
+
+from __future__ import annotations
+
+from p4lb.intent.model import Config, ConfigError
+
+
+def validate(cfg: Config) -> None:
+    """Check everything that spans keys: duplicates, route conflicts, total weights."""
+    src = cfg.source
+    names: set[str] = set()
+    for h in cfg.hosts:
+        if h.name in names:
+            raise ConfigError(f"{src}: host {h.name!r}: duplicate host name")
+        names.add(h.name)
+
+    seen_vips: dict[tuple[str, str, int], str] = {}
+    seen_backends: dict[tuple[str, str, int], str] = {}
+    routes: dict[str, tuple[str, int, str]] = {}
+    for h in cfg.hosts:
+        routes[h.address] = (h.mac, h.switch_port, f"host {h.name!r}")
+    vip_addresses = {v.address for v in cfg.vips}
+    for v in cfg.vips:
+        where = f"vip.{v.name}"
+        if v.key in seen_vips:
+            raise ConfigError(
+                f"{src}: {where}: duplicate VIP {v.address}:{v.port}/{v.protocol} "
+                f"(also vip.{seen_vips[v.key]})"
+            )
+        seen_vips[v.key] = v.name
+        if v.address in routes:
+            raise ConfigError(f"{src}: {where}.address: {v.address} is also a host address")
+        if not v.backends:
+            raise ConfigError(f"{src}: {where}: no backends")
+        bnames: set[str] = set()
+        baddrs: set[tuple[str, int]] = set()
+        for b in v.backends:
+            bwhere = f"{where}.backend {b.name!r}"
+            if b.name in bnames:
+                raise ConfigError(f"{src}: {bwhere}: duplicate backend name")
+            bnames.add(b.name)
+            if (b.address, b.port) in baddrs:
+                raise ConfigError(f"{src}: {bwhere}: duplicate backend {b.address}:{b.port}")
+            baddrs.add((b.address, b.port))
+            if b.address in vip_addresses:
+                raise ConfigError(f"{src}: {bwhere}: {b.address} is a VIP address")
+            bkey = (b.address, v.protocol, b.port)
+            if bkey in seen_backends and seen_backends[bkey] != v.name:
+                raise ConfigError(
+                    f"{src}: {bwhere}: {b.address}:{b.port}/{v.protocol} already serves "
+                    f"vip.{seen_backends[bkey]} (replies could not be mapped back to one VIP)"
+                )
+            seen_backends[bkey] = v.name
+            route = (b.mac, b.switch_port)
+            if b.address in routes and routes[b.address][:2] != route:
+                raise ConfigError(
+                    f"{src}: {bwhere}: {b.address} has a different mac/switch_port "
+                    f"in {routes[b.address][2]}"
+                )
+            routes.setdefault(b.address, (b.mac, b.switch_port, bwhere))
+        if sum(b.weight for b in v.backends) == 0:
+            raise ConfigError(
+                f"{src}: {where}: total weight is 0 (at least one backend needs a weight above 0)"
+            )

@@ -1,0 +1,169 @@
+"""Writing the intent back to its TOML file after a runtime change, keeping what the user
+wrote: comments, order, layout and keys left at their defaults. Only values that differ
+from the new intent are touched; VIPs, backends and hosts are matched by name."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from tomlkit.items import AoT, Table
+
+from p4lb.intent.model import Backend, Config, HealthSettings, Host, SwitchConfig
+from p4lb.intent.reader import parse_backend, parse_health_settings, parse_host
+
+HEADER = (
+    "# p4lb config. Runtime commands (p4lb weight/backend/vip/algorithm) update this file\n"
+    "# in place so that `p4lb apply` never undoes them; comments are kept.\n"
+)
+
+
+def save(cfg: Config, path: str | os.PathLike[str]) -> None:
+    """Write `cfg` to `path` atomically (temp file + rename), editing the existing file's
+    document when there is one so the user's comments survive."""
+    target = Path(path)
+    try:
+        doc = tomlkit.parse(target.read_text())
+    except FileNotFoundError:
+        doc = tomlkit.parse(HEADER)
+    update(doc, cfg)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(tomlkit.dumps(doc))
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def dumps(cfg: Config) -> str:
+    """TOML text for a config from scratch; parse(tomllib.loads(dumps(c))) == c."""
+    doc = tomlkit.parse(HEADER)
+    update(doc, cfg)
+    return tomlkit.dumps(doc)
+
+
+def update(doc: tomlkit.TOMLDocument, cfg: Config) -> None:
+    """Edit `doc` in place until it describes `cfg`."""
+    sw = doc.get("switch")
+    if not isinstance(sw, Table):
+        sw = tomlkit.table()
+        doc["switch"] = sw
+    _set_fields(sw, _current_switch(sw), cfg.switch)
+    if cfg.switch.ports and list(sw.get("ports", [])) != list(cfg.switch.ports):
+        sw["ports"] = list(cfg.switch.ports)
+
+    _sync_aot(doc, "host", cfg.hosts, _host_table, lambda t: parse_host(t, "", ""))
+
+    vips = doc.get("vip")
+    if not isinstance(vips, Table):
+        vips = tomlkit.table(is_super_table=True)
+        doc["vip"] = vips
+    wanted = {v.name: v for v in cfg.vips}
+    for name in [n for n in vips if n not in wanted]:
+        del vips[name]
+    for v in cfg.vips:
+        t = vips.get(v.name)
+        if not isinstance(t, Table):
+            t = tomlkit.table()
+            vips[v.name] = t
+        current = {
+            "address": t.get("address"),
+            "protocol": t.get("protocol", "tcp"),
+            "port": t.get("port"),
+            "algorithm": t.get("algorithm", "wrr"),
+            "mac": t.get("mac", cfg.switch.mac),
+        }
+        for key in current:
+            value = getattr(v, key)
+            if current[key] != value or (key in ("address", "port") and key not in t):
+                t[key] = value
+        if "mac" not in t and v.mac != cfg.switch.mac:
+            t["mac"] = v.mac
+        _sync_aot(t, "backend", v.backends, _backend_table, lambda b: parse_backend(b, "", ""))
+        _sync_health(t, v.health)
+
+
+def _sync_health(vip: Table, health: HealthSettings | None) -> None:
+    """Make `[vip.NAME.health]` say `health`: keys left at their defaults stay implicit."""
+    if health is None:
+        if "health" in vip:
+            del vip["health"]
+        return
+    t = vip.get("health")
+    if not isinstance(t, Table):
+        t = tomlkit.table()
+        vip["health"] = t
+    current = parse_health_settings(dict(t), "", "")
+    _set_fields(t, current, health)
+
+
+def _current_switch(t: Table) -> SwitchConfig:
+    d = SwitchConfig()
+    return SwitchConfig(
+        address=t.get("address", d.address),
+        device_id=t.get("device_id", d.device_id),
+        election_id=t.get("election_id", d.election_id),
+        mac=str(t.get("mac", d.mac)).lower(),
+        ports=tuple(t.get("ports", ())),
+    )
+
+
+def _set_fields(t: Table, current: Any, new: Any) -> None:
+    """Assign each dataclass field of `new` that differs from `current` (what `t` says)."""
+    for f in fields(new):
+        if f.name == "ports":
+            continue
+        value = getattr(new, f.name)
+        if getattr(current, f.name) != value:  # `current` has the defaults of absent keys
+            t[f.name] = value
+
+
+def _sync_aot(parent: Any, key: str, items: tuple[Any, ...], fresh: Any, current_of: Any) -> None:
+    """Make the array of tables parent[key] hold `items` (by name): update the tables that
+    exist, append new ones, drop the ones no longer wanted."""
+    aot = parent.get(key)
+    if not isinstance(aot, AoT):
+        if not items:
+            return
+        aot = tomlkit.aot()
+        parent[key] = aot
+    by_name = {i.name: i for i in items}
+    kept = []
+    for t in list(aot):
+        cur = current_of(t)
+        if cur.name in by_name:
+            _set_fields(t, cur, by_name.pop(cur.name))
+            kept.append(t)
+    have = {current_of(t).name for t in kept}
+    for i in items:
+        if i.name not in have:
+            kept.append(fresh(i))
+    if [id(t) for t in kept] != [id(t) for t in aot]:
+        while len(aot):
+            del aot[0]
+        for t in kept:
+            aot.append(t)
+    if not items:
+        del parent[key]
+
+
+def _host_table(h: Host) -> Table:
+    t = tomlkit.table()
+    for f in fields(h):
+        value = getattr(h, f.name)
+        if f.name != "prefix_len" or value != 32:
+            t[f.name] = value
+    return t
+
+
+def _backend_table(b: Backend) -> Table:
+    t = tomlkit.table()
+    for f in fields(b):
+        t[f.name] = getattr(b, f.name)
+    return t

@@ -1,0 +1,1 @@
+"""Reference models for tests, bench and scripts; the controller never imports this package."""

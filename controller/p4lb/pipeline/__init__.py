@@ -1,0 +1,1 @@
+"""The pipeline: P4Info schema, entries, write plans, WRR/Maglev/slot tables, digests; pure."""

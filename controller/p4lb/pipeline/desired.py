@@ -1,0 +1,181 @@
+"""Config (intent) -> every table entry the switch should hold, given what it holds now
+(which decides ids and the version each VIP's pools are written under). Pure."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+
+from p4lb.intent.model import Config, Vip
+from p4lb.pipeline.entries import FLOOD_GROUP, MULTICAST, PROTOCOL_CODES, Entry, Slot, ip, mac
+from p4lb.pipeline.ids import Ids, assign_ids, backend_key, ids_on_switch, vip_key
+from p4lb.pipeline.p4info import schema
+from p4lb.pipeline.slots import member_slot, pool_members, wrr_slots
+
+
+def _pool_entries(table: str, sid: int, version: int, slots: list[Slot]) -> list[Entry]:
+    index = "index" if table == "pool_table" else "slot"
+    return [
+        Entry(table, (("service_id", sid), ("version", version), (index, i)), action, params)
+        for i, (action, params) in enumerate(slots)
+    ]
+
+
+def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
+    """Everything but the versioned pool/slot tables and the VIP flip entries."""
+    out: list[Entry] = []
+    sw_mac = mac(cfg.switch.mac)
+    routes: dict[tuple[int, int], Entry] = {}
+    for h in cfg.hosts:
+        net = ipaddress.IPv4Network(f"{h.address}/{h.prefix_len}", strict=False)
+        routes[(int(net.network_address), h.prefix_len)] = Entry(
+            "ipv4_route_table",
+            (("dst_addr", (int(net.network_address), h.prefix_len)),),
+            "forward",
+            (("port", h.switch_port), ("src_mac", sw_mac), ("dst_mac", mac(h.mac))),
+        )
+    for v in cfg.vips:
+        proto = PROTOCOL_CODES[v.protocol]
+        for b in v.backends:
+            bid = ids.backends[backend_key(v, b.address, b.port)]
+            routes.setdefault(
+                (ip(b.address), 32),
+                Entry(
+                    "ipv4_route_table",
+                    (("dst_addr", (ip(b.address), 32)),),
+                    "forward",
+                    (("port", b.switch_port), ("src_mac", sw_mac), ("dst_mac", mac(b.mac))),
+                ),
+            )
+            out.append(
+                Entry(
+                    "backend_table",
+                    (("backend_id", bid),),
+                    "set_backend",
+                    (
+                        ("addr", ip(b.address)),
+                        ("port", b.port),
+                        ("src_mac", sw_mac),
+                        ("dst_mac", mac(b.mac)),
+                    ),
+                )
+            )
+            out.append(
+                Entry(
+                    "backend_port_table",
+                    (("backend_id", bid),),
+                    "set_backend_port",
+                    (("switch_port", b.switch_port),),
+                )
+            )
+            out.append(
+                Entry(
+                    "reverse_nat_table",
+                    (("addr", ip(b.address)), ("protocol", proto), ("port", b.port)),
+                    "set_vip_source",
+                    (
+                        ("vip_addr", ip(v.address)),
+                        ("vip_port", v.port),
+                        ("service_id", ids.services[vip_key(v)]),
+                        ("backend_id", bid),
+                        ("track_time", int(v.algorithm == "leasttime")),
+                    ),
+                )
+            )
+    out.extend(routes.values())
+    addresses: dict[int, int] = {}
+    for v in cfg.vips:
+        addresses.setdefault(ip(v.address), mac(v.mac))
+    for addr, vmac in addresses.items():
+        out.append(
+            Entry("vip_address_table", (("addr", addr),), "vip_address", (("vip_mac", vmac),))
+        )
+        # No client sends from a VIP's address: a new flow from one is dropped as martian.
+        out.append(Entry("vip_source_table", (("addr", addr),), "vip_source", ()))
+        # The VIP's address on a port no VIP serves (or a fragment) is refused, counted.
+        out.append(Entry("ipv4_route_table", (("dst_addr", (addr, 32)),), "refuse_vip_packet", ()))
+    ports = cfg.switch.ports or sorted(
+        {h.switch_port for h in cfg.hosts} | {b.switch_port for v in cfg.vips for b in v.backends}
+    )
+    out.append(
+        Entry(
+            MULTICAST,
+            (("group_id", FLOOD_GROUP),),
+            "replicate",
+            tuple((f"port{p}", p) for p in ports),
+        )
+    )
+    return out
+
+
+def vip_entry(
+    v: Vip, sid: int, version: int, pool_size: int, slot_count: int, algorithm_code: int
+) -> Entry:
+    return Entry(
+        "vip_table",
+        (("addr", ip(v.address)), ("protocol", PROTOCOL_CODES[v.protocol]), ("port", v.port)),
+        "set_vip",
+        (
+            ("service_id", sid),
+            ("algorithm", algorithm_code),
+            ("version", version),
+            ("pool_size", pool_size),
+            ("slot_count", slot_count),
+        ),
+    )
+
+
+def _members_by_pool(current: Iterable[Entry]) -> dict[tuple[str, int, int], list[Slot]]:
+    """The slots (action and parameters) of every (pool or slot table, service, version)
+    on the switch, in index order; a pool with a hole in its indexes maps to [] (it
+    matches nothing)."""
+    found: dict[tuple[str, int, int], dict[int, Slot]] = {}
+    for e in current:
+        if e.table in ("pool_table", "wrr_table"):
+            index = e.exact("index" if e.table == "pool_table" else "slot")
+            key = (e.table, e.exact("service_id"), e.exact("version"))
+            found.setdefault(key, {})[index] = (e.action, e.params)
+    return {
+        k: [m[i] for i in range(len(m))] if set(m) == set(range(len(m))) else []
+        for k, m in found.items()
+    }
+
+
+def desired_entries(
+    cfg: Config, current: list[Entry], algorithm_codes: Mapping[str, int] | None = None
+) -> tuple[Ids, list[Entry]]:
+    """Every entry the switch should hold for `cfg`, given what it holds now (which decides
+    ids and which version each VIP's pools are written under). Algorithm codes are the P4
+    program's (`Schema.algorithms`, the default)."""
+    if algorithm_codes is None:
+        algorithm_codes = schema().algorithms()
+    ids = assign_ids(cfg, ids_on_switch(current))
+    live_by_key = {
+        (e.m("addr"), e.m("protocol"), e.m("port")): e for e in current if e.table == "vip_table"
+    }
+    members = _members_by_pool(current)
+    out = static_entries(cfg, ids)
+    for v in cfg.vips:
+        key = vip_key(v)
+        sid = ids.services[key]
+        pool = [member_slot(bid) for bid in pool_members(v, ids)]
+        old = live_by_key.get(key)
+        in_use: list[Slot] = []
+        # Still Maglev: the next table changes the one in use as little as it can.
+        still_maglev = v.algorithm == "maglev" and old is not None and old.p("service_id") == sid
+        if still_maglev and old and old.p("algorithm") == algorithm_codes.get("maglev"):
+            in_use = members.get(("wrr_table", sid, old.p("version")), [])
+        slots = wrr_slots(v, ids, in_use)
+        version = 0
+        if old is not None and old.p("service_id") == sid:
+            cv = old.p("version")
+            same = (
+                members.get(("pool_table", sid, cv), []) == pool
+                and members.get(("wrr_table", sid, cv), []) == slots
+            )
+            version = cv if same else 1 - cv
+        out += _pool_entries("pool_table", sid, version, pool)
+        out += _pool_entries("wrr_table", sid, version, slots)
+        code = algorithm_codes[v.algorithm]
+        out.append(vip_entry(v, sid, version, len(pool), len(slots), code))
+    return ids, out

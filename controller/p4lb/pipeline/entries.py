@@ -1,0 +1,70 @@
+"""What the switch holds, as plain values: a table entry (`Entry`), a write (`Update`), the
+tables the controller owns, and the encodings of addresses the entries use. Pure."""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+from dataclasses import dataclass
+
+MatchValue = int | tuple[int, int]  # exact value, or (value, prefix_len) for LPM
+Params = tuple[tuple[str, int], ...]
+Slot = tuple[str, Params]  # a pool or slot table entry's action and parameters
+
+PROTOCOL_CODES = {"tcp": 6, "udp": 17}
+PROTOCOL_NAMES = {v: k for k, v in PROTOCOL_CODES.items()}
+FLOOD_GROUP = 1
+
+# Tables the reconcile loop owns; conn_table belongs to the digest handler.
+OWNED_TABLES = (
+    "ipv4_route_table",
+    "backend_table",
+    "backend_port_table",
+    "reverse_nat_table",
+    "pool_table",
+    "wrr_table",
+    "vip_table",
+    "vip_address_table",
+    "vip_source_table",
+)
+MULTICAST = "multicast_group"  # pseudo-table for the packet replication engine
+
+
+@dataclass(frozen=True, order=True)
+class Entry:
+    table: str
+    match: tuple[tuple[str, MatchValue], ...]
+    action: str
+    params: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def key(self) -> tuple[str, tuple[tuple[str, MatchValue], ...]]:
+        return (self.table, self.match)
+
+    def m(self, name: str) -> MatchValue:
+        return dict(self.match)[name]
+
+    def exact(self, name: str) -> int:
+        value = dict(self.match)[name]
+        if isinstance(value, tuple):
+            raise TypeError(f"{self.table}.{name} is an LPM field")
+        return value
+
+    def p(self, name: str) -> int:
+        return dict(self.params)[name]
+
+
+@dataclass(frozen=True)
+class Update:
+    op: str  # INSERT | MODIFY | DELETE
+    entry: Entry
+
+
+@functools.lru_cache(maxsize=65536)
+def ip(addr: str) -> int:
+    # Cached: a large config names the same addresses in several tables, on every apply.
+    return int(ipaddress.IPv4Address(addr))
+
+
+def mac(text: str) -> int:
+    return int(text.replace(":", ""), 16)

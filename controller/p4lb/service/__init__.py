@@ -1,0 +1,1 @@
+"""The service: one-shot operations on a switch, `p4lb run`, and backend health checks."""

@@ -1,0 +1,34 @@
+"""Where the stats baselines live: a small state file beside the config (`lb.toml` ->
+`lb.toml.state.json`), written at each runtime change under the config lock."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+
+def state_path(config_path: str | os.PathLike[str]) -> Path:
+    """The baselines live beside the config: `lb.toml` -> `lb.toml.state.json`."""
+    p = Path(config_path)
+    return p.with_name(p.name + ".state.json")
+
+
+def load_baselines(config_path: str | os.PathLike[str]) -> dict[str, Any]:
+    """VIP name -> baseline; {} when there is no (readable) state file."""
+    try:
+        data = json.loads(state_path(config_path).read_text())
+    except (OSError, ValueError):
+        return {}
+    vips = data.get("vips", {}) if isinstance(data, dict) else {}
+    return vips if isinstance(vips, dict) else {}
+
+
+def save_baselines(config_path: str | os.PathLike[str], baselines: Mapping[str, Any]) -> None:
+    """Replace the state file atomically (callers hold the config lock)."""
+    target = state_path(config_path)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(json.dumps({"vips": dict(baselines)}, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, target)
