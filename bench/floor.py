@@ -26,12 +26,14 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from bench import switch as sw
+from bench.toolchain import p4c_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 FLOOR_P4 = ROOT / "p4src" / "floor.p4"
@@ -153,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     tools = ["tcpreplay", "simple_switch_CLI", "valgrind", "callgrind_control"]
     builds = sw.builds_to_measure("bench-floor", args.build, [*tools, p4c()])
     if builds is None:
+        return 2
+    if problem := p4c_problem(p4c()):
+        print(f"bench-floor: {problem}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {

@@ -217,8 +217,11 @@ step_p4c() {
     mkdir -p "$b"
     # GCC 12's libstdc++ (Debian 12) picks std::erase_if for ir/visitor.cpp's map, which
     # hands the predicate a const element: make the two lambdas take one (as later p4c does).
-    sed -i 's/\[this\](flow_join_points_t::value_type &el)/[this](const flow_join_points_t::value_type \&el)/' \
-        "$SRC/src/p4c/ir/visitor.cpp"
+    local visitor="$SRC/src/p4c/ir/visitor.cpp"
+    if [ -f "$visitor" ]; then
+        sed -i 's/\[this\](flow_join_points_t::value_type &el)/[this](const flow_join_points_t::value_type \&el)/' \
+            "$visitor"
+    fi
     cmake -S "$SRC/src/p4c" -B "$b" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$PREFIX" \
         -DENABLE_BMV2=ON -DENABLE_EBPF=OFF -DENABLE_UBPF=OFF -DENABLE_DPDK=OFF -DENABLE_P4TC=OFF \
         -DENABLE_TOFINO=OFF -DENABLE_P4TEST=OFF -DENABLE_P4FMT=OFF -DENABLE_P4C_GRAPHS=OFF \

@@ -68,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", type=int, default=0, help="requests served at once (0: --threaded or one)"
     )
     p.add_argument("--service-ms", type=float, default=0.0, help="time each request takes")
+    p.add_argument(
+        "--keep-alive",
+        action="store_true",
+        help="HTTP/1.1: a client may send many requests on one connection (ab's stay 1.0)",
+    )
     args = p.parse_args(argv)
     if args.workers < 0 or args.service_ms < 0:
         p.error("--workers and --service-ms must be >= 0")
@@ -76,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     body = DOCUMENT.replace(b"p4lb backend", f"p4lb backend {args.name}".encode())
 
     class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.0"
+        protocol_version = "HTTP/1.1" if args.keep_alive else "HTTP/1.0"
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             if service_s:

@@ -17,10 +17,11 @@ import pytest
 
 from bench import floor
 from bench import switch as sw
+from bench.toolchain import p4c_problem
 from p4lb.models.hashing import crc32
 
 SHAPE = sw.Shape(flows=1)
-NEEDS = ("simple_switch_grpc", "simple_switch_CLI", floor.p4c())
+NEEDS = ("simple_switch_grpc", "simple_switch_CLI")
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +29,8 @@ def floor_switch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     missing = [t for t in NEEDS if not shutil.which(t)]
     if missing or os.geteuid() != 0:
         pytest.skip(f"floor layer skipped: needs root and {', '.join(missing) or 'nothing else'}")
+    if problem := p4c_problem(floor.p4c()):
+        pytest.skip(f"floor layer skipped: {problem}")
     json_path = floor.compile_floor(4, tmp_path_factory.mktemp("floor"))
     binary = os.environ.get("P4LB_SIMPLE_SWITCH") or shutil.which("simple_switch_grpc") or ""
     with sw.veths(), sw.switch(binary, json_path, None):

@@ -31,7 +31,10 @@ if os.geteuid():
 # builds and installs its tools/. It fails while $FAIL_FLAG.NAME exists.
 CONFIGURE = """#!/bin/sh
 for a; do case $a in --prefix=*) prefix=${a#--prefix=} ;; esac; done
-if [ -e "$FAIL_FLAG.@NAME@" ]; then echo "configure: error: @NAME@ stand-in told to fail"; exit 1; fi
+if [ -e "$FAIL_FLAG.@NAME@" ]; then
+    echo "configure: error: @NAME@ stand-in told to fail"
+    exit 1
+fi
 src=$(cd "$(dirname "$0")" && pwd)
 cat >Makefile <<EOF
 all:
