@@ -427,3 +427,43 @@ def test_minimums_come_from_toolchain_env(machine: Machine, tmp_path: Path) -> N
     rc, out = machine.run()
     assert rc == 2, out
     assert lines(out, "p4c 1.2.5.16 (needs >= 1.2.6)")
+
+
+GO_STANDIN = """#!/bin/sh
+# go install go.k6.io/k6@vX: a k6 that prints that version, into $GOBIN.
+echo "$@" >>"$STANDIN_GO_LOG"
+[ -n "$STANDIN_GO_FAIL" ] && { echo "go: go.k6.io/k6@$3: proxy refused" >&2; exit 1; }
+v=${2#*@v}
+printf '#!/bin/sh\\necho "k6 v%s (go1.26, linux/amd64)"\\n' "$v" >"$GOBIN/k6"
+/bin/chmod +x "$GOBIN/k6"
+"""
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_k6_by_go_install(machine: Machine, tmp_path: Path, fail: bool) -> None:
+    go = tmp_path / "go"
+    go.write_text(GO_STANDIN)
+    go.chmod(0o755)
+    machine.env.update(
+        P4LB_K6="1",
+        P4LB_K6_APT="",  # k6's own repository is not reachable from here
+        P4LB_GO=str(go),
+        P4LB_K6_BIN=str(machine.prefix / "bin"),
+        STANDIN_GO_LOG=str(tmp_path / "go.log"),
+        STANDIN_GO_FAIL="1" if fail else "",
+        P4LB_FROM_SOURCE="1",
+    )
+    rc, out = machine.run()
+    assert rc == 0, out  # k6 is for the benchmarks: its absence is a note, not a failure
+    version = next(
+        ln.split("=", 1)[1]
+        for ln in (SCRIPT.parent / "toolchain.env").read_text().splitlines()
+        if ln.startswith("P4LB_K6_VERSION=")
+    )
+    assert (tmp_path / "go.log").read_text().split() == ["install", f"go.k6.io/k6@v{version}"]
+    if fail:
+        assert lines(out, "go install failed: go: go.k6.io/k6@")
+        assert lines(out, f"note: k6 {version}: neither k6's apt repository nor 'go install'")
+    else:
+        assert lines(out, f"k6 {version}")  # in the versions installed
+        assert not lines(out, "note: k6")
