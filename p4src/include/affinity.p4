@@ -94,6 +94,14 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
         | (((conn_bucket_t)(meta.next_state ++ (expiry) ++ (awaiting)) << 32) << meta.hit_shift); \
     conn_state.write(meta.bucket_index, meta.bucket)
 
+// A shared VIP's connection opened or ended here: the tier's controller copies its backend
+// to the other balancers, or removes the copies (conn_event_t). The backend id is the
+// packet's; its 5-tuple as the client sent it, to the VIP.
+#define CONN_EVENT(event) \
+    digest<conn_event_t>((bit<32>)1, \
+        { (event) ++ hdr.ipv4.src_addr ++ hdr.ipv4.dst_addr ++ hdr.ipv4.protocol \
+          ++ meta.l4_src_port ++ meta.l4_dst_port ++ meta.backend_id })
+
 // The client sent data (a request the backend has yet to answer).
 #define CLIENT_DATA (hdr.tcp.isValid() && meta.l4_len != ((bit<16>)hdr.tcp.data_offset) << 2)
 
@@ -110,7 +118,9 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // expiry. When the packet establishes or ends the connection, flow_status says so: the
 // egress counts it without comparing states again. If-statements, one per transition: a
 // packet evaluates only the conditions before its own, where one expression for all
-// transitions costs every packet all of its operations.
+// transitions costs every packet all of its operations. On a shared VIP (`shared`, the
+// VIP entry's) the client's RST or first FIN tells the tier's controller the connection
+// ended: only those packets pay for it.
 // Awaiting: data from the client is a request, until the backend pushes its answer.
 // The commonest packet, an established connection's packet without SYN, FIN or RST,
 // changes nothing but the expiry: it writes the slot only when the stored expiry is over
@@ -118,7 +128,7 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // packet, give or take that much). On a LEASTTIME VIP a data packet always writes it:
 // the response time counts from the request's last packet, the stored expiry less the
 // idle timeout.
-#define CONN_REFRESH() \
+#define CONN_REFRESH(shared) \
     if (CONN_HIT && SLOT_LIVE(meta.slot, NOW)) { \
         meta.flow_status = FLOW_KNOWN; \
         meta.backend_id = (backend_id_t)SLOT_BACKEND(meta.slot); \
@@ -131,10 +141,12 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
                 meta.flow_status = FLOW_UNKNOWN; \
                 meta.backend_id = 0; \
             } else if ((meta.tcp_flags & TCP_FLAG_RST) != 0) { \
+                if ((shared) == 1) { CONN_EVENT(CONN_CLOSED); } \
                 if (meta.next_state == CONN_ESTABLISHED) { meta.flow_status = FLOW_KNOWN_TURNS; } \
                 meta.next_state = CONN_FREE; \
                 CONN_STORE(1w0, NOW); \
             } else if ((meta.tcp_flags & TCP_FLAG_FIN) != 0 || meta.next_state == CONN_CLOSING) { \
+                if ((shared) == 1 && meta.next_state != CONN_CLOSING) { CONN_EVENT(CONN_CLOSED); } \
                 if (meta.next_state == CONN_ESTABLISHED) { meta.flow_status = FLOW_KNOWN_TURNS; } \
                 meta.next_state = CONN_CLOSING; \
                 CONN_STORE(SLOT_AWAITING(meta.slot) | (bit<1>)CLIENT_DATA, \
@@ -222,6 +234,33 @@ control ConnectionState(inout headers_t hdr,
         meta.backend_id = backend_id;
     }
 
+    // A shared VIP's connection another balancer opened (the tier's controller copied its
+    // backend here): the client's FIN or RST reports its end, as at its first balancer.
+    @name(".use_shared_backend")
+    action use_shared_backend(backend_id_t backend_id) {
+        meta.backend_id = backend_id;
+        if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) {
+            CONN_EVENT(CONN_CLOSED);
+        }
+    }
+
+    @name(".share_connection")
+    action share_connection() {
+        CONN_EVENT(CONN_OPENED);
+    }
+
+    // Matches a service id. Hit: the VIP's connections are shared by a tier of balancers,
+    // and this new one is reported (conn_event_t). Consulted only when a connection
+    // starts. The tier's controller writes one entry per VIP whose algorithm keeps state
+    // (round robin and the load-driven ones: the hashes need none to agree).
+    @name(".conn_share_table")
+    table conn_share_table {
+        key = { meta.service_id: exact @name("service_id"); }
+        actions = { share_connection; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = MAX_SERVICES;
+    }
+
     // Not pinned: the flow may start a connection here (a SYN, or any UDP packet).
     action not_pinned() {
         if ((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN
@@ -231,7 +270,8 @@ control ConnectionState(inout headers_t hdr,
     }
 
     // Matches a flow's 5-tuple (as the client sent it, to the VIP). Hit: the backend the
-    // controller recorded for a flow whose bucket was full. Consulted only when the
+    // controller recorded for a flow whose bucket was full, or (use_shared_backend) for a
+    // shared VIP's connection another balancer of the tier opened. Consulted only when the
     // buckets do not know the flow. Written by the controller from digests; aged out by
     // idle timeout.
     @name(".conn_table")
@@ -243,7 +283,7 @@ control ConnectionState(inout headers_t hdr,
             meta.l4_src_port:  exact @name("src_port");
             meta.l4_dst_port:  exact @name("dst_port");
         }
-        actions = { use_backend; @defaultonly not_pinned; }
+        actions = { use_backend; use_shared_backend; @defaultonly not_pinned; }
         const default_action = not_pinned();
         size = CONN_TABLE_SIZE;
         support_timeout = true;
@@ -312,6 +352,7 @@ control ConnectionState(inout headers_t hdr,
                         report_collision();
                     } else {
                         reclaim();
+                        conn_share_table.apply();
                     }
                 }
             } else if (meta.drop_reason == DropReason.NONE) {

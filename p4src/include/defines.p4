@@ -63,6 +63,10 @@ enum bit<8> DropReason {
 // Room for more reasons without changing the counter layout.
 const bit<32> NUM_DROP_REASONS = 16;
 
+// conn_event_t's event (its top 8 bits).
+const bit<8> CONN_OPENED = 1;
+const bit<8> CONN_CLOSED = 2;
+
 // Sizes. Each is a named constant so the controller can read them from the P4Info.
 const bit<32> MAX_SERVICES = 256;          // VIPs (address, protocol, port); id 0 is reserved
 const bit<32> MAX_BACKENDS = 1024;         // backends over all VIPs; id 0 is reserved; 10 bits

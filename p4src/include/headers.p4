@@ -78,6 +78,15 @@ struct conn_digest_t {
     bit<136> entry;
 }
 
+// Sent to the tier's controller for a VIP whose connections the balancers share (a
+// stateful algorithm behind ECMP): a connection opened here (CONN_OPENED), or a
+// client's FIN or RST ended it (CONN_CLOSED). The event, then conn_digest_t's layout: the
+// controller writes (and later removes) the flow's conn_table entry on every other
+// balancer, so whichever one its packets reach next knows its backend.
+struct conn_event_t {
+    bit<144> event_entry;
+}
+
 #ifdef P4LB_BASELINE
 // The baseline's own metadata: what the shared parser, checksums and routing use. BMv2
 // resets every metadata field of every packet, so plain forwarding must not carry the

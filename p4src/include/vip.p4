@@ -14,13 +14,15 @@ control VipLookup(inout headers_t hdr,
     // One action is cheap only because the build turns off p4c's local copy
     // propagation (Makefile), which would substitute each field's defining expression
     // into all its later uses within the action.
+    // shared: the VIP's connections are shared by a tier of balancers (a client's FIN or
+    // RST is reported to its controller: affinity.p4's CONN_REFRESH).
     @name(".set_vip")
     action set_vip(service_id_t service_id, Algorithm algorithm, version_t version,
-                   bit<16> pool_size, bit<16> slot_count) {
+                   bit<16> pool_size, bit<16> slot_count, bit<1> shared) {
         meta.service_id = service_id;
         meta.algorithm = algorithm;
         CONN_LOOKUP(hdr.ipv4.src_addr, meta.l4_src_port, service_id);
-        CONN_REFRESH()
+        CONN_REFRESH(shared)
         // What choosing a backend needs: a known connection does without (in BMv2 every
         // field written costs far more than a branch). The size is what the VIP's
         // algorithm picks from: its pool (IPHASH) or its slot table.

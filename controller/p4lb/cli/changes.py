@@ -16,7 +16,7 @@ from typing import Any
 
 from p4lb.intent import edits, reader, writer
 from p4lb.intent.lock import config_lock
-from p4lb.intent.model import Backend, Config, ConfigError
+from p4lb.intent.model import Backend, Config, ConfigError, switch_configs
 from p4lb.pipeline import capacity
 from p4lb.pipeline.p4info import Limits
 from p4lb.service import operations
@@ -42,21 +42,49 @@ def runtime_change(edit: Edit) -> Handler:
             cfg = capacity.load(path, limits)  # inside the lock: the latest file
             new, vips = edit(args, cfg)
             capacity.check(new, limits)
+            if new.tier:
+                return _tier_change(args, new, vips)
             with operations.connect(new, one_shot=True, wait_s=args.wait) as sw:
                 # DOWN backends stay at weight 0 while `p4lb run` checks them.
                 result = operations.apply(sw, overlay_from_file(new, path))
-                try:
-                    writer.save(new, path)  # only after the switch took it
-                except OSError as e:
-                    raise ConfigError(
-                        f"{path}: the switch took the change but the file could not be "
-                        f"written ({e.strerror}); `p4lb apply` returns the switch to the file"
-                    ) from None
+                _save(new, path)  # only after the switch took it
                 _record_baselines(sw, new, vips, path)
         print(f"{path}: {' '.join(args.path)} done, {result.writes} entries written")
         return 0
 
     return handler
+
+
+def _save(new: Config, path: str) -> None:
+    try:
+        writer.save(new, path)
+    except OSError as e:
+        raise ConfigError(
+            f"{path}: the switch took the change but the file could not be "
+            f"written ({e.strerror}); `p4lb apply` returns the switch to the file"
+        ) from None
+
+
+def _tier_change(args: argparse.Namespace, new: Config, vips: tuple[str, ...]) -> int:
+    """The change on every balancer, one line each; the file is written once any took it
+    (`p4lb run` brings the others in line when they return, before they announce again);
+    exit 1 when one did not."""
+    path = args.config
+    took: list[str] = []
+    for name, scfg in switch_configs(new):
+        try:
+            with operations.connect(scfg, one_shot=True, wait_s=args.wait) as sw:
+                result = operations.apply(sw, overlay_from_file(scfg, path))
+                if not took:
+                    _save(new, path)
+                    _record_baselines(sw, scfg, vips, path)
+            took.append(name)
+            print(f"{path}: {name}: {' '.join(args.path)} done, {result.writes} entries written")
+        except SwitchError as e:
+            print(f"{path}: {name}: not changed: {e}")
+    if not took:
+        raise SwitchError("no balancer of the tier took the change; the file is unchanged")
+    return 0 if len(took) == len(new.tier) else 1
 
 
 def _record_baselines(sw: Switch, cfg: Config, vips: tuple[str, ...], path: str) -> None:

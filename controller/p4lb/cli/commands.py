@@ -191,6 +191,19 @@ COMMANDS: tuple[Command, ...] = (
         ),
     ),
     Command(
+        ("tier", "drain"),
+        "a balancer of the tier stops announcing the VIPs (it stays programmed)",
+        handlers.tier_drain,
+        lambda p, lim: p.add_argument("name"),
+        "drain a balancer of the tier, or bring it back",
+    ),
+    Command(
+        ("tier", "restore"),
+        "a drained balancer announces the VIPs again",
+        handlers.tier_restore,
+        lambda p, lim: p.add_argument("name"),
+    ),
+    Command(
         ("shell",),
         "p4runtime-shell on the switch (a reader unless --primary)",
         handlers.open_shell,

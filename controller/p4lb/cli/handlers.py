@@ -7,19 +7,23 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from p4lb.cli import changes, output, shell
+from p4lb.intent import writer
 from p4lb.intent.lock import config_lock
-from p4lb.intent.model import Config
+from p4lb.intent.model import Config, switch_configs
 from p4lb.pipeline import capacity
 from p4lb.pipeline.p4info import Limits
 from p4lb.service import operations
 from p4lb.service.daemon import Controller
 from p4lb.service.health import state_file
 from p4lb.service.health.overlay import overlay_from_file
+from p4lb.service.tier import TierController
 from p4lb.stats import baselines, windows
-from p4lb.stats.counters import Stats
+from p4lb.stats.counters import Stats, tier_total
+from p4lb.switch.errors import SwitchError
 
 DRAIN_TIMEOUT_S = 60.0
 DRAIN_POLL_S = 0.5
@@ -33,24 +37,38 @@ def check(args: argparse.Namespace, limits: Limits) -> int:
 
 
 def apply(args: argparse.Namespace, limits: Limits) -> int:
+    """Every switch of the config (the tier's balancers, or the one switch) to the file's
+    intent; in a tier, one line per balancer, and exit 1 if any did not take it."""
+    failed = 0
     with config_lock(args.config, wait_s=args.wait):
         cfg = overlay_from_file(capacity.load(args.config, limits), args.config)
-        with operations.connect(cfg, one_shot=True, wait_s=args.wait) as sw:
-            result = operations.apply(sw, cfg, dry_run=args.dry_run)
-    if args.dry_run:
-        for batch in result.batches:
-            for u in batch:
-                print(output.update_line(u))
-    verb = "would write" if args.dry_run else "wrote"
-    print(
-        f"{args.config}: {verb} {result.writes} entries in {len(result.batches)} batches"
-        + ("; pipeline pushed" if result.pipeline_pushed else "")
-    )
-    return 0
+        for name, scfg in switch_configs(cfg):
+            who = f"{args.config}" + (f" ({name})" if cfg.tier else "")
+            try:
+                with operations.connect(scfg, one_shot=True, wait_s=args.wait) as sw:
+                    result = operations.apply(sw, scfg, dry_run=args.dry_run)
+            except SwitchError as e:
+                if not cfg.tier:
+                    raise
+                print(f"{who}: not applied: {e}")
+                failed += 1
+                continue
+            if args.dry_run:
+                for batch in result.batches:
+                    for u in batch:
+                        print(output.update_line(u))
+            verb = "would write" if args.dry_run else "wrote"
+            print(
+                f"{who}: {verb} {result.writes} entries in {len(result.batches)} batches"
+                + ("; pipeline pushed" if result.pipeline_pushed else "")
+            )
+    return 1 if failed else 0
 
 
 def stats(args: argparse.Namespace, limits: Limits) -> int:
     cfg = capacity.load(args.config, limits)
+    if cfg.tier:
+        return tier_stats(args, cfg)
     rounds = 0
     previous: tuple[float, Stats] | None = None
     with operations.connect_reader(cfg) as sw:
@@ -94,8 +112,56 @@ def run(args: argparse.Namespace, limits: Limits) -> int:
     def load() -> Config:
         return capacity.load(args.config, limits)
 
-    load()  # a bad config is a one-line error before anything starts
+    cfg = load()  # a bad config is a one-line error before anything starts
+    if cfg.tier:
+        return TierController(load, config_path=args.config).run(args.duration)
     return Controller(load, config_path=args.config).run(args.duration)
+
+
+def tier_stats(args: argparse.Namespace, cfg: Config) -> int:
+    """Each balancer's lifetime counts, then the tier's: shares and Jain's index over the
+    whole tier. A balancer that cannot be read is named and left out of the total."""
+    per: dict[str, Stats] = {}
+    for name, scfg in switch_configs(cfg):
+        try:
+            with operations.connect_reader(scfg) as sw:
+                per[name] = operations.read_stats(sw, scfg)
+        except SwitchError as e:
+            per_line = f"{name}: unreachable: {e}"
+            print(per_line if not args.json else json.dumps({"balancer": name, "error": str(e)}))
+    total = tier_total(list(per.values())) if per else None
+    if args.json:
+        doc = {
+            "balancers": {n: st.to_json() for n, st in per.items()},
+            "tier": total.to_json() if total else None,
+        }
+        print(json.dumps(doc))
+        return 0
+    for name, st in per.items():
+        print(f"== balancer {name}")
+        print(output.render_stats(st))
+    if total is not None:
+        print(f"== tier ({len(per)} of {len(cfg.tier)} balancers)")
+        print(output.render_stats(total))
+    return 0 if len(per) == len(cfg.tier) else 1
+
+
+def _set_drain(drain: bool) -> Callable[[argparse.Namespace, Limits], int]:
+    def handler(args: argparse.Namespace, limits: Limits) -> int:
+        with config_lock(args.config, wait_s=args.wait):
+            cfg = capacity.load(args.config, limits)
+            b = cfg.balancer(args.name)
+            tier = tuple(replace(x, drain=drain) if x.name == b.name else x for x in cfg.tier)
+            writer.save(replace(cfg, tier=tier), args.config)
+        state = "draining: its speaker withdraws" if drain else "back: its speaker announces"
+        print(f"{args.config}: balancer {b.name} {state} (p4lb run acts within a round)")
+        return 0
+
+    return handler
+
+
+tier_drain = _set_drain(True)
+tier_restore = _set_drain(False)
 
 
 _drain = changes.runtime_change(changes.drain)

@@ -123,11 +123,43 @@ class Vip:
 
 
 @dataclass(frozen=True)
+class Balancer:
+    """One switch of a tier (`[[tier.balancer]]`): where its P4Runtime server is, its own
+    MAC and flooding ports, the hosts only it routes to (its BGP speaker), the speaker the
+    controller drives (GoBGP's API in a network namespace, announcing `nexthop`), and
+    whether it is being drained (programmed, announcing nothing)."""
+
+    name: str
+    address: str
+    device_id: int
+    mac: str
+    ports: tuple[int, ...] = ()
+    hosts: tuple[Host, ...] = ()
+    speaker_netns: str = ""
+    speaker_api: str = "127.0.0.1:50051"
+    nexthop: str = ""
+    drain: bool = False
+
+
+@dataclass(frozen=True)
 class Config:
     switch: SwitchConfig = field(default_factory=SwitchConfig)
     hosts: tuple[Host, ...] = ()
     vips: tuple[Vip, ...] = ()
     source: str = "<config>"
+    # A tier: the balancers that all hold this intent (empty: the one [switch]), what their
+    # speakers announce besides the VIPs, and how long a copied connection may go unused.
+    tier: tuple[Balancer, ...] = ()
+    tier_announce: tuple[str, ...] = ()
+    tier_state_ttl_s: float = 3600.0
+    # This intent is one balancer's of a tier: its stateful VIPs share their connections.
+    shared: bool = False
+
+    def balancer(self, name: str) -> Balancer:
+        for b in self.tier:
+            if b.name == name:
+                return b
+        raise ConfigError(f"{self.source}: no balancer {name!r} in [tier]")
 
     def vip(self, name: str) -> Vip:
         for v in self.vips:
@@ -145,3 +177,27 @@ class Config:
     def without_vip(self, name: str) -> Config:
         self.vip(name)
         return replace(self, vips=tuple(v for v in self.vips if v.name != name))
+
+
+def member_config(cfg: Config, b: Balancer) -> Config:
+    """The intent as balancer `b` holds it: the tier's VIPs, backends and hosts, with its own
+    switch address, id, MAC and flooding ports, and its own hosts."""
+    return replace(
+        cfg,
+        switch=replace(
+            cfg.switch,
+            address=b.address,
+            device_id=b.device_id,
+            mac=b.mac,
+            ports=b.ports or cfg.switch.ports,
+        ),
+        hosts=cfg.hosts + b.hosts,
+        shared=True,
+    )
+
+
+def switch_configs(cfg: Config) -> list[tuple[str, Config]]:
+    """Every switch the intent describes, named: the tier's balancers, or the one [switch]."""
+    if cfg.tier:
+        return [(b.name, member_config(cfg, b)) for b in cfg.tier]
+    return [("switch", cfg)]

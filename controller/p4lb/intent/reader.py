@@ -19,6 +19,7 @@ from p4lb.intent.model import (
     MAX_WEIGHT,
     PROTOCOLS,
     Backend,
+    Balancer,
     Config,
     ConfigError,
     HealthSettings,
@@ -47,7 +48,7 @@ def load(path: str | os.PathLike[str]) -> Config:
 
 def parse(data: dict[str, Any], source: str = "<config>") -> Config:
     """Turn decoded TOML into a Config valid as an intent."""
-    _only(data, {"switch", "host", "vip"}, source, "")
+    _only(data, {"switch", "host", "vip", "tier"}, source, "")
     sw = _switch(data.get("switch", {}), source)
     hosts = tuple(
         parse_host(h, source, f"host[{i}]") for i, h in enumerate(_list(data, "host", source, ""))
@@ -56,9 +57,90 @@ def parse(data: dict[str, Any], source: str = "<config>") -> Config:
     if not isinstance(vips_raw, dict):
         raise ConfigError(f"{source}: vip: must be a table of named VIPs ([vip.NAME])")
     vips = tuple(parse_vip(name, v, source, sw.mac) for name, v in vips_raw.items())
-    cfg = Config(switch=sw, hosts=hosts, vips=vips, source=source)
+    tier, announce, ttl = _tier(data.get("tier", {}), source, sw)
+    cfg = Config(
+        switch=sw,
+        hosts=hosts,
+        vips=vips,
+        source=source,
+        tier=tier,
+        tier_announce=announce,
+        tier_state_ttl_s=ttl,
+    )
     validate(cfg)
     return cfg
+
+
+def _tier(
+    t: Any, src: str, sw: SwitchConfig
+) -> tuple[tuple[Balancer, ...], tuple[str, ...], float]:
+    """`[tier]`: `announce` (prefixes every speaker announces besides the VIPs),
+    `state_ttl_s`, and `[[tier.balancer]]` tables (name, address, device_id, mac, ports,
+    speaker_netns, speaker_api, nexthop, drain, and `[[tier.balancer.host]]`)."""
+    if not isinstance(t, dict):
+        raise ConfigError(f"{src}: tier: must be a table")
+    _only(t, {"announce", "state_ttl_s", "balancer"}, src, "tier")
+    announce = t.get("announce", [])
+    if not isinstance(announce, list) or not all(isinstance(p, str) for p in announce):
+        raise ConfigError(f"{src}: tier.announce: must be a list of prefixes")
+    for p in announce:
+        try:
+            ipaddress.IPv4Network(p)
+        except ValueError:
+            raise ConfigError(f"{src}: tier.announce: {p!r} is not an IPv4 prefix") from None
+    ttl = t.get("state_ttl_s", 3600.0)
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 1 <= ttl <= 86400:
+        raise ConfigError(f"{src}: tier.state_ttl_s: must be a number of seconds, 1..86400")
+    out = []
+    for i, b in enumerate(_list(t, "balancer", src, "tier")):
+        where = f"tier.balancer[{i}]"
+        _only(
+            b,
+            {
+                "name",
+                "address",
+                "device_id",
+                "mac",
+                "ports",
+                "speaker_netns",
+                "speaker_api",
+                "nexthop",
+                "drain",
+                "host",
+            },
+            src,
+            where,
+        )
+        one = _switch(
+            {k: b[k] for k in ("address", "device_id", "mac", "ports") if k in b}
+            | {"election_id": sw.election_id},
+            src,
+        )
+        hosts = tuple(
+            parse_host(h, src, f"{where}.host[{k}]")
+            for k, h in enumerate(_list(b, "host", src, where))
+        )
+        nexthop = _get(b, "nexthop", str, src, where, "")
+        out.append(
+            Balancer(
+                name=_name(_get(b, "name", str, src, where), src, f"{where}.name"),
+                address=one.address,
+                device_id=one.device_id,
+                mac=one.mac,
+                ports=one.ports,
+                hosts=hosts,
+                speaker_netns=_get(b, "speaker_netns", str, src, where, ""),
+                speaker_api=_get(b, "speaker_api", str, src, where, "127.0.0.1:50051"),
+                nexthop=_ipv4(nexthop, src, f"{where}.nexthop") if nexthop else "",
+                drain=_get(b, "drain", bool, src, where, False),
+            )
+        )
+    for key in ("name", "address"):
+        values = [getattr(b, key) for b in out]
+        dup = next((v for v in values if values.count(v) > 1), None)
+        if dup is not None:
+            raise ConfigError(f"{src}: tier.balancer: two balancers have {key} {dup!r}")
+    return tuple(out), tuple(announce), float(ttl)
 
 
 def _only(table: dict[str, Any], allowed: set[str], src: str, where: str) -> None:

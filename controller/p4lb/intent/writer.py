@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +87,53 @@ def update(doc: tomlkit.TOMLDocument, cfg: Config) -> None:
             t["mac"] = v.mac
         _sync_aot(t, "backend", v.backends, _backend_table, lambda b: parse_backend(b, "", ""))
         _sync_health(t, v.health)
+    _sync_tier(doc, cfg)
+
+
+def _sync_tier(doc: tomlkit.TOMLDocument, cfg: Config) -> None:
+    """Make `[tier]` say cfg's tier: its balancers matched by name (a balancer's fields set
+    where they differ, e.g. `drain`), new ones appended, gone ones dropped."""
+    if not cfg.tier and "tier" not in doc:
+        return
+    t = doc.get("tier")
+    if not isinstance(t, Table):
+        t = tomlkit.table()
+        doc["tier"] = t
+    if list(t.get("announce", [])) != list(cfg.tier_announce):
+        t["announce"] = list(cfg.tier_announce)
+    if t.get("state_ttl_s", 3600.0) != cfg.tier_state_ttl_s:
+        t["state_ttl_s"] = cfg.tier_state_ttl_s
+    aot = t.get("balancer")
+    tables = {str(b.get("name")): b for b in aot} if isinstance(aot, AoT) else {}
+    kept = []
+    for b in cfg.tier:
+        bt = tables.get(b.name) or tomlkit.table()
+        for f in fields(b):
+            value = getattr(b, f.name)
+            if f.name == "hosts":
+                current = tuple(parse_host(h, "", "") for h in bt.get("host", []))
+                if current != value:
+                    bt["host"] = tomlkit.aot()
+                    for h in value:
+                        bt["host"].append(_host_table(h))
+                continue
+            if isinstance(value, tuple):
+                value = list(value)
+            default = f.default if f.default is not MISSING else None
+            if bt.get(f.name, default) != value and not (
+                value in ("", [], False) and f.name not in bt
+            ):
+                bt[f.name] = value
+        kept.append(bt)
+    if isinstance(aot, AoT) and [id(b) for b in aot] == [id(b) for b in kept]:
+        return  # the same balancers in the same order: edited in place
+    fresh = tomlkit.aot()
+    for bt in kept:
+        fresh.append(bt)
+    if kept:
+        t["balancer"] = fresh
+    elif "balancer" in t:
+        del t["balancer"]
 
 
 def _sync_health(vip: Table, health: HealthSettings | None) -> None:

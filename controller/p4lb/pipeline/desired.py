@@ -7,7 +7,17 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 
 from p4lb.intent.model import Config, Vip
-from p4lb.pipeline.entries import FLOOD_GROUP, MULTICAST, PROTOCOL_CODES, Entry, Slot, ip, mac
+from p4lb.pipeline.entries import (
+    FLOOD_GROUP,
+    HASHING_ALGORITHMS,
+    MULTICAST,
+    PROTOCOL_CODES,
+    SHARE_TABLE,
+    Entry,
+    Slot,
+    ip,
+    mac,
+)
 from p4lb.pipeline.ids import Ids, assign_ids, backend_key, ids_on_switch, vip_key
 from p4lb.pipeline.p4info import schema
 from p4lb.pipeline.slots import member_slot, pool_members, wrr_slots
@@ -109,7 +119,13 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
 
 
 def vip_entry(
-    v: Vip, sid: int, version: int, pool_size: int, slot_count: int, algorithm_code: int
+    v: Vip,
+    sid: int,
+    version: int,
+    pool_size: int,
+    slot_count: int,
+    algorithm_code: int,
+    shared: bool = False,
 ) -> Entry:
     return Entry(
         "vip_table",
@@ -121,6 +137,7 @@ def vip_entry(
             ("version", version),
             ("pool_size", pool_size),
             ("slot_count", slot_count),
+            ("shared", int(shared)),
         ),
     )
 
@@ -142,14 +159,19 @@ def _members_by_pool(current: Iterable[Entry]) -> dict[tuple[str, int, int], lis
 
 
 def desired_entries(
-    cfg: Config, current: list[Entry], algorithm_codes: Mapping[str, int] | None = None
+    cfg: Config,
+    current: list[Entry],
+    algorithm_codes: Mapping[str, int] | None = None,
+    ids: Ids | None = None,
 ) -> tuple[Ids, list[Entry]]:
     """Every entry the switch should hold for `cfg`, given what it holds now (which decides
     ids and which version each VIP's pools are written under). Algorithm codes are the P4
-    program's (`Schema.algorithms`, the default)."""
+    program's (`Schema.algorithms`, the default). `ids`: the tier's, which every balancer
+    shares (a copied connection names its backend by id); else the switch's own, kept."""
     if algorithm_codes is None:
         algorithm_codes = schema().algorithms()
-    ids = assign_ids(cfg, ids_on_switch(current))
+    if ids is None:
+        ids = assign_ids(cfg, ids_on_switch(current))
     live_by_key = {
         (e.m("addr"), e.m("protocol"), e.m("port")): e for e in current if e.table == "vip_table"
     }
@@ -177,5 +199,8 @@ def desired_entries(
         out += _pool_entries("pool_table", sid, version, pool)
         out += _pool_entries("wrr_table", sid, version, slots)
         code = algorithm_codes[v.algorithm]
-        out.append(vip_entry(v, sid, version, len(pool), len(slots), code))
+        shared = cfg.shared and v.algorithm not in HASHING_ALGORITHMS
+        out.append(vip_entry(v, sid, version, len(pool), len(slots), code, shared))
+        if shared:
+            out.append(Entry(SHARE_TABLE, (("service_id", sid),), "share_connection", ()))
     return ids, out

@@ -145,3 +145,37 @@ def compute(cfg: Config, ids: Ids, counters: dict[str, Counter], layout: DropLay
         )
         vips.append(with_shares(base, rows))
     return Stats(vips=tuple(vips), drops=_drops(drops, 0, layout))
+
+
+def tier_total(per: list[Stats]) -> Stats:
+    """The tier's counts: each balancer's summed per VIP and backend (the VIPs and backends
+    of the first), shares and Jain's indexes recomputed over the sums."""
+    first = per[0]
+    vips = []
+    for v in first.vips:
+        same = [st.vip(v.name) for st in per if any(x.name == v.name for x in st.vips)]
+        rows = []
+        for b in v.backends:
+            cells = [next(x for x in sv.backends if x.name == b.name) for sv in same]
+            rows.append(
+                replace(
+                    b,
+                    connections=sum(c.connections for c in cells),
+                    packets=sum(c.packets for c in cells),
+                    bytes=sum(c.bytes for c in cells),
+                    reply_packets=sum(c.reply_packets for c in cells),
+                    reply_bytes=sum(c.reply_bytes for c in cells),
+                    active=sum(c.active for c in cells),
+                )
+            )
+        drops: dict[str, int] = {}
+        for sv in same:
+            for k, n in sv.drops.items():
+                drops[k] = drops.get(k, 0) + n
+        base = replace(v, collisions=sum(sv.collisions for sv in same), drops=drops)
+        vips.append(with_shares(base, rows))
+    drops = {}
+    for st in per:
+        for k, n in st.drops.items():
+            drops[k] = drops.get(k, 0) + n
+    return Stats(vips=tuple(vips), drops=drops)

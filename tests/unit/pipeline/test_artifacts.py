@@ -46,6 +46,7 @@ TABLES = {
         ("dst_port", 16, EXACT),
     ],
     "ipv4_route_table": [("dst_addr", 32, LPM)],
+    "conn_share_table": [("service_id", 32, EXACT)],
 }
 ACTIONS = {
     "vip_address": [("vip_mac", 48)],
@@ -55,6 +56,7 @@ ACTIONS = {
         ("version", 1),
         ("pool_size", 16),
         ("slot_count", 16),
+        ("shared", 1),
     ],
     "set_member": [("backend_id", 32)],
     "set_backend_port": [("switch_port", 9)],
@@ -78,6 +80,8 @@ ACTIONS = {
         ("track_time", 1),
     ],
     "use_backend": [("backend_id", 32)],
+    "use_shared_backend": [("backend_id", 32)],
+    "share_connection": [],
     "forward": [("port", 9), ("src_mac", 48), ("dst_mac", 48)],
     "refuse_vip_packet": [],
     "vip_source": [],

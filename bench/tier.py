@@ -1,0 +1,281 @@
+"""`make bench-tier`: the tier of balancers (topology/tier.py) measured.
+
+Scaling: aggregate requests/s through the VIP (ab, no keep-alive, from the client's
+namespace) with 1, 2 and 3 balancers announcing, and the balancers' switch CPU (user +
+system seconds of their simple_switch_grpc processes, from /proc) per request. One tier is
+built; the balancers not in a point are drained (programmed, idle, announcing nothing), so
+every point runs on the same processes. Points are interleaved within each repetition.
+
+Failover: for each kind of event (a balancer's switch killed, its speaker killed, a
+graceful drain), with 120 keep-alive connections open (half to the round-robin VIP, half to
+the Maglev VIP) and ab batches running: the time until the router's next hops follow, the
+longest wait any open connection saw for an answer, connections broken or moved, and ab
+requests failed before and after the router converged. Then the balancer comes back.
+
+Writes results/tier/tier.json (every repetition, medians with min-max, provenance) and
+results/tier/tier.png."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "results" / "tier"
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def provenance(binary: str) -> dict[str, Any]:
+    def out(*cmd: str) -> str:
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+            return (r.stdout + r.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return "?"
+
+    return {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": out("git", "-C", str(ROOT), "rev-parse", "HEAD"),
+        "dirty": bool(
+            out("git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no")
+            not in ("", "?")
+        ),
+        "bmv2": {"binary": binary, "version": out(binary, "--version")},
+        "p4c": out("p4c", "--version"),
+        "frr": out("/usr/lib/frr/bgpd", "--version"),
+        "gobgpd": out("gobgpd", "--version"),
+        "kernel": platform.release(),
+        "cpus": os.cpu_count(),
+        "loadavg_at_start": os.getloadavg(),
+        "else_running": "nothing else heavy (the tier's own processes only)",
+    }
+
+
+def ab(requests: int, concurrency: int, seconds: int) -> dict[str, float]:
+    from topology.tier import NS, VIP, in_ns
+
+    r = in_ns(
+        NS + "c1",
+        "ab",
+        "-q",
+        "-r",
+        "-s",
+        "5",
+        "-t",
+        str(seconds),
+        "-n",
+        str(requests),
+        "-c",
+        str(concurrency),
+        f"http://{VIP}/",
+        check=False,
+    )
+    rps = re.search(r"Requests per second:\s+([\d.]+)", r.stdout)
+    done = re.search(r"Complete requests:\s+(\d+)", r.stdout)
+    failed = re.search(r"Failed requests:\s+(\d+)", r.stdout)
+    if not (rps and done and failed):
+        raise RuntimeError(f"ab: {(r.stderr or r.stdout)[-300:]}")
+    return {
+        "rps": float(rps.group(1)),
+        "complete": int(done.group(1)),
+        "failed": int(failed.group(1)),
+    }
+
+
+def set_active(t: Any, config: Path, active: int) -> None:
+    """Balancers 1..active announce; the others are drained."""
+    from p4lb.intent import reader, writer
+    from tests.e2e.test_tier import wait_hops
+
+    cfg = reader.load(config)
+    tier = tuple(dataclasses.replace(b, drain=i > active) for i, b in enumerate(cfg.tier, 1))
+    writer.save(dataclasses.replace(cfg, tier=tier), config)
+    wait_hops(t, list(range(1, active + 1)))
+
+
+def scaling(t: Any, config: Path, reps: int, seconds: int, points: list[int]) -> dict[str, Any]:
+    runs: dict[int, list[dict[str, float]]] = {n: [] for n in points}
+    for rep in range(reps):
+        order = points if rep % 2 == 0 else list(reversed(points))  # interleaved
+        for n in order:
+            set_active(t, config, n)
+            pids = [t.pids[f"switch-lb{i}"] for i in range(1, max(points) + 1)]
+            before = sum(cpu_s(p) for p in pids)
+            r = ab(1_000_000, 20, seconds)
+            r["switch_cpu_s"] = sum(cpu_s(p) for p in pids) - before
+            r["switch_cpu_ms_per_request"] = 1000 * r["switch_cpu_s"] / max(1, r["complete"])
+            r["rep"] = rep
+            runs[n].append(r)
+            print(
+                f"bench-tier: {n} balancers, rep {rep}: {r['rps']:.0f} req/s, "
+                f"{r['switch_cpu_ms_per_request']:.2f} ms switch CPU/request",
+                flush=True,
+            )
+    set_active(t, config, max(points))
+    return {
+        str(n): {
+            "runs": rs,
+            "rps": summary([r["rps"] for r in rs]),
+            "switch_cpu_ms_per_request": summary([r["switch_cpu_ms_per_request"] for r in rs]),
+        }
+        for n, rs in runs.items()
+    }
+
+
+def failover(t: Any, config: Path, reps: int) -> dict[str, Any]:
+    from tests.e2e.test_tier import p4lb, traffic, wait_hops
+
+    kinds = ["switch killed", "speaker killed", "drain"]
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
+    for rep in range(reps):
+        for kind in kinds if rep % 2 == 0 else list(reversed(kinds)):
+            victim = 1 + (rep % 3)
+            others = [i for i in (1, 2, 3) if i != victim]
+            with traffic() as (result, load):
+                t0 = time.monotonic()
+                if kind == "switch killed":
+                    t.kill(f"switch-lb{victim}")
+                elif kind == "speaker killed":
+                    t.kill(f"gobgpd-lb{victim}")
+                else:
+                    p4lb("tier", "drain", f"lb{victim}")
+                detect = wait_hops(t, others)
+                converged = t0 + detect
+                while time.monotonic() < converged + 2:
+                    time.sleep(0.1)
+                t1 = time.monotonic()
+                if kind == "switch killed":
+                    t.start_switch(victim)
+                elif kind == "speaker killed":
+                    t.start_speaker(victim)
+                else:
+                    p4lb("tier", "restore", f"lb{victim}")
+                back = wait_hops(t, [1, 2, 3])
+                while time.monotonic() < t1 + back + 1:
+                    time.sleep(0.1)
+            conns = result["connections"]
+            during = [b for b in load.batches if b["start"] < converged]
+            after = [b for b in load.batches if b["start"] >= converged]
+            r = {
+                "rep": rep,
+                "victim": f"lb{victim}",
+                "detection_s": detect,
+                "rejoin_s": back,
+                "longest_stall_s": max(c.get("longest_wait_s", 0.0) for c in conns),
+                "connections": len(conns),
+                "broken": sum(1 for c in conns if c["broken"]),
+                "moved": sum(1 for c in conns if c["moved"]),
+                "ab_failed_before_converged": sum(b["failed"] for b in during),
+                "ab_requests_before_converged": sum(b["complete"] for b in during),
+                "ab_failed_after_converged": sum(b["failed"] for b in after),
+                "ab_requests_after_converged": sum(b["complete"] for b in after),
+            }
+            runs[kind].append(r)
+            print(
+                f"bench-tier: {kind} (rep {rep}): detected {detect:.2f} s, longest stall "
+                f"{r['longest_stall_s']:.2f} s, broken {r['broken']}, moved {r['moved']}, "
+                f"ab failed {r['ab_failed_before_converged']}+{r['ab_failed_after_converged']}",
+                flush=True,
+            )
+    return {
+        k: {
+            "runs": rs,
+            "detection_s": summary([r["detection_s"] for r in rs]),
+            "longest_stall_s": summary([r["longest_stall_s"] for r in rs]),
+            "rejoin_s": summary([r["rejoin_s"] for r in rs]),
+            "broken": sum(r["broken"] for r in rs),
+            "moved": sum(r["moved"] for r in rs),
+            "ab_failed_after_converged": sum(r["ab_failed_after_converged"] for r in rs),
+            "ab_failed_before_converged": sum(r["ab_failed_before_converged"] for r in rs),
+        }
+        for k, rs in runs.items()
+    }
+
+
+def plot(doc: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    ns = sorted(doc["scaling"], key=int)
+    med = [doc["scaling"][n]["rps"]["median"] for n in ns]
+    lo = [m - doc["scaling"][n]["rps"]["min"] for n, m in zip(ns, med, strict=True)]
+    hi = [doc["scaling"][n]["rps"]["max"] - m for n, m in zip(ns, med, strict=True)]
+    a.bar(ns, med, yerr=[lo, hi], capsize=4, color="#4a7")
+    a.set_xlabel("balancers announcing the VIP")
+    a.set_ylabel("requests/s (median, min-max)")
+    a.set_title("Tier throughput (ab -c 20, no keep-alive)")
+    kinds = list(doc["failover"])
+    det = [doc["failover"][k]["detection_s"]["median"] for k in kinds]
+    stall = [doc["failover"][k]["longest_stall_s"]["median"] for k in kinds]
+    x = range(len(kinds))
+    b.bar([i - 0.2 for i in x], det, width=0.4, label="router follows (s)")
+    b.bar([i + 0.2 for i in x], stall, width=0.4, label="longest stall of an open connection (s)")
+    b.set_xticks(list(x), kinds)
+    b.set_title("Failover (median of reps; 0 broken connections)")
+    b.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench-tier", description=__doc__.splitlines()[0])
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--seconds", type=int, default=10, help="ab time per scaling point")
+    p.add_argument("--out", type=Path, default=OUT)
+    a = p.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from p4lb.intent import writer
+    from tests.e2e.test_tier import wait_hops
+    from topology.bmv2 import switch_binary
+    from topology.tier import RUN, Tier, missing_tools, p4lb_config, start_controller, wait_for_vip
+
+    if missing := missing_tools():
+        print(f"bench-tier: needs {', '.join(missing)}", file=sys.stderr)
+        return 2
+    doc: dict[str, Any] = {"provenance": provenance(switch_binary()), "reps": a.reps}
+    t = Tier(balancers=3, servers=3)
+    try:
+        t.up()
+        config = RUN / "lb.toml"
+        config.unlink(missing_ok=True)
+        writer.save(p4lb_config(3, 3), config)
+        start_controller(t, config)
+        if not (wait_for_vip(60) and wait_for_vip(30, port=81)):
+            print("bench-tier: the VIP never answered", file=sys.stderr)
+            return 1
+        wait_hops(t, [1, 2, 3])
+        doc["scaling"] = scaling(t, config, a.reps, a.seconds, [1, 2, 3])
+        doc["failover"] = failover(t, config, a.reps)
+    finally:
+        t.down()
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "tier.json").write_text(json.dumps(doc, indent=1))
+    plot(doc, a.out / "tier.png")
+    print(f"bench-tier: wrote {a.out / 'tier.json'} and tier.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,432 @@
+"""`p4lb run` for a tier of balancers: one controller keeps every balancer of the config's
+`[tier]` in the same intent, runs the health checks once for all of them, shares the
+stateful VIPs' connections between them, and has each balancer's BGP speaker announce the
+VIPs only while that balancer holds the tier's state.
+
+One thread per balancer, each the single-switch loop's cycle: connect, take the switch,
+reconcile (the same desired entries, the same single-flip update as the others), turn
+digests on, catch up, announce; then serve its digests, and reconcile every few seconds or
+at once when a backend's health changes. A balancer that goes away (its switch dies, its
+session breaks) is withdrawn at once and forgotten as a holder of copies; when it returns
+it gets the whole state again before it announces. A balancer marked `drain = true` stays
+programmed and keeps serving what reaches it, but announces nothing.
+
+Shared connections (p4lb.pipeline.shared): a connection a stateful VIP (round robin, the
+least-* algorithms) opened on one balancer is copied into every other balancer's
+conn_table within a digest's round trip, so a balancer its packets reach after a change of
+the router's next hops knows its backend. The hashing algorithms need no copies: the same
+tables on every balancer give the same answer."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from p4lb.intent.lock import ConfigLocked, config_lock
+from p4lb.intent.model import Balancer, Config, ConfigError, member_config
+from p4lb.pipeline.desired import desired_entries
+from p4lb.pipeline.digests import ConnDigests
+from p4lb.pipeline.entries import Entry, Update
+from p4lb.pipeline.ids import Ids, assign_ids, ids_on_switch
+from p4lb.pipeline.plan import plan
+from p4lb.pipeline.shared import (
+    CLOSED,
+    CONN_EVENT_DIGEST,
+    OPENED,
+    ConnEvents,
+    Shared,
+    flow_of,
+    pin,
+)
+from p4lb.service.health.checker import HealthChecker
+from p4lb.service.health.overlay import overlay, targets_of
+from p4lb.service.health.probes import Probe, default_probe
+from p4lb.service.operations import ApplyResult, connect
+from p4lb.service.speaker import Speaker, SpeakerError
+from p4lb.switch.client import Switch
+from p4lb.switch.errors import NotPrimaryError, SwitchError
+
+log = logging.getLogger("p4lb")
+
+PIN_IDLE_TIMEOUT_NS = 120 * 1_000_000_000  # a collision pin: as the single switch's
+HEALTH_JOIN_S = 10.0
+
+
+@dataclass
+class Member:
+    """One balancer as the controller sees it."""
+
+    balancer: Balancer
+    sw: Switch | None = None
+    ready: threading.Event = field(default_factory=threading.Event)
+    announced: bool = False
+    pins: list[Entry] = field(default_factory=list)  # collision pins still to write
+    fresh: bool = True  # a new session: the switch may have lost its state (a restart)
+    thread: threading.Thread | None = None
+
+    @property
+    def name(self) -> str:
+        return self.balancer.name
+
+    @property
+    def speaker(self) -> Speaker | None:
+        b = self.balancer
+        return Speaker(b.speaker_netns, b.speaker_api, b.nexthop) if b.nexthop else None
+
+
+class TierController:
+    """Run with `run()`; `stop()` ends it from a signal handler or another thread."""
+
+    def __init__(
+        self,
+        load_config: Callable[[], Config],
+        config_path: str | None = None,
+        poll_s: float = 0.02,
+        check_s: float = 2.0,
+        retry_s: float = 0.5,
+        probe: Probe = default_probe,
+    ) -> None:
+        self.load_config = load_config
+        self.config_path = config_path
+        self.poll_s = poll_s
+        self.check_s = check_s
+        self.retry_s = retry_s
+        self._stop = threading.Event()
+        self.lock = threading.Lock()  # members, shared, last_good
+        self.members: dict[str, Member] = {}
+        self.shared = Shared()
+        self.checker = HealthChecker([], self._health_changed, probe)
+        self.health_round = 0  # bumped on each health change: members reconcile on it
+        self._last_good: Config | None = None
+        self.ids: Ids | None = None  # the tier's service and backend ids
+
+    def stop(self, *_: object) -> None:
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    # --- the run ------------------------------------------------------------------------
+
+    def run(self, duration_s: float | None = None) -> int:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self.stop)
+            signal.signal(signal.SIGINT, self.stop)
+        deadline = None if duration_s is None else time.monotonic() + duration_s
+        health_stop = threading.Event()
+        checks = threading.Thread(
+            target=self.checker.run, args=(health_stop, lambda changes: None), daemon=True
+        )
+        checks.start()
+        try:
+            while not self.stopping and (deadline is None or time.monotonic() < deadline):
+                cfg = self.config()
+                if cfg is not None:
+                    self.checker.set_targets(targets_of(cfg))
+                    self._members_of(cfg)
+                self._stop.wait(min(self.check_s, 0.5))
+        finally:
+            self._stop.set()
+            for m in list(self.members.values()):
+                if m.thread is not None:
+                    m.thread.join(10)
+            health_stop.set()
+            checks.join(HEALTH_JOIN_S)
+            self.checker.close()
+        log.info("stopped")
+        return 0
+
+    def config(self) -> Config | None:
+        """The file's intent; while it is broken, the last valid one."""
+        try:
+            cfg = self.load_config()
+        except ConfigError as e:
+            log.warning("config: %s; the balancers keep what they have", e)
+            return self._last_good
+        self._last_good = cfg
+        return cfg
+
+    def _members_of(self, cfg: Config) -> None:
+        """A thread for each balancer the config names (a balancer added to the file joins
+        within a round); a balancer removed from the file is left alone, as it is."""
+        for b in cfg.tier:
+            with self.lock:
+                m = self.members.get(b.name)
+                if m is None:
+                    m = self.members[b.name] = Member(b)
+                else:
+                    m.balancer = b
+            if m.thread is None:
+                m.thread = threading.Thread(
+                    target=self._member_loop, args=(m,), name=f"p4lb-{b.name}", daemon=True
+                )
+                m.thread.start()
+
+    # --- one balancer -------------------------------------------------------------------
+
+    def _member_loop(self, m: Member) -> None:
+        next_check = 0.0
+        seen_health = -1
+        while not self.stopping:
+            try:
+                if m.sw is None:
+                    cfg = self._member_cfg(m)
+                    if cfg is None:
+                        self._stop.wait(self.retry_s)
+                        continue
+                    m.sw = connect(cfg)
+                    m.fresh = True
+                sw = m.sw
+                if sw.is_primary and not m.ready.is_set():
+                    self._join(m, sw)
+                    next_check = time.monotonic() + self.check_s
+                    seen_health = self.health_round
+                elif not sw.is_primary and m.ready.is_set():
+                    # A runtime command writes as election id + 1 for a moment: the switch
+                    # keeps forwarding and announcing; this loop waits to be primary again.
+                    m.ready.clear()
+                self._handle_stream(m, sw)
+                if not sw.alive:
+                    raise SwitchError("stream to the switch closed")
+                if m.ready.is_set():
+                    self._write_shared(m, sw)
+                    self._announce(m)
+                    health = self.health_round
+                    due = health != seen_health or time.monotonic() >= next_check
+                    if due and self._reconcile(m, sw):
+                        seen_health = health
+                        next_check = time.monotonic() + self.check_s
+                        self._check_announced(m)
+            except NotPrimaryError as e:
+                m.ready.clear()
+                log.info("%s: not primary (%s); waiting", m.name, e)
+                self._stop.wait(self.retry_s)
+            except SwitchError as e:
+                self._leave(m, f"switch: {e}")
+                if m.sw is not None:
+                    with contextlib.suppress(Exception):
+                        m.sw.close()
+                m.sw = None
+                self._stop.wait(self.retry_s)
+        if m.sw is not None:
+            m.sw.close()
+            m.sw = None
+
+    def _member_cfg(self, m: Member) -> Config | None:
+        cfg = self._last_good or self.config()
+        return None if cfg is None else member_config(cfg, m.balancer)
+
+    def _join(self, m: Member, sw: Switch) -> None:
+        """Take the switch into the tier: the intent, digests, every live shared connection
+        (it may have restarted with none), then the announcement."""
+        if not self._reconcile(m, sw):
+            raise NotPrimaryError("a runtime command holds the config; joining after it")
+        sw.enable_digest()
+        if CONN_EVENT_DIGEST in sw.schema.digests:
+            sw.enable_digest(CONN_EVENT_DIGEST)
+        with self.lock:
+            if m.fresh:
+                self.shared.lost(m.name)
+            todo = self.shared.writes(m.name, fresh=m.fresh)
+        self._insert_copies(m, sw, todo)
+        m.fresh = False
+        m.ready.set()
+        log.info("%s: in the tier (%d shared connections copied)", m.name, len(todo))
+        self._announce(m)
+
+    def _leave(self, m: Member, why: str) -> None:
+        if m.ready.is_set() or m.announced:
+            log.warning("%s: out of the tier: %s", m.name, why)
+        m.ready.clear()
+        with self.lock:
+            self.shared.lost(m.name)
+        self._withdraw(m)
+
+    def _prefixes(self, m: Member) -> list[str]:
+        cfg = self._last_good
+        vips = sorted({f"{v.address}/32" for v in cfg.vips}) if cfg else []
+        return vips + list(cfg.tier_announce if cfg else ())
+
+    def _announce(self, m: Member) -> None:
+        sp = m.speaker
+        if sp is None:
+            return
+        if m.balancer.drain:
+            if m.announced:
+                self._withdraw(m)
+                log.info("%s: draining: withdrawn", m.name)
+            return
+        if m.announced:
+            return
+        try:
+            sp.announce(self._prefixes(m))
+            m.announced = True
+            log.info("%s: announced %s via %s", m.name, ", ".join(self._prefixes(m)), sp.nexthop)
+        except SpeakerError as e:
+            log.warning("%s: %s", m.name, e)
+
+    def _check_announced(self, m: Member) -> None:
+        """A speaker that restarted announces nothing: announce again what it should."""
+        sp = m.speaker
+        if sp is None or not m.announced:
+            return
+        try:
+            missing = set(self._prefixes(m)) - sp.announced()
+        except SpeakerError as e:
+            log.warning("%s: %s", m.name, e)
+            return
+        if missing:
+            log.info("%s: speaker lost %s; announcing again", m.name, ", ".join(sorted(missing)))
+            m.announced = False
+            self._announce(m)
+
+    def _withdraw(self, m: Member) -> None:
+        sp = m.speaker
+        if sp is None or not m.announced:
+            return
+        try:
+            sp.withdraw(self._prefixes(m))
+        except SpeakerError as e:  # the speaker may be dead: BFD withdraws for it
+            log.warning("%s: withdraw: %s", m.name, e)
+        m.announced = False
+
+    def _reconcile(self, m: Member, sw: Switch) -> bool:
+        lock = (
+            config_lock(self.config_path, wait_s=0)
+            if self.config_path
+            else contextlib.nullcontext()
+        )
+        try:
+            with lock:
+                cfg = self._last_good or self.config()
+                if cfg is None:
+                    return False
+                states = {k: h.state for k, h in self.checker.health().items()}
+                over = overlay(cfg, states)
+                result = self._apply(sw, member_config(over.config, m.balancer))
+        except ConfigLocked:
+            return False
+        if result.writes or result.pipeline_pushed:
+            log.info(
+                "%s: pipeline %s, %d writes",
+                m.name,
+                "pushed" if result.pipeline_pushed else "kept",
+                result.writes,
+            )
+        return True
+
+    def _apply(self, sw: Switch, cfg: Config) -> ApplyResult:
+        """apply() with the tier's ids: every balancer gives a VIP and a backend the same
+        id, so a connection copied from one names the right backend on another. The ids
+        come from the first balancer reached (what it holds), then stay."""
+        pushed = sw.ensure_pipeline()
+        current = sw.read_entries()
+        with self.lock:
+            base = self.ids if self.ids is not None else ids_on_switch(current)
+            self.ids = assign_ids(cfg, base)
+            ids = self.ids
+        _, desired = desired_entries(cfg, current, sw.schema.algorithms(), ids)
+        batches = plan(desired, current)
+        sw.write_plan(batches)
+        return ApplyResult(pushed, batches)
+
+    def _health_changed(self, *_: object) -> None:
+        self.health_round += 1
+
+    # --- digests and copies -------------------------------------------------------------
+
+    def _handle_stream(self, m: Member, sw: Switch) -> None:
+        rep = sw.next_stream_message("digest", timeout=self.poll_s)
+        while rep is not None:
+            msg = rep.digest
+            name = digest_name(sw, msg.digest_id)
+            if name == CONN_EVENT_DIGEST:
+                events = ConnEvents.of(sw.schema)
+                now = time.monotonic()
+                with self.lock:
+                    for member in msg.data:
+                        ev = events.event(member)
+                        if ev.event == OPENED:
+                            self.shared.opened(m.name, ev.flow, ev.backend_id)
+                        elif ev.event == CLOSED:
+                            self.shared.closed(ev.flow, now)
+            else:  # a collision: pin the flow on every balancer
+                digests = ConnDigests.of(sw.schema)
+                with self.lock:
+                    for member in msg.data:
+                        entry = digests.entry(digests.values(member))
+                        for other in self.members.values():
+                            other.pins.append(entry)
+            sw.ack_digest(msg.digest_id, msg.list_id)
+            rep = sw.next_stream_message("digest", timeout=0)
+        rep = sw.next_stream_message("idle_timeout_notification", timeout=0)
+        if rep is not None:
+            gone = [sw.decode(te) for te in rep.idle_timeout_notification.table_entry]
+            with self.lock:
+                for e in gone:
+                    if not pin(e):
+                        self.shared.idle(m.name, flow_of(e))
+            with contextlib.suppress(SwitchError):
+                sw.write([Update("DELETE", e) for e in gone])
+
+    def _write_shared(self, m: Member, sw: Switch) -> None:
+        with self.lock:
+            self.shared.expire(time.monotonic())
+            todo = self.shared.writes(m.name)
+            drop = self.shared.deletes(m.name)
+            pins, m.pins = m.pins, []
+        if pins:
+            try:
+                sw.write([Update("INSERT", e) for e in pins], idle_timeout_ns=PIN_IDLE_TIMEOUT_NS)
+            except NotPrimaryError:
+                raise
+            except SwitchError as e:
+                log.warning("%s: collision pins not written: %s", m.name, e)
+        self._insert_copies(m, sw, todo)
+        if drop:
+            events = ConnEvents.of(sw.schema)
+            try:
+                sw.write([Update("DELETE", events.copy(f, 0)) for f in drop])
+            except NotPrimaryError:
+                raise
+            except SwitchError as e:  # some were gone already (idle): forget them all
+                log.debug("%s: copies not removed: %s", m.name, e)
+            with self.lock:
+                self.shared.removed(m.name, drop)
+
+    def _insert_copies(
+        self, m: Member, sw: Switch, todo: list[tuple[tuple[tuple[str, int], ...], int]]
+    ) -> None:
+        if not todo:
+            return
+        events = ConnEvents.of(sw.schema)
+        ttl = int(self._last_good.tier_state_ttl_s * 1e9) if self._last_good else 0
+        for k in range(0, len(todo), 500):
+            chunk = todo[k : k + 500]
+            try:
+                sw.write(
+                    [Update("INSERT", events.copy(f, b)) for f, b in chunk], idle_timeout_ns=ttl
+                )
+            except NotPrimaryError:
+                raise
+            except SwitchError as e:  # one exists already: write them one by one
+                log.debug("%s: copies batch refused (%s); one by one", m.name, e)
+                for f, b in chunk:
+                    with contextlib.suppress(SwitchError):
+                        sw.write([Update("INSERT", events.copy(f, b))], idle_timeout_ns=ttl)
+            with self.lock:
+                self.shared.written(m.name, [f for f, _ in chunk])
+
+
+def digest_name(sw: Switch, digest_id: int) -> str:
+    return next((n for n, d in sw.schema.digests.items() if d.preamble.id == digest_id), "")
+
+
+def run_tier(load_config: Callable[[], Config], config_path: str | None) -> int:
+    return TierController(load_config, config_path).run()

@@ -1,0 +1,138 @@
+"""A tier's shared connections in the data plane (real BMv2): a shared VIP's new connection
+and its client's FIN are reported as conn_event_t digests naming the backend the packet went
+to; a balancer that never saw a connection carries its mid-connection packets once the
+controller copied its backend there (and drops them as no_state before); a single switch
+reports nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from scapy.layers.inet import TCP
+from scapy.layers.l2 import Ether
+
+from p4lb.intent.model import Balancer, member_config
+from p4lb.models.hashing import Flow
+from p4lb.pipeline.entries import Update, ip
+from p4lb.pipeline.ids import backend_key, ids_on_switch
+from p4lb.pipeline.shared import CLOSED, CONN_EVENT_DIGEST, OPENED, ConnEvent, ConnEvents
+from tests.dataplane.harness import (
+    GRPC_PORT,
+    VIP,
+    WEB_SERVICE_ID,
+    Bmv2,
+    Wire,
+    drop_reasons,
+    flow_syn,
+)
+
+ME = Balancer("lb1", f"127.0.0.1:{GRPC_PORT}", 0, "00:00:00:00:01:00")
+
+
+def shared(bmv2: Bmv2) -> ConnEvents:
+    """Program the switch as a balancer of a tier and turn conn_event_t digests on."""
+    bmv2.apply(member_config(bmv2.cfg, ME))
+    bmv2.sw.enable_digest(CONN_EVENT_DIGEST)
+    return ConnEvents.of(bmv2.sw.schema)
+
+
+def events(bmv2: Bmv2, codec: ConnEvents, n: int, timeout: float = 3.0) -> list[ConnEvent]:
+    """The next digests (at most n, bounded in time), acknowledged."""
+    out: list[ConnEvent] = []
+    wait = timeout
+    while len(out) < n:
+        rep = bmv2.sw.next_stream_message("digest", timeout=wait)
+        if rep is None:
+            break
+        out += [codec.event(m) for m in rep.digest.data]
+        bmv2.sw.ack_digest(rep.digest.digest_id, rep.digest.list_id)
+        wait = 0.5
+    return out
+
+
+def backend_ids(bmv2: Bmv2) -> dict[int, int]:
+    """switch port -> backend id of the web VIP."""
+    ids = ids_on_switch(bmv2.sw.read_entries(("vip_table", "reverse_nat_table")))
+    web = bmv2.cfg.vip("web")
+    return {b.switch_port: ids.backends[backend_key(web, b.address, b.port)] for b in web.backends}
+
+
+def out_port(wire: Wire, sport: int) -> list[int]:
+    got = wire.expect(
+        1,
+        where=lambda port, raw: TCP in Ether(raw) and Ether(raw)[TCP].sport == sport and port != 1,
+    )
+    return [port for port, _ in got]
+
+
+def flow_key(f: Flow) -> dict[str, int]:
+    return {
+        "src_addr": ip(f.src),
+        "dst_addr": ip(f.dst),
+        "protocol": 6,
+        "src_port": f.sport,
+        "dst_port": f.dport,
+    }
+
+
+def test_a_shared_connection_is_reported_opened_and_closed(bmv2: Bmv2, wire: Wire) -> None:
+    codec = shared(bmv2)
+    f = Flow("10.0.1.7", VIP, 6, 41000, 80, WEB_SERVICE_ID)
+    wire.send(1, flow_syn(f))
+    (port,) = out_port(wire, f.sport)
+    (opened,) = events(bmv2, codec, 1)
+    assert opened.event == OPENED
+    assert dict(opened.flow) == flow_key(f)
+    assert opened.backend_id == backend_ids(bmv2)[port]
+    wire.clear()
+    wire.send(1, flow_syn(f, "A"))  # the handshake's ACK: no event
+    wire.send(1, flow_syn(f, "FA"))
+    wire.send(1, flow_syn(f, "FA"))  # a retransmitted FIN: reported once
+    assert len(out_port(wire, f.sport)) >= 1
+    closed = events(bmv2, codec, 2, timeout=2.0)
+    assert [(e.event, e.backend_id) for e in closed] == [(CLOSED, opened.backend_id)]
+
+
+def test_a_copied_connection_is_carried_mid_connection(bmv2: Bmv2, wire: Wire) -> None:
+    codec = shared(bmv2)
+    f = Flow("10.0.1.8", VIP, 6, 42000, 80, WEB_SERVICE_ID)
+    port_of = {bid: port for port, bid in backend_ids(bmv2).items()}
+    no_state = drop_reasons()["no_state"]
+    stride = bmv2.sw.schema.drop_counter_stride()
+    dropped = bmv2.counter("drops", WEB_SERVICE_ID * stride + no_state)
+    wire.send(1, flow_syn(f, "A"))  # another balancer opened it: no state here
+    assert (
+        bmv2.wait_counter("drops", WEB_SERVICE_ID * stride + no_state, dropped + 1) == dropped + 1
+    )
+    assert out_port(wire, f.sport) == []
+    # The controller copies its backend here (the third one, not what WRR would pick next).
+    bid = max(port_of)
+    flow = tuple(flow_key(f).items())
+    bmv2.sw.write([Update("INSERT", codec.copy(flow, bid))])
+    wire.send(1, flow_syn(f, "PA"))
+    assert out_port(wire, f.sport) == [port_of[bid]]
+    wire.clear()
+    wire.send(1, flow_syn(f, "FA"))
+    assert out_port(wire, f.sport) == [port_of[bid]]
+    (closed,) = events(bmv2, codec, 1)
+    assert (closed.event, dict(closed.flow), closed.backend_id) == (CLOSED, flow_key(f), bid)
+
+
+def test_a_single_switch_and_a_hashing_vip_report_nothing(bmv2: Bmv2, wire: Wire) -> None:
+    bmv2.apply(bmv2.cfg)  # not a tier
+    bmv2.sw.enable_digest(CONN_EVENT_DIGEST)
+    codec = ConnEvents.of(bmv2.sw.schema)
+    f = Flow("10.0.1.9", VIP, 6, 43000, 80, WEB_SERVICE_ID)
+    wire.send(1, flow_syn(f))
+    assert len(out_port(wire, f.sport)) == 1
+    # A tier's Maglev VIP: the same tables everywhere, nothing to share.
+    web = bmv2.cfg.vip("web")
+    maglev = bmv2.cfg.with_vip(dataclasses.replace(web, algorithm="maglev"))
+    bmv2.apply(member_config(maglev, ME))
+    g = Flow("10.0.1.9", VIP, 6, 43001, 80, WEB_SERVICE_ID)
+    wire.send(1, flow_syn(g))
+    assert len(out_port(wire, g.sport)) == 1
+    wire.send(1, flow_syn(g, "FA"))
+    got: list[Any] = events(bmv2, codec, 1, timeout=1.0)
+    assert got == []

@@ -1,0 +1,290 @@
+"""The tier on real engines: three BMv2 balancers running lb.p4 behind FRR (ECMP, BGP, BFD),
+each with a GoBGP speaker, driven by one `p4lb run`. While 120 keep-alive connections (60 to a
+round-robin VIP, 60 to a Maglev VIP) ask every 0.2 s and ab sends short requests, a balancer
+dies and comes back, a speaker dies and comes back, a balancer is drained and restored, and a
+fourth balancer joins. Each time: the router's next hops follow within the detection time,
+no open connection breaks or moves, and no ab request fails once the router has converged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from topology.tier import (
+    BFD_MS,
+    BFD_MULT,
+    NS,
+    RUN,
+    VIP,
+    Tier,
+    in_ns,
+    missing_tools,
+    p4lb_config,
+    speaker_addr,
+    start_controller,
+    wait_for_vip,
+)
+
+COMPILED = Path(__file__).resolve().parents[2] / "p4src" / "compiled"
+DETECT_S = BFD_MULT * BFD_MS / 1000  # the router's BFD: 3 x 100 ms
+MARGIN_S = 1.0  # scheduling on a 2-core machine running 3 switches, 2 routers, 3 speakers
+CONVERGE_WAIT_S = 30.0  # a bound for waits that include BGP sessions coming up
+
+
+@pytest.fixture(scope="module")
+def tier() -> Iterator[Tier]:
+    missing = missing_tools()
+    if missing:
+        pytest.skip(f"tier layer skipped: missing {', '.join(missing)}")
+    if not (COMPILED / "lb.json").exists():
+        pytest.skip("tier layer skipped: missing p4src/compiled artifacts (make artifacts)")
+    from p4lb.intent import writer
+
+    t = Tier(balancers=3, servers=3)
+    try:
+        t.up()
+        config = RUN / "lb.toml"
+        config.unlink(missing_ok=True)
+        writer.save(p4lb_config(3, 3), config)
+        start_controller(t, config)
+        assert wait_for_vip(60), controller_log()[-2000:]
+        assert wait_for_vip(30, port=81), controller_log()[-2000:]
+        wait_hops(t, [1, 2, 3])
+        yield t
+    finally:
+        t.down()
+
+
+def controller_log() -> str:
+    p = RUN / "controller.log"
+    return p.read_text() if p.exists() else ""
+
+
+def hops(indexes: list[int]) -> list[str]:
+    return sorted(speaker_addr(i) for i in indexes)
+
+
+def wait_hops(t: Tier, indexes: list[int], timeout_s: float = CONVERGE_WAIT_S) -> float:
+    """Seconds until r0's next hops for the VIP are exactly those balancers' (bounded)."""
+    want = hops(indexes)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if t.ecmp_next_hops() == want:
+            return time.monotonic() - t0
+        time.sleep(0.01)
+    raise AssertionError(f"r0's next hops {t.ecmp_next_hops()} != {want} after {timeout_s} s")
+
+
+@dataclass
+class Load:
+    """ab in batches from the client, each batch's start, end and failures."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    batches: list[dict[str, Any]] = field(default_factory=list)
+
+    def run(self) -> None:
+        for _ in range(10_000):  # bounded; stop ends it long before
+            if self.stop.is_set():
+                return
+            t0 = time.monotonic()
+            r = in_ns(
+                NS + "c1",
+                "ab",
+                "-q",
+                "-r",
+                "-s",
+                "5",
+                "-n",
+                "200",
+                "-c",
+                "10",
+                f"http://{VIP}/",
+                check=False,
+            )
+            done = re.search(r"Complete requests:\s+(\d+)", r.stdout)
+            failed = re.search(r"Failed requests:\s+(\d+)", r.stdout)
+            self.batches.append(
+                {
+                    "start": t0,
+                    "end": time.monotonic(),
+                    "complete": int(done.group(1)) if done else 0,
+                    "failed": int(failed.group(1)) if failed else 200,
+                    "error": "" if done else (r.stderr or r.stdout)[-200:],
+                }
+            )
+
+
+@contextmanager
+def traffic(connections: int = 60) -> Iterator[tuple[dict[str, Any], Load]]:
+    """Keep-alive connections to both VIPs (the holder) and ab batches, for the block; yields
+    the holder's result (filled at the end) and the load."""
+    work = RUN / "holder"
+    work.mkdir(parents=True, exist_ok=True)
+    stop, ready, out = work / "stop", work / "ready", work / "out.json"
+    for f in (stop, ready, out):
+        f.unlink(missing_ok=True)
+    holder = subprocess.Popen(
+        [
+            "ip",
+            "netns",
+            "exec",
+            NS + "c1",
+            sys.executable,
+            "-m",
+            "topology.holder",
+            "--vip",
+            VIP,
+            "--ports",
+            "80",
+            "81",
+            "--connections",
+            str(connections),
+            "--stop-file",
+            str(stop),
+            "--ready-file",
+            str(ready),
+            "--out",
+            str(out),
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    load = Load()
+    thread = threading.Thread(target=load.run, daemon=True)
+    result: dict[str, Any] = {}
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and holder.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), "the holder did not open its connections within 60 s"
+        opened = json.loads(ready.read_text())["at"]
+        thread.start()
+        # Every connection older than a second before anything happens.
+        while time.monotonic() < opened + 1.0:
+            time.sleep(0.05)
+        yield result, load
+    finally:
+        load.stop.set()
+        stop.touch()
+        holder.wait(60)
+        if thread.is_alive():
+            thread.join(30)
+        if out.exists():
+            result.update(json.loads(out.read_text()))
+
+
+def assert_none_broken(result: dict[str, Any]) -> None:
+    conns = result["connections"]
+    assert len(conns) == 120
+    for port in (80, 81):
+        mine = [c for c in conns if c["port"] == port]
+        broken = [c for c in mine if c["broken"]]
+        moved = [c for c in mine if c["moved"]]
+        assert not broken, f"port {port}: {len(broken)} broken, e.g. {broken[:2]}"
+        assert not moved, f"port {port}: {len(moved)} moved, e.g. {moved[:2]}"
+        assert all(c["requests"] >= 5 for c in mine)  # they were asking throughout
+
+
+def assert_no_failures_after(load: Load, converged: float) -> None:
+    after = [b for b in load.batches if b["start"] >= converged]
+    assert after, "no ab batch ran after the router converged"
+    assert sum(b["failed"] for b in after) == 0, after
+    assert all(b["complete"] == 200 for b in after), after
+
+
+def test_a_balancer_dies_and_comes_back(tier: Tier) -> None:
+    with traffic() as (result, load):
+        t0 = time.monotonic()
+        tier.kill("switch-lb2")
+        detect = wait_hops(tier, [1, 3])
+        assert detect <= DETECT_S + MARGIN_S
+        converged = t0 + detect
+        while time.monotonic() < converged + 3:  # traffic on the survivors for a while
+            time.sleep(0.1)
+        log_mark = len(controller_log())
+        tier.start_switch(2)
+        wait_hops(tier, [1, 2, 3])
+        back = time.monotonic()
+        while time.monotonic() < back + 2:
+            time.sleep(0.1)
+    assert_none_broken(result)
+    assert_no_failures_after(load, converged)
+    # It announced only once it held the tier's state.
+    after = controller_log()[log_mark:]
+    joined = after.find("lb2: in the tier")
+    announced = after.find("lb2: announced")
+    assert 0 <= joined < announced, after[-1500:]
+
+
+def test_a_speaker_dies_and_comes_back(tier: Tier) -> None:
+    with traffic() as (result, load):
+        t0 = time.monotonic()
+        tier.kill("gobgpd-lb3")
+        detect = wait_hops(tier, [1, 2])
+        assert detect <= DETECT_S + MARGIN_S
+        converged = t0 + detect
+        while time.monotonic() < converged + 2:
+            time.sleep(0.1)
+        tier.start_speaker(3)  # `p4lb run` sees its empty RIB and announces again
+        wait_hops(tier, [1, 2, 3])
+    assert_none_broken(result)
+    assert_no_failures_after(load, converged)
+
+
+def p4lb(*args: str) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("p4lb")
+    return subprocess.run(
+        [str(exe), "-c", str(RUN / "lb.toml"), *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_balancer_is_drained_and_restored(tier: Tier) -> None:
+    with traffic() as (result, load):
+        t0 = time.monotonic()
+        r = p4lb("tier", "drain", "lb1")
+        assert r.returncode == 0, r.stderr
+        detect = wait_hops(tier, [2, 3])
+        converged = t0 + detect
+        while time.monotonic() < converged + 2:
+            time.sleep(0.1)
+        r = p4lb("tier", "restore", "lb1")
+        assert r.returncode == 0, r.stderr
+        wait_hops(tier, [1, 2, 3])
+    assert_none_broken(result)
+    assert_no_failures_after(load, converged)
+
+
+def test_a_fourth_balancer_joins(tier: Tier) -> None:
+    from p4lb.intent import writer
+
+    with traffic() as (result, load):
+        tier.balancer_links(4)
+        tier.start_switch(4)
+        tier.start_speaker(4)
+        writer.save(p4lb_config(4, 3), RUN / "lb.toml")
+        wait_hops(tier, [1, 2, 3, 4])
+        converged = time.monotonic()
+        while time.monotonic() < converged + 2:
+            time.sleep(0.1)
+    assert_none_broken(result)
+    assert_no_failures_after(load, converged)
+    stats = p4lb("stats", "--json")
+    assert stats.returncode == 0, stats.stderr
+    doc = json.loads(stats.stdout)
+    assert set(doc["balancers"]) == {"lb1", "lb2", "lb3", "lb4"}
+    web = next(v for v in doc["tier"]["vips"] if v["name"] == "web")
+    per = [next(v for v in b["vips"] if v["name"] == "web") for b in doc["balancers"].values()]
+    # The tier's count of a backend's connections is the sum of its balancers' counts.
+    for i, b in enumerate(web["backends"]):
+        assert b["connections"] == sum(p["backends"][i]["connections"] for p in per)

@@ -1,0 +1,55 @@
+"""conn_event_t as the data plane packs it (headers.p4: the event, then the client's
+5-tuple to the VIP and the backend id, 8+32+32+8+16+16+32 bits) -> the controller's view, and
+the copy it writes on the other balancers."""
+
+from __future__ import annotations
+
+import pytest
+
+from p4lb.pipeline.entries import ip
+from p4lb.pipeline.p4info import P4InfoError, Schema, schema
+from p4lb.pipeline.shared import CLOSED, OPENED, ConnEvents
+
+
+def pack(event: int, src: str, dst: str, proto: int, sport: int, dport: int, bid: int) -> int:
+    out = event
+    for value, width in (
+        (ip(src), 32),
+        (ip(dst), 32),
+        (proto, 8),
+        (sport, 16),
+        (dport, 16),
+        (bid, 32),
+    ):
+        out = (out << width) | value
+    return out
+
+
+@pytest.mark.parametrize("event", [OPENED, CLOSED])
+def test_an_event_decodes(event: int) -> None:
+    events = ConnEvents.of(schema())
+    e = events.decode(pack(event, "10.1.0.2", "10.0.0.100", 6, 40001, 80, 7))
+    assert e.event == event and e.backend_id == 7
+    assert dict(e.flow) == {
+        "src_addr": ip("10.1.0.2"),
+        "dst_addr": ip("10.0.0.100"),
+        "protocol": 6,
+        "src_port": 40001,
+        "dst_port": 80,
+    }
+    copy = events.copy(e.flow, e.backend_id)
+    assert (copy.table, copy.action, copy.params) == (
+        "conn_table",
+        "use_shared_backend",
+        (("backend_id", 7),),
+    )
+
+
+def test_a_program_without_the_digest_is_refused() -> None:
+    info = type(schema().info)()
+    info.CopyFrom(schema().info)
+    keep = [d for d in info.digests if not d.preamble.name.endswith("conn_event_t")]
+    del info.digests[:]
+    info.digests.extend(keep)
+    with pytest.raises(P4InfoError):
+        ConnEvents.of(Schema(info))

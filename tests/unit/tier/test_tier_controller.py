@@ -1,0 +1,136 @@
+"""`p4lb run` for a tier, over real gRPC against two in-process fake P4Runtime switches: both
+get the same intent with the same ids; a connection one balancer reports opened is copied
+into the other's conn_table, its close removes the copy after the grace; a balancer that
+restarts empty gets the intent and every live copy back; a collision is pinned on both."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from p4lb.intent.model import Balancer, Config, member_config
+from p4lb.pipeline import shared as shared_mod
+from p4lb.pipeline.entries import ip
+from p4lb.service.tier import TierController
+from tests.unit.fake_switch import FakeSwitch
+from tests.unit.support import default_config, held, holds, poll_until
+
+
+@pytest.fixture
+def fakes() -> Iterator[tuple[FakeSwitch, FakeSwitch]]:
+    a, b = FakeSwitch(device_id=1).start(), FakeSwitch(device_id=2).start()
+    try:
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
+
+
+def tier_config(a: FakeSwitch, b: FakeSwitch) -> Config:
+    cfg = default_config()
+    cfg = dataclasses.replace(cfg, switch=dataclasses.replace(cfg.switch, election_id=10))
+    tier = (
+        Balancer("lb1", a.address, 1, "02:00:00:00:01:01"),
+        Balancer("lb2", b.address, 2, "02:00:00:00:01:02"),
+    )
+    return dataclasses.replace(cfg, tier=tier)
+
+
+@pytest.fixture
+def running(
+    fakes: tuple[FakeSwitch, FakeSwitch], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[TierController, Config]]:
+    monkeypatch.setattr(shared_mod, "CLOSE_GRACE_S", 0.2)
+    cfg = tier_config(*fakes)
+    ctl = TierController(lambda: cfg, check_s=0.2, retry_s=0.1)
+    t = threading.Thread(target=ctl.run, kwargs={"duration_s": 60}, daemon=True)
+    t.start()
+    try:
+        assert poll_until(
+            lambda: all(m.ready.is_set() for m in ctl.members.values()) and len(ctl.members) == 2
+        )
+        yield ctl, cfg
+    finally:
+        ctl.stop()
+        t.join(15)
+        assert not t.is_alive()
+
+
+def event(kind: int, sport: int, backend_id: int) -> dict[str, int]:
+    packed = kind
+    for value, width in (
+        (ip("10.0.0.1"), 32),
+        (ip("10.0.0.100"), 32),
+        (6, 8),
+        (sport, 16),
+        (80, 16),
+        (backend_id, 32),
+    ):
+        packed = (packed << width) | value
+    return {"event_entry": packed}
+
+
+def copies(fake: FakeSwitch) -> dict[int, tuple[str, int]]:
+    """src_port -> (action, backend id) of the conn_table entries the fake holds."""
+    return {
+        e.exact("src_port"): (e.action, e.p("backend_id"))
+        for e in held(fake)
+        if e.table == "conn_table"
+    }
+
+
+def test_both_balancers_hold_the_tier_intent_with_the_same_ids(
+    fakes: tuple[FakeSwitch, FakeSwitch], running: tuple[TierController, Config]
+) -> None:
+    a, b = fakes
+    _, cfg = running
+    for fake, bal in ((a, cfg.tier[0]), (b, cfg.tier[1])):
+        assert poll_until(lambda f=fake, x=bal: holds(f, member_config(cfg, x)))
+    ids = [
+        {(e.table, e.match): dict(e.params) for e in held(f) if e.table == "reverse_nat_table"}
+        for f in (a, b)
+    ]
+    assert ids[0] == ids[1]  # backend ids included
+
+
+def test_an_opened_connection_is_copied_to_the_other_and_its_close_removes_it(
+    fakes: tuple[FakeSwitch, FakeSwitch], running: tuple[TierController, Config]
+) -> None:
+    a, b = fakes
+    assert a.send_digest("conn_event_t", [event(shared_mod.OPENED, 5000, 2)]) is not None
+    assert poll_until(lambda: copies(b) == {5000: ("use_shared_backend", 2)})
+    assert copies(a) == {}  # its own state holds it
+    b.send_digest("conn_event_t", [event(shared_mod.CLOSED, 5000, 2)])  # closed via b
+    assert poll_until(lambda: copies(b) == {})
+
+
+def test_a_restarted_balancer_gets_everything_back(
+    fakes: tuple[FakeSwitch, FakeSwitch], running: tuple[TierController, Config]
+) -> None:
+    a, b = fakes
+    _, cfg = running
+    a.send_digest("conn_event_t", [event(shared_mod.OPENED, 6000, 1)])
+    b.send_digest("conn_event_t", [event(shared_mod.OPENED, 6001, 3)])
+    assert poll_until(lambda: copies(b) == {6000: ("use_shared_backend", 1)})
+    assert poll_until(lambda: copies(a) == {6001: ("use_shared_backend", 3)})
+    a.restart()  # empty, as a restarted BMv2
+    assert poll_until(lambda: holds(a, member_config(cfg, cfg.tier[0])))
+    # Its own former connection too: its buckets are gone.
+    assert poll_until(
+        lambda: copies(a) == {6000: ("use_shared_backend", 1), 6001: ("use_shared_backend", 3)}
+    )
+
+
+def test_a_collision_is_pinned_on_every_balancer(
+    fakes: tuple[FakeSwitch, FakeSwitch], running: tuple[TierController, Config]
+) -> None:
+    a, b = fakes
+    a.send_digest(
+        "conn_digest_t",
+        [{"entry": int.from_bytes(bytes.fromhex("0a0000010a000064061b58005000000002"), "big")}],
+    )
+    assert poll_until(lambda: copies(a) == {7000: ("use_backend", 2)})
+    assert poll_until(lambda: copies(b) == {7000: ("use_backend", 2)})

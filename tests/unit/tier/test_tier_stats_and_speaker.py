@@ -1,0 +1,88 @@
+"""The tier's total over its balancers' stats, and the speaker driver against a stand-in
+`gobgp` client that keeps its RIB in a file."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from p4lb.service.speaker import Speaker, SpeakerError
+from p4lb.stats.counters import BackendStats, Stats, VipStats, tier_total
+
+
+def backend(name: str, conns: int, weight: int = 1, active: int = 0) -> BackendStats:
+    return BackendStats(name, "10.2.0.1", 8000, weight, conns, conns * 5, 0, 0, 0, active=active)
+
+
+def vip(rows: list[BackendStats], drops: dict[str, int] | None = None) -> VipStats:
+    return VipStats("web", "10.0.0.100", 80, "tcp", "wrr", tuple(rows), 1.0, 1.0, 0, drops or {})
+
+
+def test_tier_total_sums_and_recomputes_fairness() -> None:
+    lb1 = Stats((vip([backend("s1", 10), backend("s2", 0)], {"no_state": 2}),), {"ttl_expired": 1})
+    lb2 = Stats((vip([backend("s1", 0, active=3), backend("s2", 10)]),), {})
+    total = tier_total([lb1, lb2])
+    (v,) = total.vips
+    assert [b.connections for b in v.backends] == [10, 10]
+    assert [b.active for b in v.backends] == [3, 0]
+    assert [b.share for b in v.backends] == [0.5, 0.5]
+    # Each balancer alone is as unfair as can be; the tier is even.
+    assert tier_total([lb1]).vips[0].jain == pytest.approx(0.5)
+    assert v.jain == pytest.approx(1.0)
+    assert v.drops == {"no_state": 2} and total.drops == {"ttl_expired": 1}
+
+
+GOBGP = """#!/usr/bin/env python3
+import json, os, sys
+rib_path = os.environ["STANDIN_RIB"]
+rib = json.load(open(rib_path)) if os.path.exists(rib_path) else {}
+args = sys.argv[1:]
+open(os.environ["STANDIN_CALLS"], "a").write(" ".join(args) + "\\n")
+if os.environ.get("STANDIN_DOWN"):
+    print("failed to connect to gobgpd: connection refused", file=sys.stderr); sys.exit(1)
+cmd = args[4:]  # after -u HOST -p PORT
+if cmd[:1] == ["-j"]:
+    print(json.dumps(rib)); sys.exit(0)
+prefix = cmd[5]
+if cmd[4] == "add":
+    hop, origin = cmd[cmd.index("nexthop") + 1], cmd[cmd.index("origin") + 1]
+    rib[prefix] = [{"nexthop": hop, "origin": origin}]
+else:
+    rib.pop(prefix, None)
+json.dump(rib, open(rib_path, "w"))
+"""
+
+
+@pytest.fixture
+def speaker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Speaker:
+    exe = tmp_path / "gobgp"
+    exe.write_text(GOBGP)
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("STANDIN_RIB", str(tmp_path / "rib.json"))
+    monkeypatch.setenv("STANDIN_CALLS", str(tmp_path / "calls"))
+    return Speaker("", "127.0.0.1:50051", "10.10.0.11")
+
+
+def test_announce_adds_what_is_missing_with_origin_igp(speaker: Speaker, tmp_path: Path) -> None:
+    speaker.announce(["10.0.0.100/32", "0.0.0.0/0"])
+    speaker.announce(["10.0.0.100/32", "0.0.0.0/0"])  # again: nothing new
+    rib = json.loads((tmp_path / "rib.json").read_text())
+    assert rib == {
+        "10.0.0.100/32": [{"nexthop": "10.10.0.11", "origin": "igp"}],
+        "0.0.0.0/0": [{"nexthop": "10.10.0.11", "origin": "igp"}],
+    }
+    adds = [c for c in (tmp_path / "calls").read_text().splitlines() if " add " in c]
+    assert len(adds) == 2
+    speaker.withdraw(["10.0.0.100/32"])
+    assert speaker.announced() == {"0.0.0.0/0"}
+
+
+def test_a_dead_speaker_is_one_line(speaker: Speaker, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STANDIN_DOWN", "1")
+    with pytest.raises(SpeakerError) as e:
+        speaker.announce(["10.0.0.100/32"])
+    assert "connection refused" in str(e.value) and "\n" not in str(e.value)
