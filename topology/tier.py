@@ -328,7 +328,7 @@ class Tier:
         """A process in `ns` (`ip netns exec` execs it: the PID is the process's own)."""
         log.parent.mkdir(parents=True, exist_ok=True)
         cmd = (["ip", "netns", "exec", ns] if ns else []) + args
-        with open(log, "ab") as out:
+        with open(log, "wb") as out:
             proc = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
@@ -633,6 +633,11 @@ def run(argv: list[str]) -> int:
         start_controller(t, config)
         ok = wait_for_vip()
         if a.no_cli:
+            want = sorted(speaker_addr(i) for i in range(1, a.balancers + 1))
+            for _ in range(300):  # bounded: every balancer announced within 30 s
+                if t.ecmp_next_hops() == want:
+                    break
+                time.sleep(0.1)
             hops = t.ecmp_next_hops()
             print(f"tier: VIP answered: {ok}; r0's next hops for it: {', '.join(hops)}")
             return 0 if ok and len(hops) == a.balancers else 1

@@ -119,8 +119,9 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // egress counts it without comparing states again. If-statements, one per transition: a
 // packet evaluates only the conditions before its own, where one expression for all
 // transitions costs every packet all of its operations. On a shared VIP (`shared`, the
-// VIP entry's) the client's RST or first FIN tells the tier's controller the connection
-// ended: only those packets pay for it.
+// VIP entry's) the client's RST or FIN tells the tier's controller the connection ended,
+// whether or not the backend's FIN came first (a retransmitted FIN says it again): only
+// those packets pay for it.
 // Awaiting: data from the client is a request, until the backend pushes its answer.
 // The commonest packet, an established connection's packet without SYN, FIN or RST,
 // changes nothing but the expiry: it writes the slot only when the stored expiry is over
@@ -146,7 +147,7 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
                 meta.next_state = CONN_FREE; \
                 CONN_STORE(1w0, NOW); \
             } else if ((meta.tcp_flags & TCP_FLAG_FIN) != 0 || meta.next_state == CONN_CLOSING) { \
-                if ((shared) == 1 && meta.next_state != CONN_CLOSING) { CONN_EVENT(CONN_CLOSED); } \
+                if ((shared) == 1 && (meta.tcp_flags & TCP_FLAG_FIN) != 0) { CONN_EVENT(CONN_CLOSED); } \
                 if (meta.next_state == CONN_ESTABLISHED) { meta.flow_status = FLOW_KNOWN_TURNS; } \
                 meta.next_state = CONN_CLOSING; \
                 CONN_STORE(SLOT_AWAITING(meta.slot) | (bit<1>)CLIENT_DATA, \

@@ -41,6 +41,10 @@ COMPILED = Path(__file__).resolve().parents[2] / "p4src" / "compiled"
 DETECT_S = BFD_MULT * BFD_MS / 1000  # the router's BFD: 3 x 100 ms
 MARGIN_S = 1.0  # scheduling on a 2-core machine running 3 switches, 2 routers, 3 speakers
 CONVERGE_WAIT_S = 30.0  # a bound for waits that include BGP sessions coming up
+# ab's concurrency: ~150 new connections/s through the tier, which the controller copies
+# within tens of ms here. At ab -c 10 (~500/s) on this 2-core machine the copies fall
+# seconds behind (results/tier: the window grows with the rate of new connections).
+AB_CONCURRENCY = 4
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +113,7 @@ class Load:
                 "-n",
                 "200",
                 "-c",
-                "10",
+                str(AB_CONCURRENCY),
                 f"http://{VIP}/",
                 check=False,
             )
@@ -182,9 +186,18 @@ def traffic(connections: int = 60) -> Iterator[tuple[dict[str, Any], Load]]:
             thread.join(30)
         if out.exists():
             result.update(json.loads(out.read_text()))
+        # For the report of a failure: each balancer's drops by reason.
+        stats = p4lb("stats", "--json")
+        if stats.returncode in (0, 1) and stats.stdout.strip().startswith("{"):
+            doc = json.loads(stats.stdout)
+            result["drops"] = {
+                n: {v["name"]: v["drops"] for v in b["vips"]} | {"": b["drops"]}
+                for n, b in doc["balancers"].items()
+            }
 
 
 def assert_none_broken(result: dict[str, Any]) -> None:
+    print("drops by balancer:", result.get("drops"))
     conns = result["connections"]
     assert len(conns) == 120
     for port in (80, 81):
@@ -199,7 +212,8 @@ def assert_none_broken(result: dict[str, Any]) -> None:
 def assert_no_failures_after(load: Load, converged: float) -> None:
     after = [b for b in load.batches if b["start"] >= converged]
     assert after, "no ab batch ran after the router converged"
-    assert sum(b["failed"] for b in after) == 0, after
+    failed = [b | {"at": b["start"] - converged} for b in after if b["failed"]]
+    assert not failed, failed
     assert all(b["complete"] == 200 for b in after), after
 
 

@@ -4,7 +4,8 @@ conn_table copies every balancer should hold so that whichever one a connection'
 reach next knows its backend. Pure: the tier's controller feeds it events and writes what
 it returns.
 
-A connection opened on balancer A gets a copy (use_shared_backend) on every other balancer.
+A connection opened on balancer A gets a copy (use_shared_backend) on every other balancer
+once it has lived COPY_AFTER_S (most short connections end before and cost nothing).
 When its client's FIN or RST is reported (by A, or by whichever balancer carries it through
 a copy), every copy goes CLOSE_GRACE_S later, once the last ACKs have passed. A balancer
 that joins (or comes back, its state lost) gets a copy of every live connection, its own
@@ -12,6 +13,7 @@ former ones included."""
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +27,11 @@ OPENED, CLOSED = 1, 2  # the data plane's CONN_OPENED, CONN_CLOSED
 EVENT_BITS = 8
 # After a client's FIN: the data plane keeps a closing slot ~4 s (CONN_CLOSING_TICKS).
 CLOSE_GRACE_S = 5.0
+# A connection is copied once it has lived this long: most connections of a busy VIP (an
+# HTTP/1.0 request) end sooner and are never copied at all, which keeps the copies that
+# matter (long-lived connections) from queueing behind them on the switches' management
+# path. It is part of the window in which a balancer's death can break a connection.
+COPY_AFTER_S = 0.25
 
 FlowKey = tuple[tuple[str, int], ...]  # conn_table's match: the 5-tuple as the client sent it
 
@@ -84,53 +91,126 @@ def pin(entry: Entry) -> bool:
 
 @dataclass
 class Shared:
-    """The live shared connections and where each has its copies.
+    """The live shared connections and where each has its copies; incremental, so a busy
+    tier (hundreds of new connections a second) costs work per event, not per live
+    connection.
 
-    `writes` and `deletes` return, per balancer, what to write next; the caller reports
-    what it wrote back with `written` / `removed`, so a balancer that was down gets its
-    copies when it returns, and a write that failed is tried again."""
+    The caller names the balancers (`join`); `writes` and `deletes` hand out, per balancer,
+    what to write next; the caller reports what it wrote with `written` / `removed`, so a
+    balancer that was down gets its copies when it returns (`lost`, then `join` fresh)."""
 
     conns: dict[FlowKey, tuple[str, int]] = field(default_factory=dict)  # -> (owner, backend)
-    closing: dict[FlowKey, float] = field(default_factory=dict)  # -> when to remove copies
+    closing: deque[tuple[float, FlowKey]] = field(default_factory=deque)  # (when, flow)
     held: dict[str, set[FlowKey]] = field(default_factory=dict)  # copies on each balancer
+    pending: dict[str, dict[FlowKey, int]] = field(default_factory=dict)  # to write
+    pending_del: dict[str, set[FlowKey]] = field(default_factory=dict)  # to remove
     # Copies a balancer let age out (never hit for the copy TTL): not written there again.
     aged: dict[str, set[FlowKey]] = field(default_factory=dict)
+    # When each live connection's event reached the controller, and how long its copies
+    # then took to be written (seconds, the latest ones): the window in which its first
+    # balancer's death would still break it.
+    since: dict[FlowKey, float] = field(default_factory=dict)
+    delays: list[float] = field(default_factory=list)
+    young: deque[tuple[float, FlowKey]] = field(default_factory=deque)  # not yet copied
+    ended: set[FlowKey] = field(default_factory=set)  # closed, in their grace
 
-    def opened(self, owner: str, flow: FlowKey, backend_id: int) -> None:
+    def join(self, balancer: str, fresh: bool = False) -> None:
+        """A balancer to keep copies on; `fresh` (it lost its state: it just joined or
+        restarted): it gets every live connection, its own former ones included."""
+        self.held.setdefault(balancer, set())
+        self.aged.setdefault(balancer, set())
+        todo = self.pending.setdefault(balancer, {})
+        self.pending_del.setdefault(balancer, set())
+        for f, (owner, bid) in self.conns.items():
+            if (
+                (fresh or owner != balancer)
+                and f not in self.held[balancer]
+                and f not in self.ended
+            ):
+                todo[f] = bid
+
+    def opened(self, owner: str, flow: FlowKey, backend_id: int, now: float = 0.0) -> None:
+        """A connection opened on `owner`; copied to the others once it is COPY_AFTER_S
+        old and still open (`expire` promotes it)."""
         self.conns[flow] = (owner, backend_id)
-        self.closing.pop(flow, None)
+        self.since[flow] = now
+        self.ended.discard(flow)
+        self.young.append((now, flow))
+        for b in self.pending:
+            if b != owner and flow in self.held[b]:  # a reused 5-tuple: the old copy goes
+                self.held[b].discard(flow)
+                self.pending_del[b].add(flow)
+
+    def _copy(self, flow: FlowKey) -> None:
+        owner, backend_id = self.conns[flow]
+        for b, todo in self.pending.items():
+            if b != owner and flow not in self.held[b]:
+                todo[flow] = backend_id
+                self.pending_del[b].discard(flow)
+                self.aged[b].discard(flow)
 
     def closed(self, flow: FlowKey, now: float) -> None:
         if flow in self.conns:
-            self.closing.setdefault(flow, now + CLOSE_GRACE_S)
+            self.closing.append((now + CLOSE_GRACE_S, flow))
+            self.ended.add(flow)
 
     def expire(self, now: float) -> None:
-        """Forget connections whose grace after the close is over (their copies go)."""
-        for flow, when in list(self.closing.items()):
-            if when <= now:
-                del self.closing[flow]
-                self.conns.pop(flow, None)
+        """Copy the connections that reached COPY_AFTER_S still open; forget those whose
+        grace after the close is over (their copies go)."""
+        while self.young and self.young[0][0] <= now - COPY_AFTER_S:
+            opened_at, flow = self.young.popleft()
+            if flow in self.conns and self.since.get(flow) == opened_at and flow not in self.ended:
+                self._copy(flow)
+        while self.closing and self.closing[0][0] <= now:
+            when, flow = self.closing.popleft()
+            if flow not in self.conns:
+                continue
+            if self.since.get(flow, 0.0) > when - CLOSE_GRACE_S:
+                continue  # opened again since that close (a reused 5-tuple)
+            self._forget(flow)
 
-    def wanted(self, balancer: str, fresh: bool = False) -> set[FlowKey]:
-        """The copies `balancer` should hold: every live connection another balancer opened;
-        `fresh` (it lost its state: it just joined or restarted): every live connection."""
-        aged = self.aged.get(balancer, set())
-        return {
-            f
-            for f, (owner, _) in self.conns.items()
-            if (fresh or owner != balancer) and f not in aged
-        }
+    def _forget(self, flow: FlowKey) -> None:
+        self.conns.pop(flow, None)
+        self.since.pop(flow, None)
+        self.ended.discard(flow)
+        for b, have in self.held.items():
+            self.pending[b].pop(flow, None)
+            if flow in have:
+                self.pending_del[b].add(flow)
 
-    def writes(self, balancer: str, fresh: bool = False) -> list[tuple[FlowKey, int]]:
-        have = self.held.setdefault(balancer, set())
-        return sorted((f, self.conns[f][1]) for f in self.wanted(balancer, fresh) if f not in have)
+    def writes(self, balancer: str) -> list[tuple[FlowKey, int]]:
+        """The copies to write on `balancer` now (handed out once)."""
+        todo = self.pending.get(balancer)
+        if not todo:
+            return []
+        out = sorted(todo.items())
+        todo.clear()
+        return out
 
     def deletes(self, balancer: str) -> list[FlowKey]:
-        have = self.held.get(balancer, set())
-        return sorted(f for f in have if f not in self.conns)
+        todo = self.pending_del.get(balancer)
+        if not todo:
+            return []
+        out = sorted(todo)
+        todo.clear()
+        return out
 
-    def written(self, balancer: str, flows: list[FlowKey]) -> None:
-        self.held.setdefault(balancer, set()).update(flows)
+    def written(
+        self, balancer: str, flows: list[FlowKey], now: float = 0.0, timed: bool = True
+    ) -> None:
+        """`flows` are on `balancer` now; `timed`: their delays since the event count (not
+        for the whole state written to a balancer that joins)."""
+        if balancer not in self.pending:
+            return  # it left meanwhile: its copies count for nothing
+        have = self.held.setdefault(balancer, set())
+        for f in flows:
+            if f in self.conns:
+                have.add(f)
+                if timed and now and f in self.since:
+                    self.delays.append(now - self.since[f])
+            else:  # closed meanwhile: remove it again
+                self.pending_del.setdefault(balancer, set()).add(f)
+        del self.delays[:-10_000]
 
     def removed(self, balancer: str, flows: list[FlowKey]) -> None:
         self.held.setdefault(balancer, set()).difference_update(flows)
@@ -141,12 +221,12 @@ class Shared:
         self.held.setdefault(balancer, set()).discard(flow)
         self.aged.setdefault(balancer, set()).add(flow)
         if not any(flow in h for h in self.held.values()):
-            self.conns.pop(flow, None)
-            self.closing.pop(flow, None)
+            self._forget(flow)
             for a in self.aged.values():
                 a.discard(flow)
 
     def lost(self, balancer: str) -> None:
-        """The balancer restarted or left: it holds no copies any more."""
-        self.held[balancer] = set()
-        self.aged[balancer] = set()
+        """The balancer restarted or left: it holds no copies any more, and gets none until
+        it joins again (fresh)."""
+        for store in (self.held, self.aged, self.pending, self.pending_del):
+            store.pop(balancer, None)

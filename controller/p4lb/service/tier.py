@@ -20,6 +20,7 @@ tables on every balancer give the same answer."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import signal
 import threading
@@ -33,6 +34,7 @@ from p4lb.pipeline.desired import desired_entries
 from p4lb.pipeline.digests import ConnDigests
 from p4lb.pipeline.entries import Entry, Update
 from p4lb.pipeline.ids import Ids, assign_ids, ids_on_switch
+from p4lb.pipeline.p4info import Schema
 from p4lb.pipeline.plan import plan
 from p4lb.pipeline.shared import (
     CLOSED,
@@ -55,6 +57,7 @@ log = logging.getLogger("p4lb")
 
 PIN_IDLE_TIMEOUT_NS = 120 * 1_000_000_000  # a collision pin: as the single switch's
 HEALTH_JOIN_S = 10.0
+REPORT_S = 10.0  # how often the copies' delays are logged
 
 
 @dataclass
@@ -82,12 +85,15 @@ class Member:
 class TierController:
     """Run with `run()`; `stop()` ends it from a signal handler or another thread."""
 
+    # check_s: the periodic reconcile (a safety net: config and health changes reconcile
+    # at once). Each reads and recomputes the whole intent; with three balancers on a
+    # 2-core machine, every 2 s (the single switch's period) took CPU the copies need.
     def __init__(
         self,
         load_config: Callable[[], Config],
         config_path: str | None = None,
         poll_s: float = 0.02,
-        check_s: float = 2.0,
+        check_s: float = 10.0,
         retry_s: float = 0.5,
         probe: Probe = default_probe,
     ) -> None:
@@ -98,12 +104,17 @@ class TierController:
         self.retry_s = retry_s
         self._stop = threading.Event()
         self.lock = threading.Lock()  # members, shared, last_good
+        self.reconcile_lock = threading.Lock()  # one balancer's reconcile at a time
         self.members: dict[str, Member] = {}
         self.shared = Shared()
         self.checker = HealthChecker([], self._health_changed, probe)
         self.health_round = 0  # bumped on each health change: members reconcile on it
         self._last_good: Config | None = None
         self.ids: Ids | None = None  # the tier's service and backend ids
+        # The speakers are driven from a thread of their own (a `gobgp` call can take a
+        # while on a loaded machine): the balancers' loops never wait for one, so their
+        # digests are served and their copies written meanwhile.
+        self._speakers_due = threading.Event()
 
     def stop(self, *_: object) -> None:
         self._stop.set()
@@ -124,23 +135,47 @@ class TierController:
             target=self.checker.run, args=(health_stop, lambda changes: None), daemon=True
         )
         checks.start()
+        speakers = threading.Thread(target=self._speakers, name="p4lb-speakers", daemon=True)
+        speakers.start()
+        next_report = time.monotonic() + REPORT_S
         try:
             while not self.stopping and (deadline is None or time.monotonic() < deadline):
                 cfg = self.config()
                 if cfg is not None:
                     self.checker.set_targets(targets_of(cfg))
                     self._members_of(cfg)
+                if time.monotonic() >= next_report:
+                    next_report = time.monotonic() + REPORT_S
+                    self._report_delays()
                 self._stop.wait(min(self.check_s, 0.5))
         finally:
             self._stop.set()
             for m in list(self.members.values()):
                 if m.thread is not None:
                     m.thread.join(10)
+            self._speakers_due.set()
+            speakers.join(10)
             health_stop.set()
             checks.join(HEALTH_JOIN_S)
             self.checker.close()
         log.info("stopped")
         return 0
+
+    def _report_delays(self) -> None:
+        """How long shared connections' copies took, since the last report (log)."""
+        with self.lock:
+            d, self.shared.delays = sorted(self.shared.delays), []
+            live = len(self.shared.conns)
+        if d:
+            log.info(
+                "shared connections: %d copies written, event to copy median %.1f ms, "
+                "p99 %.1f ms, max %.1f ms; %d live",
+                len(d),
+                1000 * d[len(d) // 2],
+                1000 * d[min(len(d) - 1, int(len(d) * 0.99))],
+                1000 * d[-1],
+                live,
+            )
 
     def config(self) -> Config | None:
         """The file's intent; while it is broken, the last valid one."""
@@ -149,6 +184,8 @@ class TierController:
         except ConfigError as e:
             log.warning("config: %s; the balancers keep what they have", e)
             return self._last_good
+        if cfg != self._last_good and self._last_good is not None:
+            self.health_round += 1  # the file changed: every balancer reconciles now
         self._last_good = cfg
         return cfg
 
@@ -196,13 +233,11 @@ class TierController:
                     raise SwitchError("stream to the switch closed")
                 if m.ready.is_set():
                     self._write_shared(m, sw)
-                    self._announce(m)
                     health = self.health_round
                     due = health != seen_health or time.monotonic() >= next_check
                     if due and self._reconcile(m, sw):
                         seen_health = health
                         next_check = time.monotonic() + self.check_s
-                        self._check_announced(m)
             except NotPrimaryError as e:
                 m.ready.clear()
                 log.info("%s: not primary (%s); waiting", m.name, e)
@@ -226,19 +261,25 @@ class TierController:
         """Take the switch into the tier: the intent, digests, every live shared connection
         (it may have restarted with none), then the announcement."""
         if not self._reconcile(m, sw):
-            raise NotPrimaryError("a runtime command holds the config; joining after it")
+            raise NotPrimaryError(
+                "the config is busy (a runtime command, or another balancer joining); "
+                "joining after it"
+            )
         sw.enable_digest()
         if CONN_EVENT_DIGEST in sw.schema.digests:
-            sw.enable_digest(CONN_EVENT_DIGEST)
+            # Every new connection of a shared VIP is one event: lists of up to 64 within
+            # 1 ms cut the messages (and acks) per connection at a millisecond's delay.
+            sw.enable_digest(CONN_EVENT_DIGEST, max_list_size=64, max_timeout_ns=1_000_000)
         with self.lock:
             if m.fresh:
                 self.shared.lost(m.name)
-            todo = self.shared.writes(m.name, fresh=m.fresh)
-        self._insert_copies(m, sw, todo)
+            self.shared.join(m.name, fresh=m.fresh)
+            todo = self.shared.writes(m.name)
+        self._insert_copies(m, sw, todo, timed=False)
         m.fresh = False
         m.ready.set()
         log.info("%s: in the tier (%d shared connections copied)", m.name, len(todo))
-        self._announce(m)
+        self._speakers_due.set()
 
     def _leave(self, m: Member, why: str) -> None:
         if m.ready.is_set() or m.announced:
@@ -246,23 +287,39 @@ class TierController:
         m.ready.clear()
         with self.lock:
             self.shared.lost(m.name)
-        self._withdraw(m)
+        self._speakers_due.set()
 
     def _prefixes(self, m: Member) -> list[str]:
         cfg = self._last_good
         vips = sorted({f"{v.address}/32" for v in cfg.vips}) if cfg else []
         return vips + list(cfg.tier_announce if cfg else ())
 
+    def _speakers(self) -> None:
+        """Announce for each balancer that holds the tier's state and is not drained,
+        withdraw for the others; every check_s, have a speaker that lost its routes (it
+        restarted) announce them again."""
+        next_check = 0.0
+        while not self.stopping:
+            self._speakers_due.wait(0.2)
+            self._speakers_due.clear()
+            check = time.monotonic() >= next_check
+            if check:
+                next_check = time.monotonic() + self.check_s
+            for m in list(self.members.values()):
+                if self.stopping:
+                    return
+                if m.ready.is_set() and not m.balancer.drain:
+                    self._announce(m)
+                    if check:
+                        self._check_announced(m)
+                elif m.announced:
+                    self._withdraw(m)
+                    if m.balancer.drain:
+                        log.info("%s: draining: withdrawn", m.name)
+
     def _announce(self, m: Member) -> None:
         sp = m.speaker
-        if sp is None:
-            return
-        if m.balancer.drain:
-            if m.announced:
-                self._withdraw(m)
-                log.info("%s: draining: withdrawn", m.name)
-            return
-        if m.announced:
+        if sp is None or m.announced:
             return
         try:
             sp.announce(self._prefixes(m))
@@ -297,12 +354,17 @@ class TierController:
         m.announced = False
 
     def _reconcile(self, m: Member, sw: Switch) -> bool:
-        lock = (
-            config_lock(self.config_path, wait_s=0)
-            if self.config_path
-            else contextlib.nullcontext()
-        )
+        """Apply the tier's intent (DOWN backends at weight 0) to this balancer under the
+        file's lock; False when a runtime command holds it, or another balancer of this
+        process is reconciling (this loop goes on serving digests and tries again soon)."""
+        if not self.reconcile_lock.acquire(timeout=0.05):
+            return False
         try:
+            lock = (
+                config_lock(self.config_path, wait_s=0)
+                if self.config_path
+                else contextlib.nullcontext()
+            )
             with lock:
                 cfg = self._last_good or self.config()
                 if cfg is None:
@@ -312,6 +374,8 @@ class TierController:
                 result = self._apply(sw, member_config(over.config, m.balancer))
         except ConfigLocked:
             return False
+        finally:
+            self.reconcile_lock.release()
         if result.writes or result.pipeline_pushed:
             log.info(
                 "%s: pipeline %s, %d writes",
@@ -347,13 +411,13 @@ class TierController:
             msg = rep.digest
             name = digest_name(sw, msg.digest_id)
             if name == CONN_EVENT_DIGEST:
-                events = ConnEvents.of(sw.schema)
+                events = conn_events(sw)
                 now = time.monotonic()
                 with self.lock:
                     for member in msg.data:
                         ev = events.event(member)
                         if ev.event == OPENED:
-                            self.shared.opened(m.name, ev.flow, ev.backend_id)
+                            self.shared.opened(m.name, ev.flow, ev.backend_id, now)
                         elif ev.event == CLOSED:
                             self.shared.closed(ev.flow, now)
             else:  # a collision: pin the flow on every balancer
@@ -389,8 +453,10 @@ class TierController:
             except SwitchError as e:
                 log.warning("%s: collision pins not written: %s", m.name, e)
         self._insert_copies(m, sw, todo)
-        if drop:
-            events = ConnEvents.of(sw.schema)
+        # Removing copies can wait; writing them cannot (it is the window in which a
+        # connection can break): under load, copies first.
+        if drop and not todo:
+            events = conn_events(sw)
             try:
                 sw.write([Update("DELETE", events.copy(f, 0)) for f in drop])
             except NotPrimaryError:
@@ -401,11 +467,15 @@ class TierController:
                 self.shared.removed(m.name, drop)
 
     def _insert_copies(
-        self, m: Member, sw: Switch, todo: list[tuple[tuple[tuple[str, int], ...], int]]
+        self,
+        m: Member,
+        sw: Switch,
+        todo: list[tuple[tuple[tuple[str, int], ...], int]],
+        timed: bool = True,
     ) -> None:
         if not todo:
             return
-        events = ConnEvents.of(sw.schema)
+        events = conn_events(sw)
         ttl = int(self._last_good.tier_state_ttl_s * 1e9) if self._last_good else 0
         for k in range(0, len(todo), 500):
             chunk = todo[k : k + 500]
@@ -421,7 +491,17 @@ class TierController:
                     with contextlib.suppress(SwitchError):
                         sw.write([Update("INSERT", events.copy(f, b))], idle_timeout_ns=ttl)
             with self.lock:
-                self.shared.written(m.name, [f for f, _ in chunk])
+                self.shared.written(m.name, [f for f, _ in chunk], time.monotonic(), timed)
+
+
+@functools.lru_cache(maxsize=16)
+def _conn_events(schema: Schema) -> ConnEvents:
+    return ConnEvents.of(schema)
+
+
+def conn_events(sw: Switch) -> ConnEvents:
+    """The switch's conn_event_t layout (read from its P4Info once)."""
+    return _conn_events(sw.schema)
 
 
 def digest_name(sw: Switch, digest_id: int) -> str:

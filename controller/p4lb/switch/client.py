@@ -315,8 +315,12 @@ class Switch:
 
     # ------------------------------------------------------------ stream
 
-    def enable_digest(self, name: str = "conn_digest_t") -> None:
-        """Ask for digests at once (no batching delay), so collision entries land fast."""
+    def enable_digest(
+        self, name: str = "conn_digest_t", max_list_size: int = 1, max_timeout_ns: int = 0
+    ) -> None:
+        """Ask for digests: by default at once, one per list, so collision entries land
+        fast; a busier digest (a tier's connection events) batches up to `max_list_size`
+        within `max_timeout_ns`."""
         self._require_primary("configure digests")
         digest_id = self.schema.digest_id(name)
         for op in ("INSERT", "MODIFY"):
@@ -325,8 +329,8 @@ class Switch:
             upd.type = p4r.Update.Type.Value(op)
             d = upd.entity.digest_entry
             d.digest_id = digest_id
-            d.config.max_timeout_ns = 0
-            d.config.max_list_size = 1
+            d.config.max_timeout_ns = max_timeout_ns
+            d.config.max_list_size = max_list_size
             d.config.ack_timeout_ns = 1_000_000_000
             try:
                 self._send(req)

@@ -3,58 +3,101 @@ connections open, close, age out, and balancers leave and come back."""
 
 from __future__ import annotations
 
-from p4lb.pipeline.shared import CLOSE_GRACE_S, Shared
+from p4lb.pipeline.shared import CLOSE_GRACE_S, COPY_AFTER_S, Shared
 
 A = (("src_addr", 1), ("dst_addr", 2), ("protocol", 6), ("src_port", 1000), ("dst_port", 80))
 B = (("src_addr", 1), ("dst_addr", 2), ("protocol", 6), ("src_port", 1001), ("dst_port", 80))
 
 
-def test_a_connection_is_copied_to_every_other_balancer() -> None:
+def tier(*names: str) -> Shared:
     s = Shared()
-    s.opened("lb1", A, 7)
+    for n in names:
+        s.join(n)
+    return s
+
+
+def test_a_connection_is_copied_to_every_other_balancer_once() -> None:
+    s = tier("lb1", "lb2", "lb3")
+    s.opened("lb1", A, 7, now=1.0)
+    s.expire(1.0 + COPY_AFTER_S - 0.01)
+    assert s.writes("lb2") == []  # not yet: most connections end sooner
+    s.expire(1.0 + COPY_AFTER_S)
     assert s.writes("lb1") == []  # its own state holds it
     assert s.writes("lb2") == [(A, 7)]
     assert s.writes("lb3") == [(A, 7)]
-    s.written("lb2", [A])
-    assert s.writes("lb2") == []  # written once
+    s.written("lb2", [A], now=1.5)
+    assert s.writes("lb2") == []  # handed out once
+    assert s.delays == [0.5]  # event to copy: the window
+
+
+def test_a_short_connection_is_never_copied() -> None:
+    s = tier("lb1", "lb2")
+    s.opened("lb1", A, 7, now=0.0)
+    s.closed(A, now=0.05)
+    s.expire(COPY_AFTER_S)
+    assert s.writes("lb2") == []
+    s.expire(0.05 + CLOSE_GRACE_S)
+    assert A not in s.conns and s.deletes("lb2") == []
 
 
 def test_a_returning_balancer_gets_everything_its_own_included() -> None:
-    s = Shared()
+    s = tier("lb1", "lb2")
     s.opened("lb1", A, 7)
     s.opened("lb2", B, 9)
-    s.written("lb1", [B])
+    s.expire(COPY_AFTER_S)
+    s.written("lb1", [f for f, _ in s.writes("lb1")])
     s.lost("lb1")  # its switch restarted: its buckets are empty
-    assert s.writes("lb1", fresh=True) == [(A, 7), (B, 9)]
+    s.opened("lb2", B, 9)  # events meanwhile do not pile up for it
+    assert "lb1" not in s.pending
+    s.join("lb1", fresh=True)
+    assert s.writes("lb1") == [(A, 7), (B, 9)]
 
 
 def test_a_close_removes_the_copies_after_the_grace() -> None:
-    s = Shared()
+    s = tier("lb1", "lb2")
     s.opened("lb1", A, 7)
-    s.written("lb2", [A])
+    s.expire(COPY_AFTER_S)
+    s.written("lb2", [f for f, _ in s.writes("lb2")])
     s.closed(A, now=100.0)
     s.expire(100.0 + CLOSE_GRACE_S - 0.1)
     assert s.deletes("lb2") == []  # the last ACKs may still come
     s.expire(100.0 + CLOSE_GRACE_S)
     assert s.deletes("lb2") == [A]
     s.removed("lb2", [A])
-    assert s.deletes("lb2") == [] and s.writes("lb2") == []
+    assert s.deletes("lb2") == [] and s.writes("lb2") == [] and A not in s.conns
 
 
-def test_a_new_connection_on_a_reused_tuple_cancels_the_close() -> None:
-    s = Shared()
+def test_a_reused_tuple_replaces_the_copy_and_outlives_the_old_close() -> None:
+    s = tier("lb1", "lb2")
+    s.opened("lb1", A, 7, now=0.0)
+    s.expire(COPY_AFTER_S)
+    s.written("lb2", [f for f, _ in s.writes("lb2")])
+    s.closed(A, now=1.0)
+    s.opened("lb1", A, 8, now=2.0)  # the client reused its port
+    assert s.deletes("lb2") == [A]  # the old copy goes
+    s.expire(2.0 + COPY_AFTER_S)
+    assert s.writes("lb2") == [(A, 8)]
+    s.expire(1.0 + CLOSE_GRACE_S + 0.5)
+    assert A in s.conns  # the old close does not end the new connection
+
+
+def test_a_copy_written_after_its_close_is_removed_again() -> None:
+    s = tier("lb1", "lb2")
     s.opened("lb1", A, 7)
-    s.closed(A, now=0.0)
-    s.opened("lb2", A, 8)  # the client reused its port at once
-    s.expire(CLOSE_GRACE_S + 1)
-    assert s.writes("lb1") == [(A, 8)]
+    s.expire(COPY_AFTER_S)
+    todo = s.writes("lb2")
+    s.closed(A, now=1.0)
+    s.expire(1.0 + CLOSE_GRACE_S)
+    s.written("lb2", [f for f, _ in todo])
+    assert s.deletes("lb2") == [A]
 
 
 def test_aged_copies_are_not_rewritten_and_the_last_one_forgets() -> None:
-    s = Shared()
+    s = tier("lb1", "lb2", "lb3")
     s.opened("lb1", A, 7)
-    s.written("lb2", [A])
-    s.written("lb3", [A])
+    s.expire(COPY_AFTER_S)
+    s.written("lb2", [f for f, _ in s.writes("lb2")])
+    s.written("lb3", [f for f, _ in s.writes("lb3")])
     s.idle("lb2", A)
     assert s.writes("lb2") == []  # aged out there: not written back
     assert A in s.conns  # lb3 still holds it

@@ -44,6 +44,7 @@ def running(
     fakes: tuple[FakeSwitch, FakeSwitch], monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[TierController, Config]]:
     monkeypatch.setattr(shared_mod, "CLOSE_GRACE_S", 0.2)
+    monkeypatch.setattr(shared_mod, "COPY_AFTER_S", 0.05)
     cfg = tier_config(*fakes)
     ctl = TierController(lambda: cfg, check_s=0.2, retry_s=0.1)
     t = threading.Thread(target=ctl.run, kwargs={"duration_s": 60}, daemon=True)
