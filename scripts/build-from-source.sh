@@ -188,13 +188,23 @@ step_pi() {
 }
 
 # BMv2's CLI wrappers run `python3` from PATH; a Python of one's own (pyenv, a venv) ahead of
-# the distribution's lacks the thrift module they import: they get the distribution's.
+# the distribution's lacks the thrift module they import: they get the distribution's. And
+# automake puts BMv2's Python modules (runtime_CLI, bmpy_utils) under site-packages, which
+# Debian's Python does not read: a .pth file in its own directory for local installs points
+# there, so scripts (and the tests' register reads) can import them too.
 pin_cli_python() {
-    local f
+    local f dir site
     for f in "$1"/bin/*_CLI "$1"/bin/bm_*; do
         if [ ! -f "$f" ] || ! head -1 "$f" | grep -q '^#!/usr/bin/env python3'; then continue; fi
         $SUDO sed -i '1s|^#!/usr/bin/env python3$|#!/usr/bin/python3|' "$f"
     done
+    [ "$1" = "$PREFIX" ] || return 0
+    dir=$(sed -n 's/^sys.path.append("\(.*\)")$/\1/p' "$1/bin/simple_switch_CLI" 2>/dev/null || true)
+    if [ -n "$dir" ] && [ -x /usr/bin/python3 ] &&
+        ! /usr/bin/python3 -c 'import bmpy_utils' 2>/dev/null; then
+        site=$(/usr/bin/python3 -c 'import site; print(site.getsitepackages()[0])')
+        echo "$dir" | $SUDO tee "$site/p4lb-bmv2.pth" >/dev/null
+    fi
 }
 
 bmv2() {
