@@ -241,8 +241,15 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     x = range(len(kinds))
     b.bar([i - 0.2 for i in x], det, width=0.4, label="router follows (s)")
     b.bar([i + 0.2 for i in x], stall, width=0.4, label="longest stall of an open connection (s)")
-    b.set_xticks(list(x), kinds)
-    b.set_title("Failover (median of reps; 0 broken connections)")
+    b.set_xticks(
+        list(x),
+        [
+            f"{k}\nbroken {doc['failover'][k]['broken']} of "
+            f"{sum(r['connections'] for r in doc['failover'][k]['runs'])}"
+            for k in kinds
+        ],
+    )
+    b.set_title(f"Failover (median of {doc['reps']} repetitions)")
     b.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -250,10 +257,14 @@ def plot(doc: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench-tier", description=__doc__.splitlines()[0])
+    p.add_argument("--plot-only", action="store_true", help="redraw tier.png from tier.json")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seconds", type=int, default=10, help="ab time per scaling point")
     p.add_argument("--out", type=Path, default=OUT)
     a = p.parse_args(argv)
+    if a.plot_only:
+        plot(json.loads((a.out / "tier.json").read_text()), a.out / "tier.png")
+        return 0
     sys.path.insert(0, str(ROOT))
     from p4lb.intent import writer
     from tests.e2e.test_tier import wait_hops
