@@ -144,7 +144,10 @@ def scaling(t: Any, config: Path, reps: int, seconds: int, points: list[int]) ->
 
 
 def failover(t: Any, config: Path, reps: int) -> dict[str, Any]:
+    from tests.e2e import test_tier
     from tests.e2e.test_tier import p4lb, traffic, wait_hops
+
+    test_tier.OPEN_BEFORE_S = 1.0  # the bar: connections open for over a second
 
     kinds = ["switch killed", "speaker killed", "drain"]
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
