@@ -22,7 +22,6 @@ import dataclasses
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -72,35 +71,13 @@ def provenance(binary: str) -> dict[str, Any]:
     }
 
 
-def ab(requests: int, concurrency: int, seconds: int) -> dict[str, float]:
-    from topology.tier import NS, VIP, in_ns
+def ab(requests: int, concurrency: int, seconds: int) -> dict[str, Any]:
+    from topology.tier import ab as ab_through_vip
 
-    r = in_ns(
-        NS + "c1",
-        "ab",
-        "-q",
-        "-r",
-        "-s",
-        "5",
-        "-t",
-        str(seconds),
-        "-n",
-        str(requests),
-        "-c",
-        str(concurrency),
-        f"http://{VIP}/",
-        check=False,
-    )
-    rps = re.search(r"Requests per second:\s+([\d.]+)", r.stdout)
-    done = re.search(r"Complete requests:\s+(\d+)", r.stdout)
-    failed = re.search(r"Failed requests:\s+(\d+)", r.stdout)
-    if not (rps and done and failed):
-        raise RuntimeError(f"ab: {(r.stderr or r.stdout)[-300:]}")
-    return {
-        "rps": float(rps.group(1)),
-        "complete": int(done.group(1)),
-        "failed": int(failed.group(1)),
-    }
+    r = ab_through_vip(requests, concurrency, seconds)
+    if r["error"]:
+        raise RuntimeError(f"ab: {r['error']}")
+    return r
 
 
 def set_active(t: Any, config: Path, active: int) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -38,6 +39,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from p4lb.intent.model import (
     Backend,
@@ -525,14 +527,7 @@ class Tier:
         pid = self.pids.pop(name)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
-        for _ in range(200):  # bounded wait for it to be gone
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-            time.sleep(0.01)
+        gone_by(pid, time.monotonic() + 2)
         if name.startswith("switch-lb"):
             self.running.discard(int(name.removeprefix("switch-lb")))
         self.save()
@@ -549,6 +544,20 @@ class Tier:
         (RUN / "state.json").unlink(missing_ok=True)
 
 
+def gone_by(pid: int, deadline: float) -> bool:
+    """Wait (until `deadline`) for a process we started to be gone, reaping it if it is our
+    child; whether it is."""
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.01)
+    return False
+
+
 def stop_recorded(pids: dict[str, int], links: list[str], namespaces: list[str]) -> None:
     """Stop what a tier started (by PID: TERM, then KILL after 3 s), remove its links and
     namespaces. Servers and speakers first, switches last."""
@@ -558,15 +567,7 @@ def stop_recorded(pids: dict[str, int], links: list[str], namespaces: list[str])
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 3
     for _, pid in order:
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-            time.sleep(0.02)
-        else:
+        if not gone_by(pid, deadline):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     for link in links:
@@ -587,6 +588,25 @@ the tier's state.
   kill -9 $(jq .pids[\"switch-lb2\"] {state})                        # a balancer dies
 Controller log: {log}.  Ctrl-C (or `make stop`) stops everything.
 """
+
+
+def ab(requests: int, concurrency: int, seconds: int | None = None) -> dict[str, Any]:
+    """ab from the client through the VIP (no keep-alive, 5 s timeout, going on after
+    errors): requests/s, complete and failed; an ab that gave up (a request unanswered for
+    5 s) counts every request as failed and says why."""
+    args = ["ab", "-q", "-r", "-s", "5", "-n", str(requests), "-c", str(concurrency)]
+    if seconds:
+        args += ["-t", str(seconds)]
+    r = in_ns(NS + "c1", *args, f"http://{VIP}/", check=False)
+    rps = re.search(r"Requests per second:\s+([\d.]+)", r.stdout)
+    done = re.search(r"Complete requests:\s+(\d+)", r.stdout)
+    failed = re.search(r"Failed requests:\s+(\d+)", r.stdout)
+    return {
+        "rps": float(rps.group(1)) if rps else 0.0,
+        "complete": int(done.group(1)) if done else 0,
+        "failed": int(failed.group(1)) if failed else requests,
+        "error": "" if done else (r.stderr or r.stdout)[-200:],
+    }
 
 
 def wait_for_vip(timeout_s: float = 60.0, port: int = VIP_PORT) -> bool:
