@@ -181,8 +181,8 @@ def traffic(connections: int = 60) -> Iterator[tuple[dict[str, Any], Load]]:
 # What the tier guarantees today (issue 30 is open on it): a Maglev connection never breaks;
 # a round-robin connection survives through the copies the controller writes, which on this
 # 2-core machine sometimes arrive after the connection moved (make bench-tier: 7 of 540
-# broke). A round-robin connection may break, a few at most: a regression in the sharing
-# itself (no copies, wrong backends) breaks about a third of them, and moves them.
+# broke). A round-robin connection may break, a few at most: without the sharing (no copies,
+# or copies that name the wrong backend) every connection that moves breaks, a third or more.
 WRR_BROKEN_AT_MOST = 3  # of 60
 
 
