@@ -212,6 +212,15 @@ class Shared:
                 self.pending_del.setdefault(balancer, set()).add(f)
         del self.delays[:-10_000]
 
+    def retry(self, balancer: str, copies: list[tuple[FlowKey, int]]) -> None:
+        """Copies the switch refused (not as duplicates): handed out again next time."""
+        todo = self.pending.get(balancer)
+        if todo is None:
+            return  # it left meanwhile
+        for f, bid in copies:
+            if f in self.conns:
+                todo[f] = bid
+
     def removed(self, balancer: str, flows: list[FlowKey]) -> None:
         self.held.setdefault(balancer, set()).difference_update(flows)
 

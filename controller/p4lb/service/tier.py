@@ -487,9 +487,20 @@ class TierController:
                 raise
             except SwitchError as e:  # one exists already: write them one by one
                 log.debug("%s: copies batch refused (%s); one by one", m.name, e)
+                failed = []
                 for f, b in chunk:
-                    with contextlib.suppress(SwitchError):
+                    try:
                         sw.write([Update("INSERT", events.copy(f, b))], idle_timeout_ns=ttl)
+                    except NotPrimaryError:
+                        raise
+                    except SwitchError as one:
+                        if "exist" not in str(one).lower():  # there already: as good as written
+                            failed.append((f, b))
+                if failed:
+                    log.warning("%s: %d copies not written; again next round", m.name, len(failed))
+                    with self.lock:
+                        self.shared.retry(m.name, failed)
+                chunk = [c for c in chunk if c not in failed]
             with self.lock:
                 self.shared.written(m.name, [f for f, _ in chunk], time.monotonic(), timed)
 

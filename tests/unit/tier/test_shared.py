@@ -103,3 +103,16 @@ def test_aged_copies_are_not_rewritten_and_the_last_one_forgets() -> None:
     assert A in s.conns  # lb3 still holds it
     s.idle("lb3", A)
     assert A not in s.conns
+
+
+def test_a_refused_copy_is_handed_out_again() -> None:
+    s = tier("lb1", "lb2")
+    s.opened("lb1", A, 7)
+    s.expire(COPY_AFTER_S)
+    assert s.writes("lb2") == [(A, 7)]
+    s.retry("lb2", [(A, 7)])
+    assert s.writes("lb2") == [(A, 7)]
+    s.closed(A, now=1.0)
+    s.expire(1.0 + CLOSE_GRACE_S)
+    s.retry("lb2", [(A, 7)])  # closed meanwhile: not again
+    assert s.writes("lb2") == []
