@@ -473,6 +473,9 @@ class Tier:
             spk,
             state / "gobgpd.log",
         )
+        bfdd = self.pids.get(f"{spk}-bfdd")
+        if bfdd is not None and alive(bfdd):
+            return  # the speaker alone restarted: its bfdd runs on, configured
         self.frr_daemon(spk, state, "bfdd", ["--bfdctl", f"{state}/bfdd.sock"])
         bfd = state / "bfdd.conf"
         bfd.write_text(speaker_bfd_conf(i))
@@ -542,6 +545,14 @@ class Tier:
     def down(self) -> None:
         stop_recorded(self.pids, self.root_links, self.namespaces)
         (RUN / "state.json").unlink(missing_ok=True)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def gone_by(pid: int, deadline: float) -> bool:
