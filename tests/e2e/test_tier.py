@@ -11,40 +11,24 @@ open on it), and no ab request fails once the router has converged.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from topology.tier import (
-    BFD_MS,
-    BFD_MULT,
-    NS,
-    RUN,
-    VIP,
-    Tier,
-    ab,
-    missing_tools,
-    p4lb_config,
-    speaker_addr,
-    start_controller,
-    wait_for_vip,
-)
+from topology import tier_load
+from topology.tier import BFD_MS, BFD_MULT, RUN, Tier, missing_tools, p4lb_config
+from topology.tier_load import Load, controller_log, p4lb, start_tier, wait_hops
 
 COMPILED = Path(__file__).resolve().parents[2] / "p4src" / "compiled"
 DETECT_S = BFD_MULT * BFD_MS / 1000  # the router's BFD: 3 x 100 ms
 MARGIN_S = 1.0  # scheduling on a 2-core machine running 3 switches, 2 routers, 3 speakers
-CONVERGE_WAIT_S = 30.0  # a bound for waits that include BGP sessions coming up
-# ab's concurrency: ~150 new connections/s through the tier, which the controller copies
-# within tens of ms here. At ab -c 10 (~500/s) on this 2-core machine the copies fall
-# seconds behind (results/tier: the window grows with the rate of new connections).
+# ab's concurrency: what the controller keeps copying within about a second here. At ab -c 10
+# (~500 new connections/s) on this 2-core machine the copies fall seconds behind (results/
+# tier: the window grows with the rate of new connections).
 AB_CONCURRENCY = 4
 # How old the held connections are when the event comes: older than the controller's delay
 # to copy them (0.3 s median, p99 up to ~2 s here under this load, results/tier/).
@@ -58,124 +42,17 @@ def tier() -> Iterator[Tier]:
         pytest.skip(f"tier layer skipped: missing {', '.join(missing)}")
     if not (COMPILED / "lb.json").exists():
         pytest.skip("tier layer skipped: missing p4src/compiled artifacts (make artifacts)")
-    from p4lb.intent import writer
-
-    t = Tier(balancers=3, servers=3)
+    t = start_tier(3, 3)
     try:
-        t.up()
-        config = RUN / "lb.toml"
-        config.unlink(missing_ok=True)
-        writer.save(p4lb_config(3, 3), config)
-        start_controller(t, config)
-        assert wait_for_vip(60), controller_log()[-2000:]
-        assert wait_for_vip(30, port=81), controller_log()[-2000:]
-        wait_hops(t, [1, 2, 3])
         yield t
     finally:
         t.down()
 
 
-def controller_log() -> str:
-    p = RUN / "controller.log"
-    return p.read_text() if p.exists() else ""
-
-
-def hops(indexes: list[int]) -> list[str]:
-    return sorted(speaker_addr(i) for i in indexes)
-
-
-def wait_hops(t: Tier, indexes: list[int], timeout_s: float = CONVERGE_WAIT_S) -> float:
-    """Seconds until r0's next hops for the VIP are exactly those balancers' (bounded)."""
-    want = hops(indexes)
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        if t.ecmp_next_hops() == want:
-            return time.monotonic() - t0
-        time.sleep(0.01)
-    raise AssertionError(f"r0's next hops {t.ecmp_next_hops()} != {want} after {timeout_s} s")
-
-
-@dataclass
-class Load:
-    """ab in batches from the client, each batch's start, end and failures."""
-
-    stop: threading.Event = field(default_factory=threading.Event)
-    batches: list[dict[str, Any]] = field(default_factory=list)
-
-    def run(self) -> None:
-        for _ in range(10_000):  # bounded; stop ends it long before
-            if self.stop.is_set():
-                return
-            t0 = time.monotonic()
-            r = ab(200, AB_CONCURRENCY)
-            self.batches.append({"start": t0, "end": time.monotonic(), **r})
-
-
 @contextmanager
-def traffic(connections: int = 60) -> Iterator[tuple[dict[str, Any], Load]]:
-    """Keep-alive connections to both VIPs (the holder) and ab batches, for the block; yields
-    the holder's result (filled at the end) and the load."""
-    work = RUN / "holder"
-    work.mkdir(parents=True, exist_ok=True)
-    stop, ready, out = work / "stop", work / "ready", work / "out.json"
-    for f in (stop, ready, out):
-        f.unlink(missing_ok=True)
-    holder = subprocess.Popen(
-        [
-            "ip",
-            "netns",
-            "exec",
-            NS + "c1",
-            sys.executable,
-            "-m",
-            "topology.holder",
-            "--vip",
-            VIP,
-            "--ports",
-            "80",
-            "81",
-            "--connections",
-            str(connections),
-            "--stop-file",
-            str(stop),
-            "--ready-file",
-            str(ready),
-            "--out",
-            str(out),
-        ],
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    load = Load()
-    thread = threading.Thread(target=load.run, daemon=True)
-    result: dict[str, Any] = {}
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists() and holder.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert ready.exists(), "the holder did not open its connections within 60 s"
-        opened = json.loads(ready.read_text())["at"]
-        thread.start()
-        # Every connection older than OPEN_BEFORE_S when anything happens (make bench-tier
-        # measures with 1 s: there a few round-robin connections still break).
-        while time.monotonic() < opened + OPEN_BEFORE_S:
-            time.sleep(0.05)
-        yield result, load
-    finally:
-        load.stop.set()
-        stop.touch()
-        holder.wait(60)
-        if thread.is_alive():
-            thread.join(30)
-        if out.exists():
-            result.update(json.loads(out.read_text()))
-        # For the report of a failure: each balancer's drops by reason.
-        stats = p4lb("stats", "--json")
-        if stats.returncode in (0, 1) and stats.stdout.strip().startswith("{"):
-            doc = json.loads(stats.stdout)
-            result["drops"] = {
-                n: {v["name"]: v["drops"] for v in b["vips"]} | {"": b["drops"]}
-                for n, b in doc["balancers"].items()
-            }
+def traffic() -> Iterator[tuple[dict[str, Any], Load]]:
+    with tier_load.traffic(OPEN_BEFORE_S, AB_CONCURRENCY) as held:
+        yield held
 
 
 # What the tier guarantees today (issue 30 is open on it): a Maglev connection never breaks;
@@ -249,13 +126,6 @@ def test_a_speaker_dies_and_comes_back(tier: Tier) -> None:
         wait_hops(tier, [1, 2, 3])
     assert_none_broken(result)
     assert_no_failures_after(load, converged)
-
-
-def p4lb(*args: str) -> subprocess.CompletedProcess[str]:
-    exe = Path(sys.executable).with_name("p4lb")
-    return subprocess.run(
-        [str(exe), "-c", str(RUN / "lb.toml"), *args], capture_output=True, text=True, timeout=60
-    )
 
 
 def test_a_balancer_is_drained_and_restored(tier: Tier) -> None:

@@ -1,0 +1,166 @@
+"""Driving the tier (topology/tier.py) for its e2e tests and `make bench-tier`: bring it up
+with its controller, wait for the router's next hops, hold keep-alive connections and run ab
+through the VIP around an event, and call `p4lb` on the tier's config."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from topology.tier import (
+    NS,
+    ROOT,
+    RUN,
+    VIP,
+    Tier,
+    ab,
+    p4lb_config,
+    speaker_addr,
+    start_controller,
+    wait_for_vip,
+)
+
+CONVERGE_WAIT_S = 30.0  # a bound for waits that include BGP sessions coming up
+
+
+def controller_log() -> str:
+    p = RUN / "controller.log"
+    return p.read_text() if p.exists() else ""
+
+
+def start_tier(balancers: int = 3, servers: int = 3, algorithm: str = "wrr") -> Tier:
+    """The tier up, its config written, `p4lb run` started, both VIPs answering and every
+    balancer in r0's next hops; stopped again (by PID) if any of it fails."""
+    from p4lb.intent import writer
+
+    t = Tier(balancers=balancers, servers=servers)
+    try:
+        t.up()
+        config = RUN / "lb.toml"
+        config.unlink(missing_ok=True)
+        writer.save(p4lb_config(balancers, servers, algorithm), config)
+        start_controller(t, config)
+        for port in (80, 81):
+            if not wait_for_vip(60, port=port):
+                raise RuntimeError(f"VIP port {port} never answered: {controller_log()[-2000:]}")
+        wait_hops(t, list(range(1, balancers + 1)))
+    except BaseException:
+        t.down()
+        raise
+    return t
+
+
+def hops(indexes: list[int]) -> list[str]:
+    return sorted(speaker_addr(i) for i in indexes)
+
+
+def wait_hops(t: Tier, indexes: list[int], timeout_s: float = CONVERGE_WAIT_S) -> float:
+    """Seconds until r0's next hops for the VIP are exactly those balancers' (bounded)."""
+    want = hops(indexes)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if t.ecmp_next_hops() == want:
+            return time.monotonic() - t0
+        time.sleep(0.01)
+    raise TimeoutError(f"r0's next hops {t.ecmp_next_hops()} != {want} after {timeout_s} s")
+
+
+@dataclass
+class Load:
+    """ab in batches from the client, each batch's start, end and failures."""
+
+    concurrency: int
+    stop: threading.Event = field(default_factory=threading.Event)
+    batches: list[dict[str, Any]] = field(default_factory=list)
+
+    def run(self) -> None:
+        for _ in range(10_000):  # bounded; stop ends it long before
+            if self.stop.is_set():
+                return
+            t0 = time.monotonic()
+            r = ab(200, self.concurrency)
+            self.batches.append({"start": t0, "end": time.monotonic(), **r})
+
+
+@contextmanager
+def traffic(
+    open_before_s: float, ab_concurrency: int, connections: int = 60
+) -> Iterator[tuple[dict[str, Any], Load]]:
+    """Keep-alive connections to both VIPs (the holder, `connections` to each) and ab
+    batches, for the block, which starts once every connection is `open_before_s` old;
+    yields the holder's result (filled at the end) and the load."""
+    work = RUN / "holder"
+    work.mkdir(parents=True, exist_ok=True)
+    stop, ready, out = work / "stop", work / "ready", work / "out.json"
+    for f in (stop, ready, out):
+        f.unlink(missing_ok=True)
+    holder = subprocess.Popen(
+        [
+            "ip",
+            "netns",
+            "exec",
+            NS + "c1",
+            sys.executable,
+            "-m",
+            "topology.holder",
+            "--vip",
+            VIP,
+            "--ports",
+            "80",
+            "81",
+            "--connections",
+            str(connections),
+            "--stop-file",
+            str(stop),
+            "--ready-file",
+            str(ready),
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+    )
+    load = Load(ab_concurrency)
+    thread = threading.Thread(target=load.run, daemon=True)
+    result: dict[str, Any] = {}
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and holder.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not ready.exists():
+            raise RuntimeError("the holder did not open its connections within 60 s")
+        opened = json.loads(ready.read_text())["at"]
+        thread.start()
+        while time.monotonic() < opened + open_before_s:
+            time.sleep(0.05)
+        yield result, load
+    finally:
+        load.stop.set()
+        stop.touch()
+        holder.wait(60)
+        if thread.is_alive():
+            thread.join(30)
+        if out.exists():
+            result.update(json.loads(out.read_text()))
+        # For the report of a failure: each balancer's drops by reason.
+        stats = p4lb("stats", "--json")
+        if stats.returncode in (0, 1) and stats.stdout.strip().startswith("{"):
+            doc = json.loads(stats.stdout)
+            result["drops"] = {
+                n: {v["name"]: v["drops"] for v in b["vips"]} | {"": b["drops"]}
+                for n, b in doc["balancers"].items()
+            }
+
+
+def p4lb(*args: str) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("p4lb")
+    return subprocess.run(
+        [str(exe), "-c", str(RUN / "lb.toml"), *args], capture_output=True, text=True, timeout=60
+    )
