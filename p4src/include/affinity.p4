@@ -290,6 +290,29 @@ control ConnectionState(inout headers_t hdr,
         support_timeout = true;
     }
 
+    // A shared VIP's connection that no state here knows, found by its cookie: the backend
+    // id the client echoed (nat.p4's set_vip_source), one of the VIP's.
+    @name(".use_cookie")
+    action use_cookie(backend_id_t backend_id) {
+        meta.backend_id = backend_id;
+    }
+
+    // Matches (service id, the cookie in a client's TSecr). Hit: a mid-connection packet
+    // another balancer of the tier chose the backend for; it follows the cookie. Miss
+    // (a cookie of no backend of this VIP): dropped, counted as NO_STATE. The tier's
+    // controller writes one entry per backend of each VIP whose connections the balancers
+    // share.
+    @name(".cookie_table")
+    table cookie_table {
+        key = {
+            meta.service_id:                     exact @name("service_id");
+            hdr.tcp_ts.tsecr[COOKIE_BITS - 1:0]: exact @name("cookie");
+        }
+        actions = { use_cookie; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = MAX_BACKENDS;
+    }
+
     @name(".vip_source")
     action vip_source() {
         meta.drop_reason = DropReason.MARTIAN_SOURCE;
@@ -331,8 +354,8 @@ control ConnectionState(inout headers_t hdr,
         // A flow the state does not know: choose by the VIP's algorithm if it starts here
         // (a SYN, or any UDP packet); the hashes recompute its first packet's choice
         // (Maglev's even across most pool changes); round robin and the load-driven
-        // algorithms cannot, and drop it rather than guess. A flow pinned in conn_table
-        // takes its recorded backend. (No `return`: p4c implements one with a flag, a
+        // algorithms cannot: a shared VIP's flow follows its cookie, others are dropped
+        // rather than guessed. A flow pinned in conn_table takes its recorded backend. (No `return`: p4c implements one with a flag, a
         // field and more tables.)
         if (vip_source_table.apply().miss) {
             if (conn_table.apply().miss) {
@@ -340,7 +363,9 @@ control ConnectionState(inout headers_t hdr,
                         || meta.algorithm == Algorithm.MAGLEV
                         || meta.algorithm == Algorithm.SRCHASH) {
                     selection.apply(hdr, meta, std_meta);
-                } else {
+                } else if (!hdr.tcp_ts.isValid()) {
+                    meta.drop_reason = DropReason.NO_STATE;
+                } else if (cookie_table.apply().miss) {
                     meta.drop_reason = DropReason.NO_STATE;
                 }
             }

@@ -3,6 +3,14 @@
 #ifndef P4LB_CHECKSUMS_P4
 #define P4LB_CHECKSUMS_P4
 
+// The TCP checksum's pseudo-header and header fields, and the timestamp option's.
+#define TCP_PSEUDO_AND_HEADER \
+    hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, meta.l4_len, \
+    hdr.tcp.src_port, hdr.tcp.dst_port, hdr.tcp.seq_no, hdr.tcp.ack_no, \
+    hdr.tcp.data_offset, hdr.tcp.res, hdr.tcp.flags, hdr.tcp.window, hdr.tcp.urgent_ptr
+#define TCP_TIMESTAMP \
+    hdr.tcp_ts.prefix, hdr.tcp_ts.kind, hdr.tcp_ts.length, hdr.tcp_ts.tsval, hdr.tcp_ts.tsecr
+
 control LbVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
     apply {
         verify_checksum(hdr.ipv4.isValid() && !hdr.ipv4_options.isValid(),
@@ -33,12 +41,25 @@ control LbComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
               hdr.ipv4_options.options },
             hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
         // The payload is everything after the last parsed header: TCP options and data.
+#ifdef P4LB_BASELINE
         update_checksum_with_payload(hdr.tcp.isValid() && meta.l4_rewritten == 1,
-            { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, meta.l4_len,
-              hdr.tcp.src_port, hdr.tcp.dst_port, hdr.tcp.seq_no, hdr.tcp.ack_no,
-              hdr.tcp.data_offset, hdr.tcp.res, hdr.tcp.flags, hdr.tcp.window,
-              hdr.tcp.urgent_ptr },
+            { TCP_PSEUDO_AND_HEADER },
             hdr.tcp.checksum, HashAlgorithm.csum16);
+#else
+        // A parsed timestamp option (and the MSS before it) is in the sum in its place.
+        update_checksum_with_payload(hdr.tcp.isValid() && meta.l4_rewritten == 1
+                                     && !hdr.tcp_ts.isValid(),
+            { TCP_PSEUDO_AND_HEADER },
+            hdr.tcp.checksum, HashAlgorithm.csum16);
+        update_checksum_with_payload(hdr.tcp_ts.isValid() && meta.l4_rewritten == 1
+                                     && !hdr.tcp_mss.isValid(),
+            { TCP_PSEUDO_AND_HEADER, TCP_TIMESTAMP },
+            hdr.tcp.checksum, HashAlgorithm.csum16);
+        update_checksum_with_payload(hdr.tcp_ts.isValid() && meta.l4_rewritten == 1
+                                     && hdr.tcp_mss.isValid(),
+            { TCP_PSEUDO_AND_HEADER, hdr.tcp_mss.option, TCP_TIMESTAMP },
+            hdr.tcp.checksum, HashAlgorithm.csum16);
+#endif
         // A UDP checksum of 0 means "none" and stays 0.
         update_checksum_with_payload(hdr.udp.isValid() && meta.l4_rewritten == 1
                                      && hdr.udp.checksum != 0,

@@ -26,6 +26,12 @@ const bit<8> TCP_FLAG_PSH = 0x08;
 const bit<8> TCP_FLAG_ACK = 0x10;
 const bit<8> TCP_FLAG_URG = 0x20;
 
+// TCP options before the timestamp, as Linux sends them (first 32 bits after the header):
+// NOP NOP TS (data segments); SACK-permitted TS (SYN, SYN-ACK, after an MSS option).
+const bit<32> TCP_OPT_NOP_NOP_TS = 0x0101080a;
+const bit<32> TCP_OPT_SACKOK_TS  = 0x0402080a;
+const bit<16> TCP_OPT_MSS        = 0x0204;
+
 // Algorithms a VIP can use; the controller picks one per VIP at run time (set_vip's
 // parameter), and reads the names and codes from the P4Info's serializable enums.
 // Every algorithm but IPHASH picks a slot of the VIP's slot table, which the controller
@@ -70,6 +76,10 @@ const bit<8> CONN_CLOSED = 2;
 // Sizes. Each is a named constant so the controller can read them from the P4Info.
 const bit<32> MAX_SERVICES = 256;          // VIPs (address, protocol, port); id 0 is reserved
 const bit<32> MAX_BACKENDS = 1024;         // backends over all VIPs; id 0 is reserved; 10 bits
+// A tier's cookie: the backend id in the low bits of a backend's TCP timestamp (TSval).
+// As many bits as a backend id has (MAX_BACKENDS); the server sees its echoed TSecr ahead
+// of its own clock by less than 2^(COOKIE_BITS+1) ticks (1 ms each on Linux).
+#define COOKIE_BITS 10
 const bit<32> POOL_TABLE_SIZE = 8192;      // IP-hash pool members, two versions per VIP
 // Slots over all VIPs, two versions each: a WRR cycle is the sum of the weights (up to
 // 1000 each); a Maglev table is a prime >= 100 x the backends (307 for 3, 6421 for 64).

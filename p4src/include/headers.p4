@@ -53,6 +53,23 @@ header tcp_t {
     bit<16> urgent_ptr;
 }
 
+// The TCP timestamp option (RFC 7323) as Linux lays it out, with the two bytes before it:
+// NOP NOP (data segments) or SACK-permitted (SYN and SYN-ACK, after MSS). A tier's
+// balancer writes its cookie into the low bits of a backend's TSval; the client echoes it
+// in TSecr (affinity.p4's COOKIE_BITS).
+header tcp_timestamp_t {
+    bit<16> prefix;
+    bit<8>  kind;
+    bit<8>  length;
+    bit<32> tsval;
+    bit<32> tsecr;
+}
+
+// The MSS option of a SYN or SYN-ACK, parsed only when the timestamp follows it.
+header tcp_mss_t {
+    bit<32> option;
+}
+
 header udp_t {
     bit<16> src_port;
     bit<16> dst_port;
@@ -66,6 +83,10 @@ struct headers_t {
     ipv4_t         ipv4;
     ipv4_options_t ipv4_options;
     tcp_t          tcp;
+#ifndef P4LB_BASELINE
+    tcp_mss_t       tcp_mss;
+    tcp_timestamp_t tcp_ts;
+#endif
     udp_t          udp;
 }
 

@@ -59,15 +59,18 @@ control FromBackend(inout headers_t hdr,
     @name(".backend_rx")
     direct_counter(CounterType.packets_and_bytes) backend_rx;
 
-    // service_id: the VIP's, for the connection's state lookup. backend_id does nothing
-    // here: it records which backend id the entry belongs to, so a restarted controller
-    // recovers its id assignment from the switch. track_time: the VIP balances on
-    // response time, so the backend's pushed segments are timed.
+    // service_id: the VIP's, for the connection's state lookup. backend_id: the entry's
+    // backend (a restarted controller also recovers its id assignment from it).
+    // track_time: the VIP balances on response time, so the backend's pushed segments are
+    // timed. cookie: the VIP's connections are shared by a tier of balancers: the reply's
+    // TSval carries the backend id in its low COOKIE_BITS, which the client echoes in
+    // TSecr, so whichever balancer its next packets reach finds the backend
+    // (ConnectionState's cookie_table).
     // The connection's state follows a backend's FIN or RST, and a timed answer
     // (REPLY_STATE, affinity.p4), within this action.
     @name(".set_vip_source")
     action set_vip_source(ipv4_addr_t vip_addr, bit<16> vip_port, service_id_t service_id,
-                          @noWarn("unused") backend_id_t backend_id, bit<1> track_time) {
+                          backend_id_t backend_id, bit<1> track_time, bit<1> cookie) {
         hdr.ipv4.src_addr = vip_addr;
         if (hdr.tcp.isValid()) {
             hdr.tcp.src_port = vip_port;
@@ -75,6 +78,14 @@ control FromBackend(inout headers_t hdr,
             hdr.udp.src_port = vip_port;
         }
         meta.l4_rewritten = 1;
+        // The cookie goes into the next block of 2^COOKIE_BITS ticks: a stamped TSval is
+        // above the backend's own and never goes down, so the client's PAWS check (RFC
+        // 7323, 5) passes whichever segments were stamped. Not a SYN-ACK: Linux accepts
+        // the handshake's ACK only if it echoes a TSval the SYN-ACK carried.
+        if (cookie == 1 && hdr.tcp_ts.isValid() && (meta.tcp_flags & TCP_FLAG_SYN) == 0) {
+            hdr.tcp_ts.tsval = (hdr.tcp_ts.tsval[31:COOKIE_BITS] + 1)
+                ++ backend_id[COOKIE_BITS - 1:0];
+        }
         // Most replies carry none of the three flags: one test for them.
         if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST | TCP_FLAG_PSH)) != 0) {
             if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0 || track_time == 1) {

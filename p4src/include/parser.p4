@@ -88,8 +88,39 @@ parser LbParser(packet_in pkt,
         meta.l4_src_port = hdr.tcp.src_port;
         meta.l4_dst_port = hdr.tcp.dst_port;
         meta.tcp_flags = hdr.tcp.flags;
+#ifdef P4LB_BASELINE
         transition accept;
     }
+#else
+        // Room for a timestamp option (12 bytes) after the 20-byte header: look for it.
+        transition select(hdr.tcp.data_offset) {
+            0 &&& 0x8: accept;     // 5..7
+            default:   parse_tcp_options;
+        }
+    }
+
+    // The timestamp where Linux puts it: first (after NOP NOP or SACK-permitted), or
+    // after a SYN's MSS (a data offset of 8 or more leaves 12 bytes for either lookahead).
+    // Any other layout is carried as it is, like the rest of the options.
+    state parse_tcp_options {
+        transition select(pkt.lookahead<bit<64>>()) {
+            TCP_OPT_NOP_NOP_TS ++ 32w0 &&& 0xffffffff00000000: parse_tcp_timestamp;
+            TCP_OPT_SACKOK_TS ++ 32w0  &&& 0xffffffff00000000: parse_tcp_timestamp;
+            TCP_OPT_MSS ++ 16w0 ++ TCP_OPT_SACKOK_TS &&& 0xffff0000ffffffff: parse_tcp_mss;
+            default: accept;
+        }
+    }
+
+    state parse_tcp_mss {
+        pkt.extract(hdr.tcp_mss);
+        transition parse_tcp_timestamp;
+    }
+
+    state parse_tcp_timestamp {
+        pkt.extract(hdr.tcp_ts);
+        transition accept;
+    }
+#endif
 
     state parse_udp {
         pkt.extract(hdr.udp);
@@ -107,6 +138,10 @@ control LbDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.ipv4_options);
         pkt.emit(hdr.tcp);
+#ifndef P4LB_BASELINE
+        pkt.emit(hdr.tcp_mss);
+        pkt.emit(hdr.tcp_ts);
+#endif
         pkt.emit(hdr.udp);
     }
 }

@@ -1,15 +1,17 @@
 """A tier's shared connections in the data plane (real BMv2): a shared VIP's new connection
 and its client's FIN are reported as conn_event_t digests naming the backend the packet went
 to; a balancer that never saw a connection carries its mid-connection packets once the
-controller copied its backend there (and drops them as no_state before); a single switch
-reports nothing."""
+controller copied its backend there (and drops them as no_state before), or at once when
+the client echoes the cookie a backend's reply got from any balancer's reverse NAT (a cookie
+of no backend of the VIP is dropped as no_state); a single switch reports nothing and leaves
+timestamps alone."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from scapy.layers.inet import TCP
+from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 
 from p4lb.intent.model import Balancer, member_config
@@ -19,12 +21,15 @@ from p4lb.pipeline.ids import backend_key, ids_on_switch
 from p4lb.pipeline.shared import CLOSED, CONN_EVENT_DIGEST, OPENED, ConnEvent, ConnEvents
 from tests.dataplane.harness import (
     GRPC_PORT,
+    SWITCH_MAC,
     VIP,
     WEB_SERVICE_ID,
     Bmv2,
     Wire,
     drop_reasons,
     flow_syn,
+    host_ip,
+    host_mac,
 )
 
 ME = Balancer("lb1", f"127.0.0.1:{GRPC_PORT}", 0, "00:00:00:00:01:00")
@@ -68,10 +73,6 @@ def out_port(wire: Wire, sport: int) -> list[int]:
 
 def backend_fin(f: Flow, port: int) -> Any:
     """The backend's FIN for flow `f`, from the backend on `port` to the client."""
-    from scapy.layers.inet import IP
-
-    from tests.dataplane.harness import SWITCH_MAC, host_ip, host_mac
-
     return (
         Ether(src=host_mac(port), dst=SWITCH_MAC)
         / IP(src=host_ip(port), dst=f.src)
@@ -157,3 +158,102 @@ def test_a_single_switch_and_a_hashing_vip_report_nothing(bmv2: Bmv2, wire: Wire
     wire.send(1, flow_syn(g, "FA"))
     got: list[Any] = events(bmv2, codec, 1, timeout=1.0)
     assert got == []
+
+
+COOKIE_MASK = (1 << 10) - 1  # lb.p4's COOKIE_BITS
+# Linux's layouts: a SYN-ACK's MSS, SACK-permitted, timestamp, NOP, window scale; a data
+# segment's NOP NOP timestamp.
+SYN_ACK_OPTIONS = [
+    ("MSS", 1460),
+    ("SAckOK", b""),
+    ("Timestamp", (0, 0)),
+    ("NOP", None),
+    ("WScale", 7),
+]
+DATA_OPTIONS = [("NOP", None), ("NOP", None), ("Timestamp", (0, 0))]
+
+
+def with_timestamp(options: list[Any], tsval: int, tsecr: int) -> list[Any]:
+    return [("Timestamp", (tsval, tsecr)) if k == "Timestamp" else (k, v) for k, v in options]
+
+
+def reply(f: Flow, port: int, flags: str, options: list[Any]) -> Any:
+    """The backend on `port`'s segment of flow `f`, to the client."""
+    return (
+        Ether(src=host_mac(port), dst=SWITCH_MAC)
+        / IP(src=host_ip(port), dst=f.src, ttl=64)
+        / TCP(sport=8000, dport=f.sport, flags=flags, seq=5, ack=1001, options=options)
+        / b"answer"
+    )
+
+
+def as_client_sees(pkt: Any, f: Flow, options: list[Any]) -> bytes:
+    """Segment `pkt` after the reverse NAT: from the VIP, with `options`, checksums anew."""
+    out = pkt.copy()
+    out[Ether].src, out[Ether].dst = SWITCH_MAC, host_mac(1)
+    out[IP].src, out[IP].ttl = f.dst, pkt[IP].ttl - 1
+    out[TCP].sport, out[TCP].options = f.dport, options
+    del out[IP].chksum, out[TCP].chksum
+    return bytes(Ether(bytes(out)))
+
+
+def to_client(wire: Wire) -> list[bytes]:
+    return [raw for port, raw in wire.expect(1, where=lambda p, raw: p == 1) if port == 1]
+
+
+def test_replies_carry_the_cookie_that_takes_a_connection_anywhere(bmv2: Bmv2, wire: Wire) -> None:
+    shared(bmv2)
+    f = Flow("10.0.0.1", VIP, 6, 44000, 80, WEB_SERVICE_ID)
+    port_of = {bid: port for port, bid in backend_ids(bmv2).items()}
+    bid = max(port_of)
+    port = port_of[bid]
+    # Another balancer opened the connection; its backend's replies pass this one's
+    # reverse NAT (any balancer carries replies). A data segment gets the backend's id in
+    # its TSval's low bits, in the next block of them (never below the backend's TSval), the
+    # checksum right; the SYN-ACK keeps its TSval (the backend checks the handshake's echo).
+    tsval = 0x7654_3210
+    stamped = ((tsval | COOKIE_MASK) + 1) | bid
+    for flags, options, echoed in (
+        ("SA", SYN_ACK_OPTIONS, tsval),
+        ("PA", DATA_OPTIONS, stamped),
+    ):
+        wire.clear()
+        seg = reply(f, port, flags, with_timestamp(options, tsval, 99))
+        wire.send(port, seg)
+        assert to_client(wire) == [as_client_sees(seg, f, with_timestamp(options, echoed, 99))]
+    # The client echoes it: its next segment, which no state here knows, follows the
+    # cookie to that backend (not what round robin would pick), timestamp untouched.
+    wire.clear()
+    seg = flow_syn(f, "A")
+    seg[TCP].options = with_timestamp(DATA_OPTIONS, 1234, stamped)
+    wire.send(1, seg)
+    got = wire.expect(1, where=lambda p, raw: p != 1)
+    assert [p for p, _ in got] == [port]
+    want = seg.copy()
+    want[Ether].src, want[Ether].dst = SWITCH_MAC, host_mac(port)
+    want[IP].dst, want[IP].ttl, want[TCP].dport = host_ip(port), seg[IP].ttl - 1, 8000
+    del want[IP].chksum, want[TCP].chksum
+    assert got[0][1] == bytes(Ether(bytes(want)))
+
+
+def test_a_cookie_of_no_backend_of_the_vip_is_dropped(bmv2: Bmv2, wire: Wire) -> None:
+    shared(bmv2)
+    no_state = drop_reasons()["no_state"]
+    index = WEB_SERVICE_ID * bmv2.sw.schema.drop_counter_stride() + no_state
+    dropped = bmv2.counter("drops", index)
+    unknown = max(backend_ids(bmv2).values()) + 1
+    for sport, options in ((45000, with_timestamp(DATA_OPTIONS, 1, unknown)), (45001, [])):
+        seg = flow_syn(Flow("10.0.0.1", VIP, 6, sport, 80, WEB_SERVICE_ID), "A")
+        seg[TCP].options = options
+        wire.send(1, seg)
+    assert bmv2.wait_counter("drops", index, dropped + 2) == dropped + 2
+    assert out_port(wire, 45000) == [] and out_port(wire, 45001) == []
+
+
+def test_a_single_switch_leaves_timestamps_alone(bmv2: Bmv2, wire: Wire) -> None:
+    bmv2.apply(bmv2.cfg)  # not a tier
+    f = Flow("10.0.0.1", VIP, 6, 46000, 80, WEB_SERVICE_ID)
+    options = with_timestamp(DATA_OPTIONS, 0x7654_3210, 99)
+    seg = reply(f, 2, "PA", options)
+    wire.send(2, seg)
+    assert to_client(wire) == [as_client_sees(seg, f, options)]

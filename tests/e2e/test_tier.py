@@ -3,14 +3,15 @@ each with a GoBGP speaker, driven by one `p4lb run`. While 120 keep-alive connec
 round-robin VIP, 60 to a Maglev VIP) ask every 0.2 s and ab sends short requests, a balancer
 dies and comes back, a speaker dies and comes back, a balancer is drained and restored, and a
 fourth balancer joins. Each time: the router's next hops follow within the detection time,
-no Maglev connection breaks, no connection moves to another backend, at most a few
-round-robin connections break (WRR_BROKEN_AT_MOST: copies that arrived late; issue 30 is
-open on it), and no ab request fails once the router has converged.
+no connection held since a second before the event breaks or moves to another backend
+(Maglev: the same tables everywhere; round robin: the cookie every reply carries, and the
+controller's copies), and no ab request fails while the routes are converged.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,13 +27,11 @@ from topology.tier_load import Load, controller_log, p4lb, start_tier, wait_hops
 COMPILED = Path(__file__).resolve().parents[2] / "p4src" / "compiled"
 DETECT_S = BFD_MULT * BFD_MS / 1000  # the router's BFD: 3 x 100 ms
 MARGIN_S = 1.0  # scheduling on a 2-core machine running 3 switches, 2 routers, 3 speakers
-# ab's concurrency: what the controller keeps copying within about a second here. At ab -c 10
-# (~500 new connections/s) on this 2-core machine the copies fall seconds behind (results/
-# tier: the window grows with the rate of new connections).
+# ab's concurrency: new connections (~250/s) beside the held ones, leaving this 2-core
+# machine's three switches, two routers and three speakers room to detect failures in time.
 AB_CONCURRENCY = 4
-# How old the held connections are when the event comes: older than the controller's delay
-# to copy them (0.3 s median, p99 up to ~2 s here under this load, results/tier/).
-OPEN_BEFORE_S = 2.0
+# How old the held connections are when the event comes: what issue 30 promises for.
+OPEN_BEFORE_S = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -55,38 +54,41 @@ def traffic() -> Iterator[tuple[dict[str, Any], Load]]:
         yield held
 
 
-# What the tier guarantees today (issue 30 is open on it): a Maglev connection never breaks;
-# a round-robin connection survives through the copies the controller writes, which on this
-# 2-core machine sometimes arrive after the connection moved (make bench-tier: 7 of 540
-# broke). A round-robin connection may break, a few at most: without the sharing (no copies,
-# or copies that name the wrong backend) every connection that moves breaks, a third or more.
-WRR_BROKEN_AT_MOST = 3  # of 60
-
-
+# Without the sharing (no cookie, no copies, or either naming the wrong backend) every
+# round-robin connection that moves breaks: a third or more of them.
 def assert_none_broken(result: dict[str, Any]) -> None:
     print("drops by balancer:", result.get("drops"))
     conns = result["connections"]
     assert len(conns) == 120
-    for port, allowed in ((80, WRR_BROKEN_AT_MOST), (81, 0)):
+    for port in (80, 81):
         mine = [c for c in conns if c["port"] == port]
         broken = [c for c in mine if c["broken"]]
         moved = [c for c in mine if c["moved"]]
-        assert len(broken) <= allowed, f"port {port}: {len(broken)} broken, e.g. {broken[:2]}"
+        assert not broken, f"port {port}: {len(broken)} broken, e.g. {broken[:2]}"
         assert not moved, f"port {port}: {len(moved)} moved, e.g. {moved[:2]}"
         assert all(c["requests"] >= 5 for c in mine)  # they were asking throughout
 
 
-def assert_no_failures_after(load: Load, converged: float) -> None:
-    """No request failed once the router converged; an ab that gave up (one request of its
-    batch unanswered for 5 s: a round-robin connection in the window above) at most once."""
-    after = [b for b in load.batches if b["start"] >= converged]
-    assert after, "no ab batch ran after the router converged"
-    gave_up = [b for b in after if b["error"]]
-    done = [b for b in after if not b["error"]]
-    assert len(gave_up) <= 1, gave_up
-    failed = [b | {"at": b["start"] - converged} for b in done if b["failed"]]
-    assert not failed, failed
-    assert done and all(b["complete"] == 200 for b in done), after
+def run_on(load: Load, since: float, timeout_s: float = 30.0) -> None:
+    """Keep the traffic going until an ab batch started and ended after `since` (bounded)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if any(b["start"] >= since for b in load.batches):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"no ab batch ran within {timeout_s} s after the routes converged")
+
+
+def assert_no_failures_between(load: Load, *spans: tuple[float, float]) -> None:
+    """No ab request failed in a batch run wholly within a span of converged routes (from a
+    convergence to the next route change). Batches that overlap a route change are printed
+    (a connection younger than its first stamped reply can break there), not asserted."""
+    within = [b for b in load.batches if any(a <= b["start"] and b["end"] <= z for a, z in spans)]
+    overlapping = [b for b in load.batches if b not in within and (b["failed"] or b["error"])]
+    print("ab batches with failures across a route change:", overlapping)
+    assert within, f"no ab batch ran within {spans}"
+    bad = [b for b in within if b["error"] or b["failed"] or b["complete"] != 200]
+    assert not bad, bad
 
 
 def test_a_balancer_dies_and_comes_back(tier: Tier) -> None:
@@ -96,16 +98,14 @@ def test_a_balancer_dies_and_comes_back(tier: Tier) -> None:
         detect = wait_hops(tier, [1, 3])
         assert detect <= DETECT_S + MARGIN_S
         converged = t0 + detect
-        while time.monotonic() < converged + 3:  # traffic on the survivors for a while
-            time.sleep(0.1)
+        run_on(load, converged)
         log_mark = len(controller_log())
+        restart = time.monotonic()
         tier.start_switch(2)
-        wait_hops(tier, [1, 2, 3])
-        back = time.monotonic()
-        while time.monotonic() < back + 2:
-            time.sleep(0.1)
+        back = restart + wait_hops(tier, [1, 2, 3])
+        run_on(load, back)
     assert_none_broken(result)
-    assert_no_failures_after(load, converged)
+    assert_no_failures_between(load, (converged, restart), (back, math.inf))
     # It announced only once it held the tier's state.
     after = controller_log()[log_mark:]
     joined = after.find("lb2: in the tier")
@@ -120,12 +120,13 @@ def test_a_speaker_dies_and_comes_back(tier: Tier) -> None:
         detect = wait_hops(tier, [1, 2])
         assert detect <= DETECT_S + MARGIN_S
         converged = t0 + detect
-        while time.monotonic() < converged + 2:
-            time.sleep(0.1)
+        run_on(load, converged)
+        restart = time.monotonic()
         tier.start_speaker(3)  # `p4lb run` sees its empty RIB and announces again
-        wait_hops(tier, [1, 2, 3])
+        back = restart + wait_hops(tier, [1, 2, 3])
+        run_on(load, back)
     assert_none_broken(result)
-    assert_no_failures_after(load, converged)
+    assert_no_failures_between(load, (converged, restart), (back, math.inf))
 
 
 def test_a_balancer_is_drained_and_restored(tier: Tier) -> None:
@@ -135,13 +136,14 @@ def test_a_balancer_is_drained_and_restored(tier: Tier) -> None:
         assert r.returncode == 0, r.stderr
         detect = wait_hops(tier, [2, 3])
         converged = t0 + detect
-        while time.monotonic() < converged + 2:
-            time.sleep(0.1)
+        run_on(load, converged)
+        restore = time.monotonic()
         r = p4lb("tier", "restore", "lb1")
         assert r.returncode == 0, r.stderr
-        wait_hops(tier, [1, 2, 3])
+        back = restore + wait_hops(tier, [1, 2, 3])
+        run_on(load, back)
     assert_none_broken(result)
-    assert_no_failures_after(load, converged)
+    assert_no_failures_between(load, (converged, restore), (back, math.inf))
 
 
 def test_a_fourth_balancer_joins(tier: Tier) -> None:
@@ -154,10 +156,9 @@ def test_a_fourth_balancer_joins(tier: Tier) -> None:
         writer.save(p4lb_config(4, 3), RUN / "lb.toml")
         wait_hops(tier, [1, 2, 3, 4])
         converged = time.monotonic()
-        while time.monotonic() < converged + 2:
-            time.sleep(0.1)
+        run_on(load, converged)
     assert_none_broken(result)
-    assert_no_failures_after(load, converged)
+    assert_no_failures_between(load, (converged, math.inf))
     stats = p4lb("stats", "--json")
     assert stats.returncode == 0, stats.stderr
     doc = json.loads(stats.stdout)

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 
 from p4lb.intent.model import Config, Vip
 from p4lb.pipeline.entries import (
+    COOKIE_TABLE,
     FLOOD_GROUP,
     HASHING_ALGORITHMS,
     MULTICAST,
@@ -46,6 +47,7 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
         )
     for v in cfg.vips:
         proto = PROTOCOL_CODES[v.protocol]
+        shared = is_shared(cfg, v)
         for b in v.backends:
             bid = ids.backends[backend_key(v, b.address, b.port)]
             routes.setdefault(
@@ -89,9 +91,21 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
                         ("service_id", ids.services[vip_key(v)]),
                         ("backend_id", bid),
                         ("track_time", int(v.algorithm == "leasttime")),
+                        ("cookie", int(shared)),
                     ),
                 )
             )
+            if shared:
+                # The backend's replies carry its id as their cookie; a client's echo of
+                # it finds the backend on any balancer.
+                out.append(
+                    Entry(
+                        COOKIE_TABLE,
+                        (("service_id", ids.services[vip_key(v)]), ("cookie", bid)),
+                        "use_cookie",
+                        (("backend_id", bid),),
+                    )
+                )
     out.extend(routes.values())
     addresses: dict[int, int] = {}
     for v in cfg.vips:
@@ -116,6 +130,12 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
         )
     )
     return out
+
+
+def is_shared(cfg: Config, v: Vip) -> bool:
+    """The VIP's connections are shared by a tier of balancers: its algorithm keeps
+    state (the hashes agree on every balancer without)."""
+    return cfg.shared and v.algorithm not in HASHING_ALGORITHMS
 
 
 def vip_entry(
@@ -199,7 +219,7 @@ def desired_entries(
         out += _pool_entries("pool_table", sid, version, pool)
         out += _pool_entries("wrr_table", sid, version, slots)
         code = algorithm_codes[v.algorithm]
-        shared = cfg.shared and v.algorithm not in HASHING_ALGORITHMS
+        shared = is_shared(cfg, v)
         out.append(vip_entry(v, sid, version, len(pool), len(slots), code, shared))
         if shared:
             out.append(Entry(SHARE_TABLE, (("service_id", sid),), "share_connection", ()))

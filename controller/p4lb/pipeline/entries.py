@@ -27,12 +27,14 @@ OWNED_TABLES = (
     "vip_address_table",
     "vip_source_table",
     "conn_share_table",
+    "cookie_table",
 )
 # Algorithms whose choice the same tables reproduce on any balancer: a tier shares no state
 # for them. The others (round robin, the least-* ones) share each connection's backend.
 HASHING_ALGORITHMS = ("iphash", "srchash", "maglev")
 MULTICAST = "multicast_group"  # pseudo-table for the packet replication engine
 SHARE_TABLE = "conn_share_table"  # a tier's stateful VIPs: their new connections reported
+COOKIE_TABLE = "cookie_table"  # a tier's stateful VIPs: the backend a client's cookie names
 
 
 @dataclass(frozen=True, order=True)

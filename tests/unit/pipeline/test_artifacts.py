@@ -47,6 +47,7 @@ TABLES = {
     ],
     "ipv4_route_table": [("dst_addr", 32, LPM)],
     "conn_share_table": [("service_id", 32, EXACT)],
+    "cookie_table": [("service_id", 32, EXACT), ("cookie", 10, EXACT)],
 }
 ACTIONS = {
     "vip_address": [("vip_mac", 48)],
@@ -78,10 +79,12 @@ ACTIONS = {
         ("service_id", 32),
         ("backend_id", 32),
         ("track_time", 1),
+        ("cookie", 1),
     ],
     "use_backend": [("backend_id", 32)],
     "use_shared_backend": [("backend_id", 32)],
     "share_connection": [],
+    "use_cookie": [("backend_id", 32)],
     "forward": [("port", 9), ("src_mac", 48), ("dst_mac", 48)],
     "refuse_vip_packet": [],
     "vip_source": [],

@@ -113,7 +113,17 @@ def test_a_tier_shares_only_its_stateful_vips() -> None:
         share = [e for e in entries if e.table == "conn_share_table"]
         assert flip.p("shared") == shared
         assert len(share) == shared
+        # A shared VIP's replies carry their backend's cookie, and each cookie names that
+        # backend for this VIP only.
+        reverse = [e for e in entries if e.table == "reverse_nat_table"]
+        cookies = [e for e in entries if e.table == "cookie_table"]
+        assert {e.p("cookie") for e in reverse} == {shared}
+        assert sorted((e.m("cookie"), e.p("backend_id")) for e in cookies) == (
+            sorted((e.p("backend_id"), e.p("backend_id")) for e in reverse) if shared else []
+        )
+        assert {e.m("service_id") for e in cookies} <= {flip.p("service_id")}
     # A single switch shares nothing.
     _, entries = desired_entries(cfg, [])
     assert [e for e in entries if e.table == "vip_table"][0].p("shared") == 0
-    assert not [e for e in entries if e.table == "conn_share_table"]
+    assert not [e for e in entries if e.table in ("conn_share_table", "cookie_table")]
+    assert not [e for e in entries if e.table == "reverse_nat_table" and e.p("cookie")]
