@@ -10,7 +10,8 @@ Failover: for each kind of event (a balancer's switch killed, its speaker killed
 graceful drain), with 120 keep-alive connections open (half to the round-robin VIP, half to
 the Maglev VIP) and ab batches running: the time until the router's next hops follow, the
 longest wait any open connection saw for an answer, connections broken or moved, and ab
-requests failed before and after the router converged. Then the balancer comes back.
+requests failed in batches run while the routes were converged (after the event's
+convergence, and after the balancer came back) and in batches across a route change.
 
 Writes results/tier/tier.json (every repetition, medians with min-max, provenance) and
 results/tier/tier.png."""
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import platform
 import statistics
@@ -121,7 +123,7 @@ def scaling(t: Any, config: Path, reps: int, seconds: int, points: list[int]) ->
 
 
 def failover(t: Any, config: Path, reps: int) -> dict[str, Any]:
-    from topology.tier_load import p4lb, traffic, wait_hops
+    from topology.tier_load import p4lb, steady_batches, traffic, wait_hops
 
     kinds = ["switch killed", "speaker killed", "drain"]
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
@@ -142,7 +144,7 @@ def failover(t: Any, config: Path, reps: int) -> dict[str, Any]:
                 converged = t0 + detect
                 while time.monotonic() < converged + 2:
                     time.sleep(0.1)
-                t1 = time.monotonic()
+                t1 = time.monotonic()  # the balancer comes back: routes change again
                 if kind == "switch killed":
                     t.start_switch(victim)
                 elif kind == "speaker killed":
@@ -150,7 +152,7 @@ def failover(t: Any, config: Path, reps: int) -> dict[str, Any]:
                 else:
                     p4lb("tier", "restore", f"lb{victim}")
                 back = wait_hops(t, [1, 2, 3])
-                while time.monotonic() < t1 + back + 1:
+                while time.monotonic() < t1 + back + 2:
                     time.sleep(0.1)
             conns = result["connections"]
             errors: dict[str, int] = {}
@@ -158,8 +160,9 @@ def failover(t: Any, config: Path, reps: int) -> dict[str, Any]:
                 if c["broken"]:
                     key = f"port {c['port']}: {c['broken']['error'][:40]}"
                     errors[key] = errors.get(key, 0) + 1
-            during = [b for b in load.batches if b["start"] < converged]
-            after = [b for b in load.batches if b["start"] >= converged]
+            # Routes converged: after the event's convergence until the balancer comes back,
+            # and after it is back; the rest overlaps a route change.
+            after, during = steady_batches(load, (converged, t1), (t1 + back, math.inf))
             r = {
                 "rep": rep,
                 "victim": f"lb{victim}",
@@ -171,16 +174,19 @@ def failover(t: Any, config: Path, reps: int) -> dict[str, Any]:
                 "moved": sum(1 for c in conns if c["moved"]),
                 "broken_by": errors,
                 "drops": result.get("drops", {}),
-                "ab_failed_before_converged": sum(b["failed"] for b in during),
-                "ab_requests_before_converged": sum(b["complete"] for b in during),
-                "ab_failed_after_converged": sum(b["failed"] for b in after),
-                "ab_requests_after_converged": sum(b["complete"] for b in after),
+                "ab_failed_across_route_changes": sum(b["failed"] for b in during),
+                "ab_gave_up_across_route_changes": sum(1 for b in during if b["error"]),
+                "ab_requests_across_route_changes": sum(b["complete"] for b in during),
+                "ab_failed_while_converged": sum(b["failed"] for b in after),
+                "ab_gave_up_while_converged": sum(1 for b in after if b["error"]),
+                "ab_requests_while_converged": sum(b["complete"] for b in after),
             }
             runs[kind].append(r)
             print(
                 f"bench-tier: {kind} (rep {rep}): detected {detect:.2f} s, longest stall "
                 f"{r['longest_stall_s']:.2f} s, broken {r['broken']}, moved {r['moved']}, "
-                f"ab failed {r['ab_failed_before_converged']}+{r['ab_failed_after_converged']}",
+                f"ab failed {r['ab_failed_while_converged']} while converged, "
+                f"{r['ab_failed_across_route_changes']} across route changes",
                 flush=True,
             )
     return {
@@ -191,8 +197,15 @@ def failover(t: Any, config: Path, reps: int) -> dict[str, Any]:
             "rejoin_s": summary([r["rejoin_s"] for r in rs]),
             "broken": sum(r["broken"] for r in rs),
             "moved": sum(r["moved"] for r in rs),
-            "ab_failed_after_converged": sum(r["ab_failed_after_converged"] for r in rs),
-            "ab_failed_before_converged": sum(r["ab_failed_before_converged"] for r in rs),
+            **{
+                k: sum(r[k] for r in rs)
+                for k in (
+                    "ab_failed_while_converged",
+                    "ab_gave_up_while_converged",
+                    "ab_failed_across_route_changes",
+                    "ab_gave_up_across_route_changes",
+                )
+            },
         }
         for k, rs in runs.items()
     }

@@ -90,6 +90,15 @@ class Load:
             self.batches.append({"start": t0, "end": time.monotonic(), **r})
 
 
+def steady_batches(
+    load: Load, *spans: tuple[float, float]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ab batches run wholly within a span of converged routes (a convergence to the
+    next route change), and the others (they overlap a route change)."""
+    within = [b for b in load.batches if any(a <= b["start"] and b["end"] <= z for a, z in spans)]
+    return within, [b for b in load.batches if b not in within]
+
+
 @contextmanager
 def traffic(
     open_before_s: float, ab_concurrency: int, connections: int = 60
