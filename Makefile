@@ -45,7 +45,8 @@ help:
 	@echo "  bench-floor  the least a stateful NAT load balancer costs on each build (p4src/floor.p4),"
 	@echo "             beside plain forwarding and lb.p4's WRR (BUILDS as above; QUICK=1; needs p4c)"
 	@echo "  bench-tier the tier (TOPO=scaleout): req/s and switch CPU with 1-3 balancers, failover"
-	@echo "             figures per event kind; results/tier/ (QUICK=1: one short repetition)"
+	@echo "             figures per event kind; then what sharing costs per packet (instructions, per"
+	@echo "             build as BUILDS); results/tier/ (QUICK=1: one short repetition)"
 	@echo "  shell      p4runtime-shell on the running switch, as a reader (own venv: $(SHELL_VENV);"
 	@echo "             CONFIG=run/lb.toml, SHELL_ARGS=--primary to write)"
 	@echo "  lint       ruff + mypy + shellcheck"
@@ -147,6 +148,7 @@ bench-switch: $(VPY)
 
 bench-tier: $(VPY)
 	$(VPY) -m bench.tier $(if $(QUICK),--reps 1 --seconds 3,)
+	$(VPY) -m bench.cookie $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --flows 20,)
 
 bench-floor: $(VPY)
 	$(VPY) -m bench.floor $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --no-timed,)

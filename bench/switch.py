@@ -117,6 +117,7 @@ class Shape:
     backends: int = 3
     flows: int = 1500
     udp_every: int = 10  # one flow in ten is UDP
+    timestamps: bool = False  # TCP options as Linux sends them (RFC 7323 timestamps on)
 
 
 def lb_config(algorithm: str, shape: Shape) -> str:
@@ -193,12 +194,29 @@ def flow_packets(i: int, shape: Shape, direct: bool) -> list[bytes]:
         rsp = to_client / UDP(sport=bport, dport=sport) / Raw(b"r" * 120)
         return [bytes(p) for p in (req, rsp) * (FLOW_PACKETS // 2)]
 
+    clock = [7_000_000, 9_000_000]  # client's, server's TSval
+
+    def options(flags: str, mine: int) -> list[Any]:
+        """Linux's layout: MSS, SACK-permitted, timestamp, NOP, window scale on a SYN;
+        NOP NOP timestamp after it. Each side's clock ticks, the other's is echoed."""
+        if not shape.timestamps:
+            return []
+        clock[mine] += 1
+        ts = ("Timestamp", (clock[mine], clock[1 - mine] if flags != "S" else 0))
+        if "S" in flags:
+            return [("MSS", 1460), ("SAckOK", b""), ts, ("NOP", None), ("WScale", 7)]
+        return [("NOP", None), ("NOP", None), ts]
+
     def c(flags: str, seq: int, ack: int, data: bytes = b"") -> Any:
-        p = to_server / TCP(sport=sport, dport=dport, flags=flags, seq=seq, ack=ack)
+        p = to_server / TCP(
+            sport=sport, dport=dport, flags=flags, seq=seq, ack=ack, options=options(flags, 0)
+        )
         return p / Raw(data) if data else p
 
     def s(flags: str, seq: int, ack: int, data: bytes = b"") -> Any:
-        p = to_client / TCP(sport=bport, dport=sport, flags=flags, seq=seq, ack=ack)
+        p = to_client / TCP(
+            sport=bport, dport=sport, flags=flags, seq=seq, ack=ack, options=options(flags, 1)
+        )
         return p / Raw(data) if data else p
 
     a, b = 1000, 5000
@@ -593,6 +611,7 @@ def start_program(
 def pcap_for(shape: Shape, direct: bool, workdir: Path, repeat: int | None = None) -> Path:
     kind = "direct" if direct else "vip"
     more = "" if repeat is None else f"-x{repeat}"
+    more += "-ts" if shape.timestamps else ""
     path = workdir / f"{kind}-{shape.vips}-{shape.backends}-{shape.flows}{more}.pcap"
     if not path.exists():
         write_pcap(traffic(shape, direct, repeat), path)
