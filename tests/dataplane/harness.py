@@ -290,16 +290,42 @@ class Wire:
         self.sniffer.stop()
 
 
+SENTINEL_IP = "10.0.0.254"  # an ARP request for it is flooded to every port but port 1
+
+
+def flush(wire: Wire) -> None:
+    """Wait (bounded) until everything the switch took in before now has come out: an ARP
+    request sent on port 1 after it is flooded to ports 2..N_PORTS, and each port's copy
+    leaves behind what was queued for that port. The copies are then forgotten."""
+    from scapy.layers.l2 import ARP, Ether
+
+    def sentinel(port: int, raw: bytes) -> bool:
+        pkt = Ether(raw)
+        return ARP in pkt and pkt[ARP].pdst == SENTINEL_IP
+
+    wire.send(
+        1,
+        Ether(src=host_mac(1), dst="ff:ff:ff:ff:ff:ff")
+        / ARP(op=1, hwsrc=host_mac(1), psrc=host_ip(1), pdst=SENTINEL_IP),
+    )
+    got = wire.expect(N_PORTS - 1, where=sentinel)
+    assert sorted(p for p, _ in got) == list(range(2, N_PORTS + 1)), got
+    wire.got[:] = [g for g in wire.got if not sentinel(*g)]
+
+
 def backend_of(wire: Wire, sport: int) -> int:
     """The port the client's TCP packet from `sport` came out of, asserting it came out
-    exactly once (and not back to the client)."""
+    exactly once (and not back to the client): every copy is counted, a late one included,
+    up to a sentinel sent after it (flush)."""
     from scapy.layers.inet import TCP
     from scapy.layers.l2 import Ether
 
-    got = wire.expect(
-        1,
-        where=lambda port, raw: TCP in Ether(raw) and Ether(raw)[TCP].sport == sport and port != 1,
-    )
+    flush(wire)
+    got = [
+        (port, raw)
+        for port, raw in wire.got
+        if TCP in Ether(raw) and Ether(raw)[TCP].sport == sport and port != 1
+    ]
     assert len(got) == 1, f"packet from port {sport} came out {len(got)} times"
     return got[0][0]
 

@@ -9,6 +9,7 @@ weight changes only what new connections get, so the load stays where it was put
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -194,6 +195,9 @@ def test_leastconn_weighs_connections_by_weight(bmv2: Bmv2, wire: Wire) -> None:
     assert got[2] > got[3] and got[2] > got[4], got
 
 
+TICK_S = 1.024e-3  # lb.p4's NOW: the switch's microseconds over 1024
+
+
 def test_leasttime_avoids_the_backend_that_answers_slowly(bmv2: Bmv2, wire: Wire) -> None:
     """One request each to backends 2 and 3; 2 answers after 300 ms, 3 at once. The
     moving average of 2 is the larger, and new connections go elsewhere while both hold
@@ -202,19 +206,27 @@ def test_leasttime_avoids_the_backend_that_answers_slowly(bmv2: Bmv2, wire: Wire
     bid = backend_ids(bmv2)
     open_on(bmv2, wire, 2, range(34000, 34001))
     open_on(bmv2, wire, 3, range(34001, 34002))
+    expected: dict[int, tuple[int, int]] = {}
     for port, sport, delay in ((2, 34000, 0.3), (3, 34001, 0.0)):
+        t0 = time.monotonic()
         wire.send(1, client(sport, "PA", b"GET / HTTP/1.0\r\n\r\n"))
         assert out_port(wire, sport) == port
+        t1 = time.monotonic()
         time.sleep(delay)  # the backend's service time: what is being measured
+        t2 = time.monotonic()
         wire.send(port, server(port, sport, "PA", b"HTTP/1.0 200 OK\r\n\r\n"))
         to_client(wire, sport)
+        t3 = time.monotonic()
+        # The switch timed the request between t0 and t1 and the answer between t2 and t3,
+        # in ticks of 1.024 ms; the first sample, at gain 1/8 and 16 per tick, is 2 per tick.
+        expected[port] = (2 * math.floor((t2 - t1) / TICK_S), 2 * math.ceil((t3 - t0) / TICK_S))
         # A second pushed segment of the same answer is not a new sample.
         wire.send(port, server(port, sport, "PA", b"body"))
         to_client(wire, sport)
     slow, fast = bmv2.register("response_time", bid[2]), bmv2.register("response_time", bid[3])
-    # Gain 1/8, 16 per tick of 1.024 ms: one 300 ms sample is ~585.
-    assert 450 <= slow <= 750, slow
-    assert fast < slow / 4, (fast, slow)
+    assert expected[2][0] <= slow <= expected[2][1], (slow, expected)
+    assert expected[3][0] <= fast <= expected[3][1], (fast, expected)
+    assert fast < slow, (fast, slow)
     assert bmv2.register("response_time", bid[4]) == 0
     got = new_connections(wire, range(34100, 34140))
     assert got[2] == 0 and got[4] > got[3], got

@@ -118,7 +118,7 @@ def test_iphash_spread_is_loosely_fair(lab_factory: list[Lab]) -> None:
 def test_weight_change_and_drain_mid_run_lose_nothing(lab_factory: list[Lab]) -> None:
     lab = make_lab("wrr")
     lab_factory.append(lab)
-    n = 1500
+    n = 4000  # some 5 s here: the two changes (a process each) land well within it
     result: list[ab.AbResult] = []
     runner = threading.Thread(target=lambda: result.append(ab.run(lab.clients[0], URL, n, 10)))
     runner.start()
@@ -129,6 +129,9 @@ def test_weight_change_and_drain_mid_run_lose_nothing(lab_factory: list[Lab]) ->
         runner.join(0.05)
     cli(lab, "weight", "set", "web", "h2", "3")
     cli(lab, "backend", "drain", "web", "h3")
+    # Both changes landed mid-run: ab was still sending, the servers had not seen it all.
+    assert runner.is_alive() and not result
+    assert sum(logged(lab).values()) < n
     runner.join(300)
     assert result, "ab did not finish"
     assert (result[0].complete, result[0].failed, result[0].non_2xx) == (n, 0, 0)
