@@ -249,7 +249,7 @@ def test_a_packet_without_state_is_dropped_not_guessed(
     """The load-driven choice cannot be recomputed for a mid-connection packet."""
     bmv2.apply(edits.set_algorithm(bmv2.cfg, "web", algorithm))
     sid = ids_on_switch(bmv2.sw.read_entries()).services[vip_key(bmv2.cfg.vip("web"))]
-    index = sid * 16 + drop_reasons()["no_state"]
+    index = sid * bmv2.sw.schema.drop_counter_stride() + drop_reasons()["no_state"]
     before = bmv2.counter("drops", index)
     wire.send(1, client(36000, "A"))
     assert bmv2.wait_counter("drops", index, before + 1) == before + 1

@@ -172,7 +172,7 @@ def test_an_open_connection_to_a_removed_backend_is_dropped_as_no_backend(
     port = backend_of(wire, 53000)
     bmv2.apply(edits.remove_backend(bmv2.cfg, "web", f"s{port}"))
     sid = ids_on_switch(bmv2.sw.read_entries()).services[vip_key(bmv2.cfg.vip("web"))]
-    index = sid * 16 + DROPS["no_backend"]
+    index = sid * bmv2.sw.schema.drop_counter_stride() + DROPS["no_backend"]
     before = bmv2.counter("drops", index)
     wire.clear()
     wire.send(1, syn(53000, flags="A"))
@@ -332,7 +332,7 @@ DROP_CASES = [
 def test_drops_are_counted_and_nothing_leaves(
     bmv2: Bmv2, wire: Wire, desc: str, make: Any, reason: str, service: int
 ) -> None:
-    index = service * 16 + DROPS[reason]
+    index = service * bmv2.sw.schema.drop_counter_stride() + DROPS[reason]
     before = bmv2.counter("drops", index)
     pkt = make()
     wire.send(1, pkt)
@@ -375,7 +375,7 @@ def test_a_full_bucket_keeps_wrr_and_reports_the_flow(bmv2: Bmv2, wire: Wire) ->
     }
     # Before the controller's entry lands, a later packet is dropped, not misrouted ...
     sid = ids_on_switch(bmv2.sw.read_entries()).services[vip_key(bmv2.cfg.vip("web"))]
-    index = sid * 16 + DROPS["no_state"]
+    index = sid * bmv2.sw.schema.drop_counter_stride() + DROPS["no_state"]
     dropped = bmv2.counter("drops", index)
     wire.clear()
     wire.send(1, flow_syn(b, "A"))
@@ -425,7 +425,7 @@ def test_a_packet_without_state_is_dropped_for_wrr_and_hashed_for_iphash(
     bmv2: Bmv2, wire: Wire
 ) -> None:
     sid = ids_on_switch(bmv2.sw.read_entries()).services[vip_key(bmv2.cfg.vip("web"))]
-    index = sid * 16 + DROPS["no_state"]
+    index = sid * bmv2.sw.schema.drop_counter_stride() + DROPS["no_state"]
     before = bmv2.counter("drops", index)
     wire.send(1, syn(54000, flags="A"))  # no SYN was ever seen for this flow
     assert bmv2.wait_counter("drops", index, before + 1) == before + 1

@@ -1,0 +1,16 @@
+"""The dataplane layer's drop tests cover every drop reason the P4Info declares: a reason
+added to lb.p4 without a packet that causes it fails here, on any machine."""
+
+from __future__ import annotations
+
+from p4lb.pipeline.p4info import schema
+from tests.dataplane.test_packets import DROP_CASES
+
+# Reasons whose packets need a connection set up first: tests of their own in
+# tests/dataplane (test_packets.py's removed backend and missing state).
+TESTED_APART = {"no_backend", "no_state"}
+
+
+def test_every_drop_reason_has_a_packet_that_causes_it() -> None:
+    declared = set(schema().drop_reasons().values()) - {"none"}
+    assert {reason for _, _, reason, _ in DROP_CASES} | TESTED_APART == declared
