@@ -104,7 +104,8 @@ def tcp_counters(host: Any) -> tuple[int, int]:
 def program_baseline(lab: Lab) -> None:
     """Load the plain forwarding program and route every host."""
     schema = Schema(load_p4info(COMPILED / "baseline.p4info.txtpb"))
-    sw = Switch(lab.config.switch.address, 0, lab.config.switch.election_id, info=schema)
+    s = lab.config.switch
+    sw = Switch(s.address, 0, s.election_id, info=schema, tls=s.tls)
     with sw:
         sw.ensure_pipeline(COMPILED / "baseline.p4info.txtpb", COMPILED / "baseline.json")
         hosts = lab.clients + lab.servers

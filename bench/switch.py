@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from topology import thrift_guard
 from topology.bmv2 import terminate, wait_listening
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -295,7 +296,12 @@ def switch(
         args += ["-i", f"{p}@{switch_if(p)}"]
     args += [str(json_path)] if json_path else ["--no-p4"]
     args += ["--", "--grpc-server-addr", f"127.0.0.1:{GRPC_PORT}"]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    thrift_guard.confine(THRIFT_PORT)  # released by terminate()
+    try:
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except BaseException:
+        thrift_guard.release(THRIFT_PORT)
+        raise
     try:
         wait_listening(GRPC_PORT, 120 if wrap else 20)
         wait_listening(THRIFT_PORT, 120 if wrap else 20)

@@ -2,7 +2,8 @@
 # One install path for p4lb, used by `make deps` natively and by the Vagrant VM.
 # Idempotent: a re-run with everything present changes nothing and fetches nothing.
 #
-# 1. Distribution packages: Mininet, ApacheBench, tcpdump, ... and a Python >= 3.11
+# 1. Distribution packages: Mininet, ApacheBench, tcpdump, nftables (keeps BMv2's Thrift port
+#    off the network), openssl (the throwaway CA of `make run`), ... and a Python >= 3.11
 #    (python3.11 + python3.11-venv where the distribution's python3 is older, as on Ubuntu 22.04).
 # 2. p4c and BMv2 (simple_switch_grpc), first route that works:
 #      a. already installed (found on PATH: packages, or a source build in /usr/local)
@@ -124,7 +125,7 @@ else
     PY_PKGS=(python3.11 python3.11-venv)
 fi
 read -r -a DISTRO_PKGS <<<"${P4LB_DISTRO_PKGS:-make git curl gnupg ca-certificates mininet \
-apache2-utils tcpdump tcpreplay ethtool iproute2 iputils-ping shellcheck} ${PY_PKGS[*]}"
+apache2-utils tcpdump tcpreplay ethtool iproute2 iputils-ping shellcheck nftables openssl} ${PY_PKGS[*]}"
 UPDATED=0
 if [ "$HAVE_APT" -eq 0 ]; then
     log "no apt-get here: install Mininet, ab, tcpdump and Python >= 3.11 yourself"

@@ -12,6 +12,8 @@ from typing import Any
 
 from mininet.node import Switch
 
+from topology import thrift_guard
+
 GRPC_PORT = 9559
 THRIFT_PORT = 9090
 
@@ -54,17 +56,25 @@ def spawn(
     thrift_port: int,
     log_file: Path | None = None,
     out: Path | None = None,
+    grpc_args: list[str] | tuple[str, ...] = (),
 ) -> subprocess.Popen[bytes]:
     """simple_switch_grpc outside Mininet (packet tests, controller benchmark), bound to
-    127.0.0.1, no pipeline until P4Runtime pushes one; returns once gRPC listens."""
+    127.0.0.1, its Thrift port reachable from this host only (topology.thrift_guard), no
+    pipeline until P4Runtime pushes one; returns once gRPC listens. `grpc_args`: more
+    gRPC server options (TLS, see grpc_tls_args)."""
     args = [switch_binary(), "--device-id", "0"]
     args += ["--no-p4", "--thrift-port", str(thrift_port)]
     args += log_args(log_file)
     for port, intf in sorted(ports.items()):
         args += ["-i", f"{port}@{intf}"]
-    args += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
-    with open(out or "/dev/null", "wb") as sink:
-        proc = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT)
+    args += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}", *grpc_args]
+    thrift_guard.confine(thrift_port)
+    try:
+        with open(out or "/dev/null", "wb") as sink:
+            proc = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT)
+    except BaseException:
+        thrift_guard.release(thrift_port)
+        raise
     try:
         wait_listening(grpc_port, 20.0)
     except BaseException:
@@ -74,20 +84,33 @@ def spawn(
 
 
 def terminate(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a switch we started, by its PID; bounded."""
+    """Stop a switch we started, by its PID (bounded), and lift its Thrift port's guard."""
     proc.terminate()
     try:
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(5)
+    port = thrift_guard.thrift_port_of([str(a) for a in proc.args])  # type: ignore[union-attr]
+    if port is not None:
+        thrift_guard.release(port)
+
+
+def grpc_tls_args(ca: Path, cert: Path, key: Path, client_auth: bool = True) -> list[str]:
+    """BMv2's gRPC server options for TLS with `cert`/`key`; with client_auth, only clients
+    presenting a certificate signed by `ca` may connect."""
+    args = ["--grpc-server-ssl", "--grpc-server-cacert", str(ca)]
+    args += ["--grpc-server-cert", str(cert), "--grpc-server-key", str(key)]
+    return args + (["--grpc-server-with-client-auth"] if client_auth else [])
 
 
 class Bmv2Switch(Switch):  # type: ignore[misc]
     """Starts simple_switch_grpc with the switch's Mininet interfaces as ports 1..n.
 
-    P4Runtime listens on 127.0.0.1 only; the pipeline is pushed by `p4lb apply`. Logging is
-    off unless `log_dir` is given (BMv2 logging costs a large share of its speed)."""
+    P4Runtime listens on 127.0.0.1 only (with `grpc_args`, e.g. TLS and client
+    certificates); Thrift is reachable from this host only while the switch runs
+    (topology.thrift_guard); the pipeline is pushed by `p4lb apply`. Logging is off unless
+    `log_dir` is given (BMv2 logging costs a large share of its speed)."""
 
     def __init__(
         self,
@@ -96,9 +119,11 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
         thrift_port: int = THRIFT_PORT,
         log_dir: str | None = None,
         binary: str | None = None,
+        grpc_args: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(name, **kwargs)
+        self.grpc_args = grpc_args or []
         self.grpc_port = grpc_port
         self.thrift_port = thrift_port
         self.log_dir = log_dir
@@ -113,8 +138,9 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
         if self.log_dir:
             Path(self.log_dir).mkdir(parents=True, exist_ok=True)
         args += log_args(Path(self.log_dir) / self.name if self.log_dir else None)
-        args += ["--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}"]
+        args += ["--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}", *self.grpc_args]
         out = f"{self.log_dir}/{self.name}.out" if self.log_dir else "/dev/null"
+        thrift_guard.confine(self.thrift_port)
         self.switch_pid = int(
             self.cmd(" ".join(args) + f" > {out} 2>&1 & echo $!").strip().split()[-1]
         )
@@ -129,4 +155,5 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
                 "sleep 0.05; done"
             )
             self.switch_pid = None
+        thrift_guard.release(self.thrift_port)
         super().stop(deleteIntfs)

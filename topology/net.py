@@ -17,12 +17,13 @@ from mininet.net import Mininet
 from mininet.node import Host
 
 from p4lb.intent import writer
-from p4lb.intent.model import Backend, Config, SwitchConfig, Vip
+from p4lb.intent.model import Backend, Config, SwitchConfig, TlsSettings, Vip
 from p4lb.intent.model import Host as CfgHost
 from p4lb.intent.validate import validate
 from p4lb.pipeline import capacity
 from p4lb.pipeline.p4info import compiled_limits
-from topology.bmv2 import GRPC_PORT, Bmv2Switch
+from topology.bmv2 import GRPC_PORT, THRIFT_PORT, Bmv2Switch, grpc_tls_args
+from topology.pki import make_pki
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_DIR = ROOT / "run"
@@ -66,6 +67,8 @@ class Options:
     # Source addresses per client: 1 is its own address only; more adds secondary addresses
     # on its interface, in 10.<client index>.0.0/16 (client_addresses() lists them).
     addresses_per_client: int = 1
+    # P4Runtime over TLS with client certificates from a throwaway CA (run/pki/).
+    tls: bool = True
 
 
 @dataclass
@@ -87,6 +90,7 @@ class Lab:
             "pids": self.pids,
             "interfaces": [i.name for i in self.net.switches[0].intfList() if i.name != "lo"],
             "netns": self.netns,
+            "thrift_ports": [THRIFT_PORT],
         }
         (RUN_DIR / "state.json").write_text(json.dumps(state))
 
@@ -138,7 +142,12 @@ def build(opts: Options) -> Lab:
         controller=None, link=TCLink if link_opts else Link, autoSetMacs=False, build=False
     )
     log_dir = str(RUN_DIR / "logs") if opts.switch_log else None
-    s1 = net.addSwitch("s1", cls=Bmv2Switch, log_dir=log_dir)
+    tls, grpc_args = None, []
+    if opts.tls:
+        pki = make_pki(RUN_DIR / "pki", ["s1"])
+        tls = TlsSettings(str(pki.ca), str(pki.client.cert), str(pki.client.key))
+        grpc_args = grpc_tls_args(pki.ca, pki.servers["s1"].cert, pki.servers["s1"].key)
+    s1 = net.addSwitch("s1", cls=Bmv2Switch, log_dir=log_dir, grpc_args=grpc_args)
     hosts = []
     n = opts.clients + opts.servers
     for i in range(1, n + 1):
@@ -176,7 +185,7 @@ def build(opts: Options) -> Lab:
             shape(s, cap.rate)
     cfg = Config(
         switch=SwitchConfig(
-            address=f"127.0.0.1:{GRPC_PORT}", device_id=0, election_id=10, mac=SWITCH_MAC
+            address=f"127.0.0.1:{GRPC_PORT}", device_id=0, election_id=10, mac=SWITCH_MAC, tls=tls
         ),
         hosts=tuple(cfg_hosts),
         vips=(

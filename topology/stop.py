@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from topology import thrift_guard
+
 STATE = Path(__file__).resolve().parents[1] / "run" / "state.json"
 
 
@@ -25,6 +27,8 @@ def main() -> int:
             pass
     for intf in state.get("interfaces", []):
         subprocess.run(["ip", "link", "del", intf], capture_output=True)
+    for port in state.get("thrift_ports", []):
+        thrift_guard.release(int(port))
     for name in state.get("netns", []):  # only the names: the namespaces were the hosts'
         subprocess.run(["ip", "netns", "delete", name], capture_output=True)
     STATE.unlink()

@@ -32,6 +32,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -48,9 +49,12 @@ from p4lb.intent.model import (
     HealthSettings,
     Host,
     SwitchConfig,
+    TlsSettings,
     Vip,
 )
-from topology.bmv2 import log_args, switch_binary, wait_listening
+from topology import thrift_guard
+from topology.bmv2 import grpc_tls_args, log_args, switch_binary, wait_listening
+from topology.pki import make_pki
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "run" / "tier"
@@ -72,6 +76,27 @@ GRPC_BASE = 9560  # balancer i: P4Runtime on 127.0.0.1:GRPC_BASE+i
 THRIFT_BASE = 9090  # and Thrift on THRIFT_BASE+i
 BFD_MS = 100
 BFD_MULT = 3
+PKI = RUN / "pki"  # the tier's throwaway CA: one server pair for every switch, the controller's
+BGP_SECRET = RUN / "bgp-password"  # TCP MD5 key of every BGP session, made per tier
+MAX_BALANCERS = 16  # the router's ECMP width; one inbound filter entry per possible balancer
+# GTSM (RFC 5082): a speaker's BGP packets cross its switch, which routes them (TTL - 1), so
+# the router accepts TTL >= 254 and the speaker likewise.
+GTSM_HOPS = 2
+
+
+def bgp_password() -> str:
+    """The tier's BGP MD5 key (made once per tier, owner-only)."""
+    if not BGP_SECRET.exists():
+        RUN.mkdir(parents=True, exist_ok=True)
+        fd = os.open(BGP_SECRET, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(16))
+    return BGP_SECRET.read_text().strip()
+
+
+def controller_tls() -> TlsSettings:
+    """How the controller reaches the tier's switches: TLS, our CA, its client certificate."""
+    return TlsSettings(str(PKI / "ca.crt"), str(PKI / "p4lb.crt"), str(PKI / "p4lb.key"))
 
 
 def speaker_addr(i: int) -> str:
@@ -128,12 +153,19 @@ def missing_tools() -> list[str]:
     return out
 
 
-def router_conf(name: str, router_id: str, prefixes: list[str]) -> str:
-    """FRR for a router of the tier: BGP with dynamic neighbours (any speaker on
-    10.10.0.0/24 may connect), taking only `prefixes` from them, BFD multihop (the sessions
-    cross a switch), ECMP over up to 16 balancers."""
+def router_conf(name: str, router_id: str, prefixes: list[str], password: str) -> str:
+    """FRR for a router of the tier: BGP with dynamic neighbours on 10.10.0.0/24, each
+    session with the tier's TCP MD5 key and GTSM (TTL >= 254: one routed hop, the switch);
+    from each balancer's address only `prefixes` (a prefix another address announces, or
+    one not in the list, is dropped); BFD multihop (the sessions cross a switch); ECMP over
+    up to 16 balancers."""
     plist = "\n".join(
         f"ip prefix-list TIER seq {5 * (k + 1)} permit {p}" for k, p in enumerate(prefixes)
+    )
+    plist += "\n" + "\n".join(
+        f"route-map TIER-IN permit {i}\n match peer {speaker_addr(i)}\n"
+        " match ip address prefix-list TIER\nexit"
+        for i in range(1, MAX_BALANCERS + 1)
     )
     return f"""frr defaults traditional
 hostname {name}
@@ -148,9 +180,6 @@ bfd
 exit
 !
 {plist}
-route-map TIER-IN permit 10
- match ip address prefix-list TIER
-exit
 route-map NOTHING deny 10
 exit
 !
@@ -162,13 +191,15 @@ router bgp {ROUTER_AS}
  bgp bestpath as-path multipath-relax
  neighbor SPEAKERS peer-group
  neighbor SPEAKERS remote-as {SPEAKER_AS}
- neighbor SPEAKERS ebgp-multihop 3
+ neighbor SPEAKERS ttl-security hops {GTSM_HOPS}
+ neighbor SPEAKERS password {password}
  neighbor SPEAKERS timers connect 1
  neighbor SPEAKERS bfd profile tier
  bgp listen range 10.10.0.0/24 peer-group SPEAKERS
  address-family ipv4 unicast
   maximum-paths 16
   neighbor SPEAKERS activate
+  neighbor SPEAKERS soft-reconfiguration inbound
   neighbor SPEAKERS route-map TIER-IN in
   neighbor SPEAKERS route-map NOTHING out
  exit-address-family
@@ -212,7 +243,12 @@ def p4lb_config(balancers: int, servers: int, algorithm: str = "wrr") -> Config:
         for i in range(1, balancers + 1)
     )
     return Config(
-        switch=SwitchConfig(address=f"127.0.0.1:{GRPC_BASE + 1}", election_id=10, mac=mac(1, 1)),
+        switch=SwitchConfig(
+            address=f"127.0.0.1:{GRPC_BASE + 1}",
+            election_id=10,
+            mac=mac(1, 1),
+            tls=controller_tls(),
+        ),
         hosts=hosts,
         vips=tuple(vips),
         source=str(RUN / "lb.toml"),
@@ -221,21 +257,23 @@ def p4lb_config(balancers: int, servers: int, algorithm: str = "wrr") -> Config:
     )
 
 
-def speaker_conf(i: int) -> str:
-    """GoBGP for balancer i: eBGP multihop to both of r0's instances, from its own address."""
+def speaker_conf(i: int, password: str) -> str:
+    """GoBGP for balancer i: eBGP to both routers from its own address, with the tier's TCP
+    MD5 key and GTSM (it sends TTL 255 and accepts >= 254: the switch routes in between)."""
     neighbours = "".join(
         f"""
 [[neighbors]]
   [neighbors.config]
     neighbor-address = "{peer}"
     peer-as = {ROUTER_AS}
+    auth-password = "{password}"
   [neighbors.timers.config]
     connect-retry = 1
     hold-time = 3
     keepalive-interval = 1
-  [neighbors.ebgp-multihop.config]
+  [neighbors.ttl-security.config]
     enabled = true
-    multihop-ttl = 3
+    ttl-min = {256 - GTSM_HOPS}
   [neighbors.transport.config]
     local-address = "{speaker_addr(i)}"
 """
@@ -272,6 +310,7 @@ class Tier:
     pids: dict[str, int] = field(default_factory=dict)
     root_links: list[str] = field(default_factory=list)
     namespaces: list[str] = field(default_factory=list)
+    thrift_ports: list[int] = field(default_factory=list)  # guarded (topology.thrift_guard)
 
     # --- state for `make stop` ------------------------------------------------------------
 
@@ -283,6 +322,7 @@ class Tier:
                     "pids": self.pids,
                     "links": self.root_links,
                     "netns": self.namespaces,
+                    "thrift_ports": self.thrift_ports,
                     "balancers": self.balancers,
                     "servers": self.servers,
                     "clients": self.clients,
@@ -411,7 +451,9 @@ class Tier:
         self.frr_daemon(ns, state, "bfdd", ["--bfdctl", f"{state}/bfdd.sock"])
         self.frr_daemon(ns, state, "bgpd", [])
         conf = state / "frr.conf"
-        conf.write_text(router_conf(name, router_id, prefixes))
+        conf.touch(mode=0o600)
+        conf.chmod(0o600)  # it holds the BGP key
+        conf.write_text(router_conf(name, router_id, prefixes, bgp_password()))
         for _ in range(50):  # the daemons' vty sockets may not listen yet: bounded retries
             r = subprocess.run(
                 ["ip", "netns", "exec", ns, "vtysh", "--vty_socket", str(state), "-f", str(conf)],
@@ -445,7 +487,8 @@ class Tier:
         self.save()
 
     def start_switch(self, i: int, binary: str | None = None, log: bool = False) -> int:
-        """Balancer i's BMv2 (no pipeline until p4lb pushes one), gRPC on 127.0.0.1."""
+        """Balancer i's BMv2 (no pipeline until p4lb pushes one), P4Runtime on 127.0.0.1 over
+        TLS with client certificates of the tier's CA, Thrift reachable from this host only."""
         out = RUN / f"lb{i}" / "switch.out"
         args = [binary or switch_binary(), "--device-id", str(i), "--no-p4"]
         args += ["--thrift-port", str(THRIFT_BASE + i)]
@@ -453,6 +496,10 @@ class Tier:
         for port in (1, 2, 3):
             args += ["-i", f"{port}@t{i}p{port}"]
         args += ["--", "--grpc-server-addr", f"127.0.0.1:{GRPC_BASE + i}"]
+        args += grpc_tls_args(PKI / "ca.crt", PKI / "switch.crt", PKI / "switch.key")
+        thrift_guard.confine(THRIFT_BASE + i)
+        if THRIFT_BASE + i not in self.thrift_ports:
+            self.thrift_ports.append(THRIFT_BASE + i)
         pid = self.start(f"switch-lb{i}", args, None, out)
         wait_listening(GRPC_BASE + i, 20.0)
         return pid
@@ -464,7 +511,9 @@ class Tier:
         state = RUN / f"lb{i}"
         state.mkdir(parents=True, exist_ok=True)
         conf = state / "gobgpd.toml"
-        conf.write_text(speaker_conf(i))
+        conf.touch(mode=0o600)
+        conf.chmod(0o600)  # it holds the BGP key
+        conf.write_text(speaker_conf(i, bgp_password()))
         self.start(
             f"gobgpd-lb{i}",
             ["gobgpd", "-f", str(conf), "-p", "--api-hosts", "127.0.0.1:50051", "--pprof-disable"],
@@ -513,6 +562,8 @@ class Tier:
                 )
 
     def up(self) -> None:
+        BGP_SECRET.unlink(missing_ok=True)  # a new key and CA for every tier
+        make_pki(PKI, ["switch"])
         self.build_network()
         self.start_routers()
         self.start_servers()
@@ -539,7 +590,7 @@ class Tier:
     # --- teardown -------------------------------------------------------------------------
 
     def down(self) -> None:
-        stop_recorded(self.pids, self.root_links, self.namespaces)
+        stop_recorded(self.pids, self.root_links, self.namespaces, self.thrift_ports)
         (RUN / "state.json").unlink(missing_ok=True)
 
 
@@ -565,9 +616,11 @@ def gone_by(pid: int, deadline: float) -> bool:
     return False
 
 
-def stop_recorded(pids: dict[str, int], links: list[str], namespaces: list[str]) -> None:
-    """Stop what a tier started (by PID: TERM, then KILL after 3 s), remove its links and
-    namespaces. Servers and speakers first, switches last."""
+def stop_recorded(
+    pids: dict[str, int], links: list[str], namespaces: list[str], thrift_ports: list[int]
+) -> None:
+    """Stop what a tier started (by PID: TERM, then KILL after 3 s), remove its links,
+    namespaces and Thrift guards. Servers and speakers first, switches last."""
     order = sorted(pids.items(), key=lambda kv: kv[0].startswith("switch"))
     for _, pid in order:
         with contextlib.suppress(ProcessLookupError):
@@ -581,6 +634,8 @@ def stop_recorded(pids: dict[str, int], links: list[str], namespaces: list[str])
         sh("ip", "link", "del", link, check=False)
     for ns in namespaces:
         sh("ip", "netns", "del", ns, check=False)
+    for port in thrift_ports:
+        thrift_guard.release(port)
 
 
 BANNER = """
@@ -687,7 +742,7 @@ def main(argv: list[str] | None = None) -> int:
             print("tier: nothing recorded as running")
             return 0
         s = json.loads(state.read_text())
-        stop_recorded(s["pids"], s["links"], s["netns"])
+        stop_recorded(s["pids"], s["links"], s["netns"], s.get("thrift_ports", []))
         state.unlink()
         print("tier: stopped")
         return 0

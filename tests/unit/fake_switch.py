@@ -88,10 +88,14 @@ class FakeSwitch(p4r_grpc.P4RuntimeServicer):
 
     # ------------------------------------------------------------ lifecycle
 
-    def start(self, port: int = 0) -> FakeSwitch:
+    def start(self, port: int = 0, credentials: grpc.ServerCredentials | None = None) -> FakeSwitch:
+        """Serve on 127.0.0.1 (`credentials`: over TLS, as BMv2's --grpc-server-ssl)."""
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))
         p4r_grpc.add_P4RuntimeServicer_to_server(self, self._server)
-        self.port = self._server.add_insecure_port(f"127.0.0.1:{port}")
+        if credentials is None:
+            self.port = self._server.add_insecure_port(f"127.0.0.1:{port}")
+        else:
+            self.port = self._server.add_secure_port(f"127.0.0.1:{port}", credentials)
         self._server.start()
         return self
 

@@ -16,6 +16,25 @@ from p4lb.switch.errors import SwitchError
 
 READER_ELECTION_ID = 1
 
+# p4runtime-shell 0.0.6 opens its channel with grpc.insecure_channel and has no TLS options:
+# with `tls` in the config, this runs it (in its own environment) with that call replaced by
+# a TLS channel on the config's CA and client certificate, so the shell connects to the
+# switch exactly as p4lb does. argv: CA CERT KEY SERVER_NAME, then p4runtime-shell's own.
+TLS_LAUNCHER = """
+import sys, grpc
+ca, cert, key, name = sys.argv[1:5]
+del sys.argv[1:5]
+def read(path):
+    return open(path, "rb").read() if path else None
+creds = grpc.ssl_channel_credentials(read(ca), read(key), read(cert))
+extra = [("grpc.ssl_target_name_override", name)] if name else []
+def secure(target, options=None, compression=None):
+    return grpc.secure_channel(target, creds, list(options or []) + extra, compression)
+grpc.insecure_channel = secure
+from p4runtime_sh.shell import main
+sys.exit(main())
+"""
+
 
 def shell_python() -> Path:
     """The Python of the p4runtime-shell environment: $P4LB_SHELL_PYTHON, else
@@ -36,10 +55,13 @@ def shell_command(cfg: Config, primary: bool, election_id: int | None) -> list[s
             f"{cfg.source}: election id {eid} is p4lb's own (switch.election_id "
             f"{cfg.switch.election_id} and + 1); open the shell with another --election-id"
         )
+    tls = cfg.switch.tls
+    start = ["-m", "p4runtime_sh"]
+    if tls is not None:
+        start = ["-c", TLS_LAUNCHER, tls.ca, tls.cert, tls.key, tls.server_name]
     return [
         str(shell_python()),
-        "-m",
-        "p4runtime_sh",
+        *start,
         "--grpc-addr",
         cfg.switch.address,
         "--device-id",

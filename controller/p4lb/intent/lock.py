@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from p4lb.intent.model import ConfigError
+from p4lb.intent.private import open_private
 
 LOCK_WAIT_S = 60.0
 
@@ -27,7 +28,7 @@ def config_lock(config_path: str | os.PathLike[str], wait_s: float = LOCK_WAIT_S
     fail with one line. The lock goes with the process, so a killed command frees it."""
     path = lock_path(config_path)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_private(path)
     except OSError as e:
         raise ConfigError(f"{config_path}: cannot open lock file {path}: {e.strerror}") from None
     try:

@@ -15,6 +15,20 @@ class ConfigError(Exception):
 
 
 @dataclass(frozen=True)
+class TlsSettings:
+    """`tls = { ca = ..., cert = ..., key = ... }`: P4Runtime over TLS. `ca` signs the
+    switch's certificate; `cert` and `key` (both or neither) are the controller's own, for a
+    switch that demands client certificates. `server_name`: the name the switch's
+    certificate carries, when it is not the address's host. Paths are absolute (the reader
+    resolves them against the config file's folder)."""
+
+    ca: str
+    cert: str = ""
+    key: str = ""
+    server_name: str = ""
+
+
+@dataclass(frozen=True)
 class SwitchConfig:
     address: str = "127.0.0.1:9559"
     device_id: int = 0
@@ -22,6 +36,10 @@ class SwitchConfig:
     mac: str = "00:00:00:00:01:00"
     # Ports that take part in ARP flooding; empty: every port named in the config.
     ports: tuple[int, ...] = ()
+    # P4Runtime over TLS; None: clear text, allowed to a loopback address only unless
+    # `insecure` says so explicitly.
+    tls: TlsSettings | None = None
+    insecure: bool = False
 
 
 @dataclass(frozen=True)
@@ -139,6 +157,9 @@ class Balancer:
     speaker_api: str = "127.0.0.1:50051"
     nexthop: str = ""
     drain: bool = False
+    # Its own TLS settings (None: the [switch] table's) and clear-text permission.
+    tls: TlsSettings | None = None
+    insecure: bool = False
 
 
 @dataclass(frozen=True)
@@ -190,6 +211,8 @@ def member_config(cfg: Config, b: Balancer) -> Config:
             device_id=b.device_id,
             mac=b.mac,
             ports=b.ports or cfg.switch.ports,
+            tls=b.tls or cfg.switch.tls,
+            insecure=b.insecure or cfg.switch.insecure,
         ),
         hosts=cfg.hosts + b.hosts,
         shared=True,

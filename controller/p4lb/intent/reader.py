@@ -10,9 +10,11 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 from p4lb.intent.model import (
@@ -25,7 +27,9 @@ from p4lb.intent.model import (
     HealthSettings,
     Host,
     SwitchConfig,
+    TlsSettings,
     Vip,
+    switch_configs,
 )
 from p4lb.intent.validate import validate
 
@@ -38,6 +42,12 @@ def load(path: str | os.PathLike[str]) -> Config:
     src = str(path)
     try:
         with open(path, "rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            if mode & stat.S_IWOTH:
+                raise ConfigError(
+                    f"{src}: writable by others (mode {stat.S_IMODE(mode):04o}): anyone on "
+                    f"this host could change what the switch does; run chmod o-w {src}"
+                )
             data = tomllib.load(f)
     except FileNotFoundError:
         raise ConfigError(f"{src}: file not found") from None
@@ -49,7 +59,7 @@ def load(path: str | os.PathLike[str]) -> Config:
 def parse(data: dict[str, Any], source: str = "<config>") -> Config:
     """Turn decoded TOML into a Config valid as an intent."""
     _only(data, {"switch", "host", "vip", "tier"}, source, "")
-    sw = _switch(data.get("switch", {}), source)
+    sw = _switch(data.get("switch", {}), source, "switch")
     hosts = tuple(
         parse_host(h, source, f"host[{i}]") for i, h in enumerate(_list(data, "host", source, ""))
     )
@@ -68,7 +78,63 @@ def parse(data: dict[str, Any], source: str = "<config>") -> Config:
         tier_state_ttl_s=ttl,
     )
     validate(cfg)
+    for name, member in switch_configs(cfg):
+        where = "switch" if name == "switch" else f"tier.balancer {name!r}"
+        _refuse_clear_text(member.switch, source, where)
     return cfg
+
+
+def is_loopback(address: str) -> bool:
+    """Whether HOST:PORT names this host's loopback (localhost, 127/8, ::1)."""
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name other than localhost: it may resolve anywhere
+
+
+def _refuse_clear_text(sw: SwitchConfig, src: str, where: str) -> None:
+    """P4Runtime in clear text only to this host, unless the config says `insecure`."""
+    if sw.tls is None and not sw.insecure and not is_loopback(sw.address):
+        raise ConfigError(
+            f"{src}: {where}.address: {sw.address} is not a loopback address and P4Runtime "
+            f"would be clear text: give {where}.tls = {{ ca = ..., cert = ..., key = ... }} "
+            f"(or insecure = true to accept that anyone on the network can program it)"
+        )
+
+
+def _tls(t: Any, src: str, where: str) -> TlsSettings | None:
+    """`tls = { ca, cert, key, server_name }`: files resolved against the config's folder,
+    each one checked to exist now (a typo fails here, not at the first connection)."""
+    if t is None:
+        return None
+    if not isinstance(t, dict):
+        raise ConfigError(
+            f"{src}: {where}.tls: must be a table {{ ca = ..., cert = ..., key = ... }}"
+        )
+    _only(t, {"ca", "cert", "key", "server_name"}, src, f"{where}.tls")
+    base = Path(src).parent if Path(src).is_file() else Path.cwd()
+    paths = {}
+    for key in ("ca", "cert", "key"):
+        value = _get(t, key, str, src, f"{where}.tls", None if key == "ca" else "")
+        if not value:
+            paths[key] = ""
+            continue
+        p = Path(value).expanduser()
+        p = p if p.is_absolute() else base / p
+        if not p.is_file():
+            raise ConfigError(f"{src}: {where}.tls.{key}: no such file {p}")
+        paths[key] = str(p)
+    if bool(paths["cert"]) != bool(paths["key"]):
+        raise ConfigError(f"{src}: {where}.tls: give cert and key together (or neither)")
+    return TlsSettings(
+        ca=paths["ca"],
+        cert=paths["cert"],
+        key=paths["key"],
+        server_name=_get(t, "server_name", str, src, f"{where}.tls", ""),
+    )
 
 
 def _tier(
@@ -107,14 +173,17 @@ def _tier(
                 "nexthop",
                 "drain",
                 "host",
+                "tls",
+                "insecure",
             },
             src,
             where,
         )
         one = _switch(
-            {k: b[k] for k in ("address", "device_id", "mac", "ports") if k in b}
+            {k: b[k] for k in ("address", "device_id", "mac", "ports", "tls", "insecure") if k in b}
             | {"election_id": sw.election_id},
             src,
+            where,
         )
         hosts = tuple(
             parse_host(h, src, f"{where}.host[{k}]")
@@ -133,6 +202,8 @@ def _tier(
                 speaker_api=_get(b, "speaker_api", str, src, where, "127.0.0.1:50051"),
                 nexthop=_ipv4(nexthop, src, f"{where}.nexthop") if nexthop else "",
                 drain=_get(b, "drain", bool, src, where, False),
+                tls=one.tls,
+                insecure=one.insecure,
             )
         )
     for key in ("name", "address"):
@@ -169,6 +240,8 @@ def _get(
         raise ConfigError(f"{src}: {where}.{key}: must be an integer, got {value!r}")
     if typ is str and not isinstance(value, str):
         raise ConfigError(f"{src}: {where}.{key}: must be a string, got {value!r}")
+    if typ is bool and not isinstance(value, bool):
+        raise ConfigError(f"{src}: {where}.{key}: must be true or false, got {value!r}")
     return value
 
 
@@ -197,10 +270,10 @@ def _name(value: str, src: str, where: str) -> str:
     return value
 
 
-def _switch(t: Any, src: str) -> SwitchConfig:
+def _switch(t: Any, src: str, where: str) -> SwitchConfig:
     if not isinstance(t, dict):
         raise ConfigError(f"{src}: switch: must be a table")
-    _only(t, {"address", "device_id", "election_id", "mac", "ports"}, src, "switch")
+    _only(t, {"address", "device_id", "election_id", "mac", "ports", "tls", "insecure"}, src, where)
     d = SwitchConfig()
     address = _get(t, "address", str, src, "switch", d.address)
     host, sep, port = address.rpartition(":")
@@ -221,6 +294,8 @@ def _switch(t: Any, src: str) -> SwitchConfig:
         ),
         mac=_mac(_get(t, "mac", str, src, "switch", d.mac), src, "switch.mac"),
         ports=tuple(ports),
+        tls=_tls(t.get("tls"), src, where),
+        insecure=_get(t, "insecure", bool, src, where, False),
     )
 
 

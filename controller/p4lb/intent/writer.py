@@ -13,7 +13,7 @@ from typing import Any
 import tomlkit
 from tomlkit.items import AoT, Table
 
-from p4lb.intent.model import Backend, Config, HealthSettings, Host, SwitchConfig
+from p4lb.intent.model import Backend, Config, HealthSettings, Host, SwitchConfig, TlsSettings
 from p4lb.intent.reader import parse_backend, parse_health_settings, parse_host
 
 HEADER = (
@@ -55,6 +55,7 @@ def update(doc: tomlkit.TOMLDocument, cfg: Config) -> None:
         sw = tomlkit.table()
         doc["switch"] = sw
     _set_fields(sw, _current_switch(sw), cfg.switch)
+    _sync_tls(sw, cfg.switch.tls)
     if cfg.switch.ports and list(sw.get("ports", [])) != list(cfg.switch.ports):
         sw["ports"] = list(cfg.switch.ports)
 
@@ -110,6 +111,9 @@ def _sync_tier(doc: tomlkit.TOMLDocument, cfg: Config) -> None:
         bt = tables.get(b.name) or tomlkit.table()
         for f in fields(b):
             value = getattr(b, f.name)
+            if f.name == "tls":
+                _sync_tls(bt, value)
+                continue
             if f.name == "hosts":
                 current = tuple(parse_host(h, "", "") for h in bt.get("host", []))
                 if current != value:
@@ -150,6 +154,22 @@ def _sync_health(vip: Table, health: HealthSettings | None) -> None:
     _set_fields(t, current, health)
 
 
+def _sync_tls(t: Table, tls: TlsSettings | None) -> None:
+    """`tls` as an inline table when the file has none; one the file has stays as the user
+    wrote it (relative paths included: no runtime change touches it)."""
+    if tls is None:
+        if "tls" in t:
+            del t["tls"]
+        return
+    if "tls" in t:
+        return
+    inline = tomlkit.inline_table()
+    for f in fields(tls):
+        if getattr(tls, f.name):
+            inline[f.name] = getattr(tls, f.name)
+    t["tls"] = inline
+
+
 def _current_switch(t: Table) -> SwitchConfig:
     d = SwitchConfig()
     return SwitchConfig(
@@ -158,13 +178,14 @@ def _current_switch(t: Table) -> SwitchConfig:
         election_id=t.get("election_id", d.election_id),
         mac=str(t.get("mac", d.mac)).lower(),
         ports=tuple(t.get("ports", ())),
+        insecure=bool(t.get("insecure", d.insecure)),
     )
 
 
 def _set_fields(t: Table, current: Any, new: Any) -> None:
     """Assign each dataclass field of `new` that differs from `current` (what `t` says)."""
     for f in fields(new):
-        if f.name == "ports":
+        if f.name in ("ports", "tls"):
             continue
         value = getattr(new, f.name)
         if getattr(current, f.name) != value:  # `current` has the defaults of absent keys

@@ -48,14 +48,14 @@ def connect(cfg: Config, one_shot: bool = False, wait_s: float = PRIMARY_WAIT_S)
     seconds; then it fails with one line."""
     s = cfg.switch
     if not one_shot:
-        return Switch(s.address, s.device_id, s.election_id)
+        return Switch(s.address, s.device_id, s.election_id, tls=s.tls, insecure=s.insecure)
     election_id = s.election_id + 1
     deadline = time.monotonic() + wait_s
     pause, attempts = 0.05, 0
     while True:
         attempts += 1
         try:
-            sw = Switch(s.address, s.device_id, election_id)
+            sw = Switch(s.address, s.device_id, election_id, tls=s.tls, insecure=s.insecure)
             if sw.is_primary:
                 return sw
             sw.close()
@@ -74,7 +74,13 @@ def connect(cfg: Config, one_shot: bool = False, wait_s: float = PRIMARY_WAIT_S)
 
 def connect_reader(cfg: Config) -> Switch:
     """A session that only reads: no arbitration, so it never disturbs the writers."""
-    return Switch(cfg.switch.address, cfg.switch.device_id, None)
+    return Switch(
+        cfg.switch.address,
+        cfg.switch.device_id,
+        None,
+        tls=cfg.switch.tls,
+        insecure=cfg.switch.insecure,
+    )
 
 
 def apply(sw: Switch, cfg: Config, dry_run: bool = False) -> ApplyResult:

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from p4lb.intent.private import write_private
+
 
 def state_path(config_path: str | os.PathLike[str]) -> Path:
     """The baselines live beside the config: `lb.toml` -> `lb.toml.state.json`."""
@@ -29,6 +31,5 @@ def load_baselines(config_path: str | os.PathLike[str]) -> dict[str, Any]:
 def save_baselines(config_path: str | os.PathLike[str], baselines: Mapping[str, Any]) -> None:
     """Replace the state file atomically (callers hold the config lock)."""
     target = state_path(config_path)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(json.dumps({"vips": dict(baselines)}, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, target)
+    text = json.dumps({"vips": dict(baselines)}, indent=1, sort_keys=True) + "\n"
+    write_private(target, text, f".{target.name}.tmp")

@@ -25,6 +25,8 @@ from typing import Any
 import grpc
 from finsy.proto import p4i, p4r, p4r_grpc
 
+from p4lb.intent.model import TlsSettings
+from p4lb.intent.reader import is_loopback
 from p4lb.pipeline.entries import MULTICAST, OWNED_TABLES, Entry, Update
 from p4lb.pipeline.p4info import (
     BMV2_JSON_NAME,
@@ -53,27 +55,64 @@ class CounterValue:
     bytes: int
 
 
+def credentials(tls: TlsSettings) -> grpc.ChannelCredentials:
+    """gRPC's TLS credentials from the files `tls` names (a file that cannot be read: a
+    SwitchError naming it)."""
+    data: dict[str, bytes | None] = {}
+    for key in ("ca", "cert", "key"):
+        path = getattr(tls, key)
+        try:
+            data[key] = Path(path).read_bytes() if path else None
+        except OSError as e:
+            raise SwitchError(f"tls.{key}: cannot read {path}: {e.strerror}") from None
+    return grpc.ssl_channel_credentials(
+        root_certificates=data["ca"], private_key=data["key"], certificate_chain=data["cert"]
+    )
+
+
 class Switch:
     """A P4Runtime session with one switch (device) as one election id."""
 
     def __init__(
-        self, address: str, device_id: int, election_id: int | None, info: Schema | None = None
+        self,
+        address: str,
+        device_id: int,
+        election_id: int | None,
+        info: Schema | None = None,
+        tls: TlsSettings | None = None,
+        insecure: bool = False,
     ) -> None:
-        """Connect; with an election id, open the stream and take part in arbitration (see
-        is_primary); with None, a reader: no stream, reads only."""
+        """Connect (over TLS with `tls`, presenting its client certificate if it has one;
+        without, clear text only to a loopback address unless `insecure`); with an election
+        id, open the stream and take part in arbitration (see is_primary); with None, a
+        reader: no stream, reads only."""
+        if tls is None and not insecure and not is_loopback(address):
+            raise SwitchError(
+                f"switch at {address}: refusing clear-text P4Runtime to a non-loopback "
+                "address (configure tls, or insecure = true)"
+            )
         self.address = address
         self.device_id = device_id
         self.election_id = election_id
         self.schema = info or schema()
         self._primary = False
-        self._channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        if tls is None:
+            self._channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        else:
+            options: list[tuple[str, int | str]] = list(_CHANNEL_OPTIONS)
+            if tls.server_name:
+                options.append(("grpc.ssl_target_name_override", tls.server_name))
+            self._channel = grpc.secure_channel(address, credentials(tls), options=options)
         try:
             grpc.channel_ready_future(self._channel).result(timeout=CONNECT_TIMEOUT_S)
         except grpc.FutureTimeoutError:
             self._channel.close()
+            why = "no P4Runtime server answered"
+            if tls is not None:
+                why += " or the TLS handshake failed (switch certificate not signed by "
+                why += f"{tls.ca}, or the switch refused our client certificate)"
             raise SwitchError(
-                f"switch at {address} is unreachable (no P4Runtime server "
-                f"answered within {CONNECT_TIMEOUT_S:.0f} s)"
+                f"switch at {address} is unreachable ({why} within {CONNECT_TIMEOUT_S:.0f} s)"
             ) from None
         self.stub = p4r_grpc.P4RuntimeStub(self._channel)
         self._stream: Stream | None = None

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from p4lb.intent.private import write_private
 from p4lb.service.health.probes import SUBPROCESS_GRACE_S
 from p4lb.service.health.state import Health, Key, State, Target
 
@@ -65,9 +66,8 @@ def document(
 def save_state(config_path: str | os.PathLike[str], doc: Mapping[str, Any]) -> None:
     """Replace the state file atomically (temp file + rename)."""
     target = state_path(config_path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, target)
+    text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+    write_private(target, text, f".{target.name}.{os.getpid()}.tmp")
 
 
 def load_state(config_path: str | os.PathLike[str]) -> dict[str, Any]:
