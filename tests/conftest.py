@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def missing_for(layer: str) -> list[str]:
     """What this machine lacks for the dataplane or e2e layer (empty: runnable)."""
-    need = ["simple_switch_grpc"]
+    need = ["simple_switch_grpc", "nft"]  # nft: every switch's Thrift port is confined
     if layer == "e2e":
         need += ["mn", "ab"]
     missing = [t for t in need if shutil.which(t) is None]

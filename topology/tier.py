@@ -80,7 +80,10 @@ PKI = RUN / "pki"  # the tier's throwaway CA: one server pair for every switch, 
 BGP_SECRET = RUN / "bgp-password"  # TCP MD5 key of every BGP session, made per tier
 MAX_BALANCERS = 16  # the router's ECMP width; one inbound filter entry per possible balancer
 # GTSM (RFC 5082): a speaker's BGP packets cross its switch, which routes them (TTL - 1), so
-# the router accepts TTL >= 254 and the speaker likewise.
+# each side sends TTL 255 and accepts >= 254. GoBGP does it itself (ttl-security). On the
+# routers a packet filter does it (router_filter): FRR 8.4's `ttl-security hops 2` makes
+# bgpd ask bfdd for single-hop BFD, which a routed hop breaks (failover fell back to the BGP
+# hold time: 2.3 s instead of 0.23 s); with `ebgp-multihop 255` BFD stays multihop.
 GTSM_HOPS = 2
 
 
@@ -146,6 +149,7 @@ def missing_tools() -> list[str]:
         "gobgp": "gobgp",
         "vtysh": "vtysh",
         "ethtool": "ethtool",
+        "nftables (nft)": "nft",
     }
     out = [name for name, exe in need.items() if not (shutil.which(exe) or Path(exe).exists())]
     if os.geteuid() != 0:
@@ -158,7 +162,7 @@ def router_conf(name: str, router_id: str, prefixes: list[str], password: str) -
     session with the tier's TCP MD5 key and GTSM (TTL >= 254: one routed hop, the switch);
     from each balancer's address only `prefixes` (a prefix another address announces, or
     one not in the list, is dropped); BFD multihop (the sessions cross a switch); ECMP over
-    up to 16 balancers."""
+    up to 16 balancers. TTL 255 out; router_filter drops a BGP packet below 254 in."""
     plist = "\n".join(
         f"ip prefix-list TIER seq {5 * (k + 1)} permit {p}" for k, p in enumerate(prefixes)
     )
@@ -191,7 +195,7 @@ router bgp {ROUTER_AS}
  bgp bestpath as-path multipath-relax
  neighbor SPEAKERS peer-group
  neighbor SPEAKERS remote-as {SPEAKER_AS}
- neighbor SPEAKERS ttl-security hops {GTSM_HOPS}
+ neighbor SPEAKERS ebgp-multihop 255
  neighbor SPEAKERS password {password}
  neighbor SPEAKERS timers connect 1
  neighbor SPEAKERS bfd profile tier
@@ -255,6 +259,21 @@ def p4lb_config(balancers: int, servers: int, algorithm: str = "wrr") -> Config:
         tier=tier,
         tier_announce=("0.0.0.0/0",),
     )
+
+
+def router_filter(lb_side: str) -> str:
+    """nftables for a router's namespace: BGP only on its balancers' side (`lb_side`), and
+    GTSM there (a BGP packet that crossed more than the balancer's switch is dropped)."""
+    return f"""table inet p4lb_bgp {{
+  chain input {{
+    type filter hook input priority 0; policy accept;
+    tcp dport 179 iifname != "{lb_side}" drop
+    tcp sport 179 iifname != "{lb_side}" drop
+    tcp dport 179 ip ttl < {256 - GTSM_HOPS} drop
+    tcp sport 179 ip ttl < {256 - GTSM_HOPS} drop
+  }}
+}}
+"""
 
 
 def speaker_conf(i: int, password: str) -> str:
@@ -472,6 +491,11 @@ class Tier:
     def start_routers(self) -> None:
         self.start_router("r0", ROUTER_LB, [f"{v}/32" for v in self.vips])
         self.start_router("r1", ROUTER_RET, ["0.0.0.0/0"])
+        # The filters live in the routers' namespaces and go with them.
+        for name, lb_side in (("r0", "r0-lb"), ("r1", "r1-lb")):
+            rules = RUN / name / "bgp.nft"
+            rules.write_text(router_filter(lb_side))
+            in_ns(NS + name, "nft", "-f", str(rules))
 
     def balancer_links(self, i: int) -> None:
         """Balancer i's three switch ports (root-namespace veth ends) and its speaker's

@@ -1,16 +1,27 @@
 """The tier's BGP sessions on real engines (FRR, GoBGP): authenticated with TCP MD5, GTSM on,
+closed to the clients' side,
 and a balancer that announces a prefix it does not own (a server's address, the clients'
 network) is ignored by the router: received, filtered, never in its table or its kernel."""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from topology.tier import NS, ROUTER_LB, RUN, Tier, in_ns, missing_tools, speaker_addr
+from topology.tier import (
+    NS,
+    ROUTER_CLIENT,
+    ROUTER_LB,
+    RUN,
+    Tier,
+    in_ns,
+    missing_tools,
+    speaker_addr,
+)
 from topology.tier_load import start_tier
 
 COMPILED = Path(__file__).resolve().parents[2] / "p4src" / "compiled"
@@ -78,7 +89,31 @@ def test_bgp_sessions_are_authenticated_and_ttl_protected(tier: Tier) -> None:
     neighbour = vtysh(f"show ip bgp neighbors {speaker_addr(1)}")
     assert "BGP state = Established" in neighbour
     assert "Peer Authentication Enabled" in neighbour
-    # GTSM with 2 hops (TTL >= 254) where the config had ebgp-multihop 3 before.
-    assert "External BGP neighbor may be up to 2 hops away" in neighbour
+    # Multihop BFD (the session crosses a switch): what withdraws a dead switch in 0.3 s.
+    assert "BFD: Type: multi hop" in neighbour
     speaker = gobgp("neighbor", ROUTER_LB)
     assert "BGP state = ESTABLISHED" in speaker
+    # GTSM: the router drops BGP packets that crossed more than the balancer's switch, and
+    # any from outside the balancers' side (its counters saw the session's packets pass).
+    rules = in_ns(NS + "r0", "nft", "list", "table", "inet", "p4lb_bgp").stdout
+    assert "ip ttl < 254 drop" in rules
+
+
+def test_the_routers_bgp_is_closed_to_the_clients(tier: Tier) -> None:
+    """From the clients' namespace, r0's BGP port on its client-side address gives nothing
+    (dropped), while r0's other services answer as before (a refused port is refused)."""
+    probe = (
+        "import socket,sys\n"
+        "s=socket.socket(); s.settimeout(2)\n"
+        "try:\n s.connect((sys.argv[1], int(sys.argv[2]))); print('open')\n"
+        "except socket.timeout: print('dropped')\n"
+        "except OSError: print('refused')\n"
+    )
+
+    def connect(port: int) -> str:
+        return in_ns(
+            NS + "c1", sys.executable, "-c", probe, ROUTER_CLIENT, str(port)
+        ).stdout.strip()
+
+    assert connect(179) == "dropped"
+    assert connect(2605) == "refused"  # nothing listens there: the path itself works

@@ -122,21 +122,24 @@ def tier_stats(args: argparse.Namespace, cfg: Config) -> int:
     """Each balancer's lifetime counts, then the tier's: shares and Jain's index over the
     whole tier. A balancer that cannot be read is named and left out of the total."""
     per: dict[str, Stats] = {}
+    unreachable: dict[str, str] = {}
     for name, scfg in switch_configs(cfg):
         try:
             with operations.connect_reader(scfg) as sw:
                 per[name] = operations.read_stats(sw, scfg)
         except SwitchError as e:
-            per_line = f"{name}: unreachable: {e}"
-            print(per_line if not args.json else json.dumps({"balancer": name, "error": str(e)}))
+            unreachable[name] = str(e)
+            if not args.json:
+                print(f"{name}: unreachable: {e}")
     total = tier_total(list(per.values())) if per else None
-    if args.json:
+    if args.json:  # one document, the unreachable balancers in it
         doc = {
             "balancers": {n: st.to_json() for n, st in per.items()},
+            "unreachable": unreachable,
             "tier": total.to_json() if total else None,
         }
         print(json.dumps(doc))
-        return 0
+        return 1 if unreachable else 0
     for name, st in per.items():
         print(f"== balancer {name}")
         print(output.render_stats(st))

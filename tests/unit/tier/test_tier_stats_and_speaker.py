@@ -1,5 +1,5 @@
-"""The tier's total over its balancers' stats, and the speaker driver against a stand-in
-`gobgp` client that keeps its RIB in a file."""
+"""The tier's total over its balancers' stats (and `p4lb stats --json` with a balancer down),
+and the speaker driver against a stand-in `gobgp` client that keeps its RIB in a file."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from p4lb.cli.main import main
 from p4lb.service.speaker import Speaker, SpeakerError
 from p4lb.stats.counters import BackendStats, Stats, VipStats, tier_total
+from tests.unit.fake_switch import FakeSwitch
 
 
 def backend(name: str, conns: int, weight: int = 1, active: int = 0) -> BackendStats:
@@ -86,3 +88,32 @@ def test_a_dead_speaker_is_one_line(speaker: Speaker, monkeypatch: pytest.Monkey
     with pytest.raises(SpeakerError) as e:
         speaker.announce(["10.0.0.100/32"])
     assert "connection refused" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_stats_json_is_one_document_naming_an_unreachable_balancer(
+    fake_cfg: Path, fake: FakeSwitch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`p4lb stats --json` on a tier with lb2 down: one JSON document (lb1's counts and the
+    total over what could be read, lb2 named unreachable), and exit 1."""
+    tier = f"""
+[tier]
+[[tier.balancer]]
+name = "lb1"
+address = "{fake.address}"
+device_id = 0
+mac = "02:00:00:00:01:01"
+[[tier.balancer]]
+name = "lb2"
+address = "127.0.0.1:9"
+device_id = 2
+mac = "02:00:00:00:01:02"
+"""
+    fake_cfg.write_text(fake_cfg.read_text() + tier)
+    main(["-c", str(fake_cfg), "apply"])  # lb1 takes it; lb2 cannot
+    capsys.readouterr()
+    assert main(["-c", str(fake_cfg), "stats", "--json"]) == 1
+    (line,) = capsys.readouterr().out.splitlines()
+    doc = json.loads(line)
+    assert set(doc["balancers"]) == {"lb1"}
+    assert set(doc["unreachable"]) == {"lb2"} and "127.0.0.1:9" in doc["unreachable"]["lb2"]
+    assert doc["tier"]["vips"] == doc["balancers"]["lb1"]["vips"]
