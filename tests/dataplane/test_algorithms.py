@@ -31,6 +31,7 @@ from tests.dataplane.harness import (
     Wire,
     backend_of,
     drop_reasons,
+    flush,
     host_ip,
     host_mac,
 )
@@ -105,6 +106,13 @@ def backend_ids(bmv2: Bmv2) -> dict[int, int]:
     ids = ids_on_switch(bmv2.sw.read_entries())
     web = bmv2.cfg.vip("web")
     return {p: ids.backends[backend_key(web, host_ip(p), 8000)] for p in BACKENDS}
+
+
+def ports_of(wire: Wire, sport: int) -> list[int]:
+    """The backend ports the client's packets from `sport` came out of, as seen so far."""
+    return [
+        p for p, raw in wire.got if p != 1 and TCP in Ether(raw) and Ether(raw)[TCP].sport == sport
+    ]
 
 
 def new_connections(wire: Wire, sports: range) -> Counter[int]:
@@ -195,6 +203,7 @@ def test_leastconn_weighs_connections_by_weight(bmv2: Bmv2, wire: Wire) -> None:
     assert got[2] > got[3] and got[2] > got[4], got
 
 
+LEASTPKT_WINDOW_S = 1.0  # lb.p4's WINDOW_ID: a window of 2^10 ticks of 1.024 ms (~1.05 s)
 TICK_S = 1.024e-3  # lb.p4's NOW: the switch's microseconds over 1024
 
 
@@ -233,13 +242,29 @@ def test_leasttime_avoids_the_backend_that_answers_slowly(bmv2: Bmv2, wire: Wire
 
 
 def test_leastpkt_avoids_the_backend_that_received_the_most_packets(bmv2: Bmv2, wire: Wire) -> None:
+    """Ten packets to backend 2, then new connections within the window that counts them
+    (a window lasts LEASTPKT_WINDOW_S; its counts are seen through the next): none goes
+    to 2. Sent back to back, each packet's way checked after (flush)."""
     bmv2.apply(edits.set_algorithm(bmv2.cfg, "web", "leastpkt"))
     open_on(bmv2, wire, 2, range(35000, 35001))
-    for _ in range(10):
-        wire.send(1, client(35000, "PA", b"data"))
-        assert out_port(wire, 35000) == 2
-    got = new_connections(wire, range(35100, 35130))
-    assert got[2] == 0 and got[3] > 0 and got[4] > 0, got
+    for attempt in range(3):  # bounded: a machine too slow to send it all within the window
+        sports = range(35100 + 100 * attempt, 35130 + 100 * attempt)
+        t0 = time.monotonic()
+        for _ in range(10):
+            wire.send(1, client(35000, "PA", b"data"))
+        for sport in sports:
+            wire.send(1, client(sport, "S"))
+        sent_within = time.monotonic() - t0 < LEASTPKT_WINDOW_S
+        flush(wire)
+        ways = [p for p, raw in wire.got if p != 1 and Ether(raw)[TCP].sport == 35000]
+        got = Counter(p for sport in sports for p in ports_of(wire, sport))
+        wire.clear()
+        assert ways == [2] * 10
+        assert sum(got.values()) == len(sports), got  # each SYN came out once
+        if sent_within:
+            assert got[2] == 0 and got[3] > 0 and got[4] > 0, got
+            return
+    pytest.fail(f"never sent 40 packets within {LEASTPKT_WINDOW_S} s")
 
 
 @pytest.mark.parametrize("algorithm", LEAST)
