@@ -136,10 +136,13 @@ class Shared:
         self.since[flow] = now
         self.ended.discard(flow)
         self.young.append((now, flow))
-        for b in self.pending:
-            if b != owner and flow in self.held[b]:  # a reused 5-tuple: the old copy goes
-                self.held[b].discard(flow)
-                self.pending_del[b].add(flow)
+        # A reused 5-tuple: a balancer holding the old connection's copy would send the new
+        # one's packets to the old backend (it takes a copy before a cookie). Overwritten at
+        # once, not removed: removals wait behind copies under load.
+        for b, todo in self.pending.items():
+            if flow in self.held[b]:
+                todo[flow] = backend_id
+                self.pending_del[b].discard(flow)
 
     def _copy(self, flow: FlowKey) -> None:
         owner, backend_id = self.conns[flow]
@@ -149,7 +152,12 @@ class Shared:
                 self.pending_del[b].discard(flow)
                 self.aged[b].discard(flow)
 
-    def closed(self, flow: FlowKey, now: float) -> None:
+    def closed(self, flow: FlowKey, now: float, backend_id: int | None = None) -> None:
+        """The client ended `flow` (its connection to `backend_id`): its copies go after
+        the grace. A close naming another backend is a reused 5-tuple's old connection's,
+        reported after the new one opened (events from different balancers race)."""
+        if backend_id is not None and self.conns.get(flow, (None, backend_id))[1] != backend_id:
+            return
         if flow in self.conns:
             self.closing.append((now + CLOSE_GRACE_S, flow))
             self.ended.add(flow)

@@ -419,7 +419,7 @@ class TierController:
                         if ev.event == OPENED:
                             self.shared.opened(m.name, ev.flow, ev.backend_id, now)
                         elif ev.event == CLOSED:
-                            self.shared.closed(ev.flow, now)
+                            self.shared.closed(ev.flow, now, ev.backend_id)
             else:  # a collision: pin the flow on every balancer
                 digests = ConnDigests.of(sw.schema)
                 with self.lock:
@@ -494,7 +494,7 @@ class TierController:
                     except NotPrimaryError:
                         raise
                     except SwitchError as one:
-                        if "exist" not in str(one).lower():  # there already: as good as written
+                        if "exist" not in str(one).lower() or not self._overwrite(sw, f, b, ttl):
                             failed.append((f, b))
                 if failed:
                     log.warning("%s: %d copies not written; again next round", m.name, len(failed))
@@ -503,6 +503,18 @@ class TierController:
                 chunk = [c for c in chunk if c not in failed]
             with self.lock:
                 self.shared.written(m.name, [f for f, _ in chunk], time.monotonic(), timed)
+
+    @staticmethod
+    def _overwrite(sw: Switch, flow: tuple[tuple[str, int], ...], bid: int, ttl: int) -> bool:
+        """A copy there already (a reused 5-tuple's, or one written before): it gets this
+        connection's backend. False if the switch refused that too."""
+        try:
+            sw.write([Update("MODIFY", conn_events(sw).copy(flow, bid))], idle_timeout_ns=ttl)
+        except NotPrimaryError:
+            raise
+        except SwitchError:
+            return False
+        return True
 
 
 @functools.lru_cache(maxsize=16)

@@ -74,11 +74,27 @@ def test_a_reused_tuple_replaces_the_copy_and_outlives_the_old_close() -> None:
     s.written("lb2", [f for f, _ in s.writes("lb2")])
     s.closed(A, now=1.0)
     s.opened("lb1", A, 8, now=2.0)  # the client reused its port
-    assert s.deletes("lb2") == [A]  # the old copy goes
-    s.expire(2.0 + COPY_AFTER_S)
+    # The old copy is overwritten with the new backend at once (not left to a removal
+    # that waits behind copies), and not removed after.
     assert s.writes("lb2") == [(A, 8)]
+    assert s.deletes("lb2") == []
+    s.written("lb2", [A])
+    s.expire(2.0 + COPY_AFTER_S)
+    assert s.writes("lb2") == []  # written once
     s.expire(1.0 + CLOSE_GRACE_S + 0.5)
     assert A in s.conns  # the old close does not end the new connection
+
+
+def test_an_old_connection_s_close_reported_late_does_not_end_the_new_one() -> None:
+    s = tier("lb1", "lb2")
+    s.opened("lb1", A, 7, now=0.0)
+    s.opened("lb2", A, 8, now=1.0)  # the port reused, on lb2, before lb1 reported the close
+    s.closed(A, now=1.1, backend_id=7)
+    s.expire(1.0 + COPY_AFTER_S)
+    assert s.writes("lb1") == [(A, 8)]  # still copied: it is open
+    s.closed(A, now=2.0, backend_id=8)
+    s.expire(2.0 + CLOSE_GRACE_S)
+    assert A not in s.conns
 
 
 def test_a_copy_written_after_its_close_is_removed_again() -> None:

@@ -108,6 +108,25 @@ def test_an_opened_connection_is_copied_to_the_other_and_its_close_removes_it(
     assert poll_until(lambda: copies(b) == {})
 
 
+def test_a_reused_tuple_s_copy_gets_the_new_backend(
+    fakes: tuple[FakeSwitch, FakeSwitch], running: tuple[TierController, Config]
+) -> None:
+    """A client reused its port before the old connection's copy was removed: the copy on
+    the other balancer names the new connection's backend, not the old one's."""
+    a, b = fakes
+    a.send_digest("conn_event_t", [event(shared_mod.OPENED, 5100, 2)])
+    assert poll_until(lambda: copies(b) == {5100: ("use_shared_backend", 2)})
+    a.send_digest("conn_event_t", [event(shared_mod.CLOSED, 5100, 2)])
+    b.send_digest("conn_event_t", [event(shared_mod.OPENED, 5100, 3)])  # the port again, on b
+    assert poll_until(lambda: copies(a) == {5100: ("use_shared_backend", 3)})
+    assert poll_until(lambda: copies(b) == {5100: ("use_shared_backend", 3)})
+    # And again on a: b's copy (written, not its own connection now) follows.
+    b.send_digest("conn_event_t", [event(shared_mod.CLOSED, 5100, 3)])
+    a.send_digest("conn_event_t", [event(shared_mod.OPENED, 5100, 1)])
+    assert poll_until(lambda: copies(b) == {5100: ("use_shared_backend", 1)})
+    assert poll_until(lambda: copies(a) == {5100: ("use_shared_backend", 1)})
+
+
 def test_a_restarted_balancer_gets_everything_back(
     fakes: tuple[FakeSwitch, FakeSwitch], running: tuple[TierController, Config]
 ) -> None:
