@@ -15,16 +15,15 @@ import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.e2e.tier_support import running_tier
 from topology import tier_load
-from topology.tier import BFD_MS, BFD_MULT, RUN, Tier, missing_tools, p4lb_config
-from topology.tier_load import Load, controller_log, p4lb, start_tier, steady_batches, wait_hops
+from topology.tier import BFD_MS, BFD_MULT, RUN, Tier, p4lb_config
+from topology.tier_load import Load, controller_log, p4lb, steady_batches, wait_hops
 
-COMPILED = Path(__file__).resolve().parents[2] / "p4src" / "compiled"
 DETECT_S = BFD_MULT * BFD_MS / 1000  # the router's BFD: 3 x 100 ms
 MARGIN_S = 1.0  # scheduling on a 2-core machine running 3 switches, 2 routers, 3 speakers
 # ab's concurrency: new connections (~250/s) beside the held ones, leaving this 2-core
@@ -36,16 +35,8 @@ OPEN_BEFORE_S = 1.0
 
 @pytest.fixture(scope="module")
 def tier() -> Iterator[Tier]:
-    missing = missing_tools()
-    if missing:
-        pytest.skip(f"tier layer skipped: missing {', '.join(missing)}")
-    if not (COMPILED / "lb.json").exists():
-        pytest.skip("tier layer skipped: missing p4src/compiled artifacts (make artifacts)")
-    t = start_tier(3, 3)
-    try:
+    with running_tier(3, 3) as t:
         yield t
-    finally:
-        t.down()
 
 
 @contextmanager

@@ -8,10 +8,10 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
+from tests.e2e.tier_support import running_tier
 from topology.tier import (
     NS,
     ROUTER_CLIENT,
@@ -19,27 +19,16 @@ from topology.tier import (
     RUN,
     Tier,
     in_ns,
-    missing_tools,
     speaker_addr,
 )
-from topology.tier_load import start_tier
 
-COMPILED = Path(__file__).resolve().parents[2] / "p4src" / "compiled"
 HIJACKS = ("10.2.0.11/32", "10.1.0.0/24")  # server s1, the clients' network
 
 
 @pytest.fixture(scope="module")
 def tier() -> Iterator[Tier]:
-    missing = missing_tools()
-    if missing:
-        pytest.skip(f"tier layer skipped: missing {', '.join(missing)}")
-    if not (COMPILED / "lb.json").exists():
-        pytest.skip("tier layer skipped: missing p4src/compiled artifacts (make artifacts)")
-    t = start_tier(1, 1)
-    try:
+    with running_tier(1, 1) as t:
         yield t
-    finally:
-        t.down()
 
 
 def vtysh(cmd: str) -> str:
