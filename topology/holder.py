@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import socket
 import sys
@@ -94,6 +95,13 @@ class Conn(threading.Thread):
             self.rec["longest_wait_s"], self.rec["longest_wait_ended"] = self.longest
 
 
+def write_whole(path: Path, doc: dict[str, Any]) -> None:
+    """Write `doc` so a reader polling for `path` never sees it half written."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="holder")
     p.add_argument("--vip", required=True)
@@ -114,14 +122,14 @@ def main(argv: list[str] | None = None) -> int:
             c.start()
             c.first.wait(a.timeout)
             conns.append(c)
-    a.ready_file.write_text(json.dumps({"at": time.monotonic(), "connections": len(conns)}))
+    write_whole(a.ready_file, {"at": time.monotonic(), "connections": len(conns)})
     deadline = time.monotonic() + a.duration
     while time.monotonic() < deadline and not a.stop_file.exists():
         time.sleep(0.05)
     stop.set()
     for c in conns:
         c.join(a.timeout + 1)
-    a.out.write_text(json.dumps({"connections": [c.rec for c in conns]}))
+    write_whole(a.out, {"connections": [c.rec for c in conns]})
     return 0
 
 
