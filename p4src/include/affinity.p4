@@ -355,8 +355,8 @@ control ConnectionState(inout headers_t hdr,
         // (a SYN, or any UDP packet); the hashes recompute its first packet's choice
         // (Maglev's even across most pool changes); round robin and the load-driven
         // algorithms cannot: a shared VIP's flow follows its cookie, others are dropped
-        // rather than guessed. A flow pinned in conn_table takes its recorded backend. (No `return`: p4c implements one with a flag, a
-        // field and more tables.)
+        // rather than guessed. A flow pinned in conn_table takes its recorded backend.
+        // (No `return`: p4c implements one with a flag, a field and more tables.)
         if (vip_source_table.apply().miss) {
             if (conn_table.apply().miss) {
                 if (meta.flow_status == FLOW_STARTS || meta.algorithm == Algorithm.IPHASH

@@ -99,14 +99,16 @@ parser LbParser(packet_in pkt,
         }
     }
 
-    // The timestamp where Linux puts it: first (after NOP NOP or SACK-permitted), or
-    // after a SYN's MSS (a data offset of 8 or more leaves 12 bytes for either lookahead).
-    // Any other layout is carried as it is, like the rest of the options.
+    // The timestamp where Linux puts it: first (after NOP NOP or SACK-permitted: 12 bytes,
+    // which a data offset of 8 or more leaves), or after a SYN's MSS (16 bytes: a data
+    // offset of 9 or more; at 8 they would run into the payload). Any other layout is
+    // carried as it is, like the rest of the options.
     state parse_tcp_options {
-        transition select(pkt.lookahead<bit<64>>()) {
-            TCP_OPT_NOP_NOP_TS ++ 32w0 &&& 0xffffffff00000000: parse_tcp_timestamp;
-            TCP_OPT_SACKOK_TS ++ 32w0  &&& 0xffffffff00000000: parse_tcp_timestamp;
-            TCP_OPT_MSS ++ 16w0 ++ TCP_OPT_SACKOK_TS &&& 0xffff0000ffffffff: parse_tcp_mss;
+        transition select(hdr.tcp.data_offset, pkt.lookahead<bit<64>>()) {
+            (_, TCP_OPT_NOP_NOP_TS ++ 32w0 &&& 0xffffffff00000000): parse_tcp_timestamp;
+            (_, TCP_OPT_SACKOK_TS ++ 32w0 &&& 0xffffffff00000000):  parse_tcp_timestamp;
+            (8, _):                                                 accept;
+            (_, TCP_OPT_MSS ++ 16w0 ++ TCP_OPT_SACKOK_TS &&& 0xffff0000ffffffff): parse_tcp_mss;
             default: accept;
         }
     }

@@ -257,3 +257,25 @@ def test_a_single_switch_leaves_timestamps_alone(bmv2: Bmv2, wire: Wire) -> None
     seg = reply(f, 2, "PA", options)
     wire.send(2, seg)
     assert to_client(wire) == [as_client_sees(seg, f, options)]
+
+
+def test_an_mss_without_room_for_a_timestamp_after_it_is_left_alone(bmv2: Bmv2, wire: Wire) -> None:
+    """Options that begin like a SYN's (MSS, SACK-permitted, timestamp) in a header with
+    room for 12 bytes of options only: the timestamp would run into the payload, so none is
+    parsed, and the reply goes out with its options and payload as they were."""
+    shared(bmv2)
+    f = Flow("10.0.0.1", VIP, 6, 47000, 80, WEB_SERVICE_ID)
+    options = bytes.fromhex("020405b40402080a00000001")  # 12 bytes: data offset 8
+
+    def segment(src: str, dst: str, sport: int, ttl: int, mac_src: str, mac_dst: str) -> bytes:
+        # The options as raw bytes after a header that says 8 words: scapy would rewrite
+        # an option list that is not well formed.
+        return bytes(
+            Ether(src=mac_src, dst=mac_dst)
+            / IP(src=src, dst=dst, ttl=ttl)
+            / TCP(sport=sport, dport=f.sport, flags="PA", seq=5, ack=1001, dataofs=8)
+            / (options + b"answer")
+        )
+
+    wire.send(2, Ether(segment(host_ip(2), f.src, 8000, 64, host_mac(2), SWITCH_MAC)))
+    assert to_client(wire) == [segment(VIP, f.src, 80, 63, SWITCH_MAC, host_mac(1))]
