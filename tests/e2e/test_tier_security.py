@@ -5,6 +5,8 @@ network) is ignored by the router: received, filtered, never in its table or its
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -18,8 +20,10 @@ from topology.tier import (
     ROUTER_LB,
     RUN,
     Tier,
+    bgp_password,
     in_ns,
     speaker_addr,
+    speaker_conf,
 )
 
 HIJACKS = ("10.2.0.11/32", "10.1.0.0/24")  # server s1, the clients' network
@@ -106,3 +110,43 @@ def test_the_routers_bgp_is_closed_to_the_clients(tier: Tier) -> None:
 
     assert connect(179) == "dropped"
     assert connect(2605) == "refused"  # nothing listens there: the path itself works
+
+
+def md5_failures() -> int:
+    """r0's kernel count of TCP segments whose MD5 signature did not verify."""
+    out = in_ns(NS + "r0", "nstat", "-az", "TcpExtTCPMD5Failure").stdout
+    return int(out.split("TcpExtTCPMD5Failure")[1].split()[0])
+
+
+def test_a_speaker_without_the_key_gets_no_session(tier: Tier) -> None:
+    """A speaker on the balancers' network at a balancer's address (one the tier does not
+    use): with the tier's key its session comes up (the setup works); with another key
+    r0's kernel drops its segments as failing MD5, and no session comes up."""
+    i = 9  # 10.10.0.19: inside r0's listen range and its per-balancer filter
+    ns = tier.netns("rogue")
+    tier.veth("rogue-f", NS + "fab", "eth0", ns)
+    in_ns(NS + "fab", "ip", "link", "set", "rogue-f", "master", "br-lb")
+    tier.addr(ns, "eth0", f"{speaker_addr(i)}/24")
+
+    def speaker(password: str) -> int:
+        conf = RUN / "rogue" / f"gobgpd-{password[:4]}.toml"
+        conf.parent.mkdir(parents=True, exist_ok=True)
+        conf.write_text(speaker_conf(i, password))
+        return tier.start(
+            f"gobgpd-rogue-{password[:4]}",
+            ["gobgpd", "-f", str(conf), "-p", "--api-hosts", "127.0.0.1:50051", "--pprof-disable"],
+            ns,
+            conf.with_suffix(".log"),
+        )
+
+    def established() -> bool:
+        return "BGP state = Established" in vtysh(f"show ip bgp neighbors {speaker_addr(i)}")
+
+    right = speaker(bgp_password())
+    assert until(established, 20.0), vtysh(f"show ip bgp neighbors {speaker_addr(i)}")
+    os.kill(right, signal.SIGTERM)
+    assert until(lambda: not established(), 20.0)
+    failures = md5_failures()
+    speaker("wrong-" + bgp_password())
+    assert until(lambda: md5_failures() > failures, 20.0)
+    assert not established()
