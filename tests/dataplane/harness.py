@@ -271,6 +271,12 @@ class Wire:
 
         sendp(bytes(pkt), iface=host_iface(port))
 
+    def send_all(self, port: int, pkts: list[Any]) -> None:
+        """Send `pkts` in order, back to back (one socket for all)."""
+        from scapy.sendrecv import sendp
+
+        sendp([bytes(p) for p in pkts], iface=host_iface(port))
+
     def expect(
         self, n: int, timeout: float = 2.0, where: Callable[[int, bytes], bool] | None = None
     ) -> list[tuple[int, bytes]]:
@@ -308,7 +314,7 @@ def flush(wire: Wire) -> None:
         Ether(src=host_mac(1), dst="ff:ff:ff:ff:ff:ff")
         / ARP(op=1, hwsrc=host_mac(1), psrc=host_ip(1), pdst=SENTINEL_IP),
     )
-    got = wire.expect(N_PORTS - 1, where=sentinel)
+    got = wire.expect(N_PORTS - 1, timeout=5.0, where=sentinel)  # bounded; 5 s when busy
     assert sorted(p for p, _ in got) == list(range(2, N_PORTS + 1)), got
     wire.got[:] = [g for g in wire.got if not sentinel(*g)]
 

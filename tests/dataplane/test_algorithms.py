@@ -250,10 +250,9 @@ def test_leastpkt_avoids_the_backend_that_received_the_most_packets(bmv2: Bmv2, 
     for attempt in range(3):  # bounded: a machine too slow to send it all within the window
         sports = range(35100 + 100 * attempt, 35130 + 100 * attempt)
         t0 = time.monotonic()
-        for _ in range(10):
-            wire.send(1, client(35000, "PA", b"data"))
-        for sport in sports:
-            wire.send(1, client(sport, "S"))
+        wire.send_all(
+            1, [client(35000, "PA", b"data")] * 10 + [client(sport, "S") for sport in sports]
+        )
         sent_within = time.monotonic() - t0 < LEASTPKT_WINDOW_S
         flush(wire)
         ways = [p for p, raw in wire.got if p != 1 and Ether(raw)[TCP].sport == 35000]
