@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -84,19 +84,48 @@ def assert_no_failures_between(load: Load, *spans: tuple[float, float]) -> None:
     assert not bad, bad
 
 
+def out_and_back(
+    tier: Tier,
+    load: Load,
+    leave: Callable[[], None],
+    survivors: list[int],
+    come_back: Callable[[], None],
+    detect_within_s: float | None,
+) -> tuple[float, float, float]:
+    """A balancer leaves (`leave`): the router's next hops become `survivors` (within
+    `detect_within_s`, if given); traffic runs on them until an ab batch ran converged; it
+    comes back (`come_back`) and the router takes it again. Returns when the routes
+    converged, when the balancer started back, and when the router took it."""
+    t0 = time.monotonic()
+    leave()
+    detect = wait_hops(tier, survivors)
+    if detect_within_s is not None:
+        assert detect <= detect_within_s
+    converged = t0 + detect
+    run_on(load, converged)
+    restart = time.monotonic()
+    come_back()
+    back = restart + wait_hops(tier, [1, 2, 3])
+    run_on(load, back)
+    return converged, restart, back
+
+
+def ok(*args: str) -> None:
+    r = p4lb(*args)
+    assert r.returncode == 0, r.stderr
+
+
 def test_a_balancer_dies_and_comes_back(tier: Tier) -> None:
     with traffic() as (result, load):
-        t0 = time.monotonic()
-        tier.kill("switch-lb2")
-        detect = wait_hops(tier, [1, 3])
-        assert detect <= DETECT_S + MARGIN_S
-        converged = t0 + detect
-        run_on(load, converged)
         log_mark = len(controller_log())
-        restart = time.monotonic()
-        tier.start_switch(2)
-        back = restart + wait_hops(tier, [1, 2, 3])
-        run_on(load, back)
+        converged, restart, back = out_and_back(
+            tier,
+            load,
+            lambda: tier.kill("switch-lb2"),
+            [1, 3],
+            lambda: tier.start_switch(2),
+            DETECT_S + MARGIN_S,
+        )
     assert_none_broken(result)
     assert_no_failures_between(load, (converged, restart), (back, math.inf))
     # It announced only once it held the tier's state.
@@ -108,33 +137,28 @@ def test_a_balancer_dies_and_comes_back(tier: Tier) -> None:
 
 def test_a_speaker_dies_and_comes_back(tier: Tier) -> None:
     with traffic() as (result, load):
-        t0 = time.monotonic()
-        tier.kill("gobgpd-lb3")
-        detect = wait_hops(tier, [1, 2])
-        assert detect <= DETECT_S + MARGIN_S
-        converged = t0 + detect
-        run_on(load, converged)
-        restart = time.monotonic()
-        tier.start_speaker(3)  # `p4lb run` sees its empty RIB and announces again
-        back = restart + wait_hops(tier, [1, 2, 3])
-        run_on(load, back)
+        converged, restart, back = out_and_back(
+            tier,
+            load,
+            lambda: tier.kill("gobgpd-lb3"),
+            [1, 2],
+            lambda: tier.start_speaker(3),  # `p4lb run` sees its empty RIB and announces again
+            DETECT_S + MARGIN_S,
+        )
     assert_none_broken(result)
     assert_no_failures_between(load, (converged, restart), (back, math.inf))
 
 
 def test_a_balancer_is_drained_and_restored(tier: Tier) -> None:
     with traffic() as (result, load):
-        t0 = time.monotonic()
-        r = p4lb("tier", "drain", "lb1")
-        assert r.returncode == 0, r.stderr
-        detect = wait_hops(tier, [2, 3])
-        converged = t0 + detect
-        run_on(load, converged)
-        restore = time.monotonic()
-        r = p4lb("tier", "restore", "lb1")
-        assert r.returncode == 0, r.stderr
-        back = restore + wait_hops(tier, [1, 2, 3])
-        run_on(load, back)
+        converged, restore, back = out_and_back(
+            tier,
+            load,
+            lambda: ok("tier", "drain", "lb1"),
+            [2, 3],
+            lambda: ok("tier", "restore", "lb1"),
+            None,  # a drain goes through the file and the controller's next round
+        )
     assert_none_broken(result)
     assert_no_failures_between(load, (converged, restore), (back, math.inf))
 
