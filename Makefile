@@ -23,7 +23,7 @@ QUICK ?=
 FULL ?=
 PY_DIRS := $(wildcard controller tests topology bench scripts)
 
-.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench bench-report bench-ab bench-switch bench-floor bench-tier shell clean
+.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench bench-report bench-ab bench-switch bench-floor bench-tier bench-choices shell clean
 
 help:
 	@echo "p4lb make targets:"
@@ -47,6 +47,8 @@ help:
 	@echo "  bench-tier the tier (TOPO=scaleout): req/s and switch CPU with 1-3 balancers, failover"
 	@echo "             figures per event kind; then what sharing costs per packet (instructions, per"
 	@echo "             build as BUILDS); results/tier/ (QUICK=1: one short repetition)"
+	@echo "  bench-choices  what a new connection costs with leastconn comparing every backend vs two,"
+	@echo "             at 3, 8, 16 backends (instructions per SYN, per build); results/algorithms/"
 	@echo "  shell      p4runtime-shell on the running switch, as a reader (own venv: $(SHELL_VENV);"
 	@echo "             CONFIG=run/lb.toml, SHELL_ARGS=--primary to write)"
 	@echo "  lint       ruff + mypy + shellcheck"
@@ -149,6 +151,9 @@ bench-switch: $(VPY)
 bench-tier: $(VPY)
 	$(VPY) -m bench.tier $(if $(QUICK),--reps 1 --seconds 3,)
 	$(VPY) -m bench.cookie $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --flows 20,)
+
+bench-choices: $(VPY)
+	$(VPY) -m bench.choices $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --flows 20 --out build/results-quick,)
 
 bench-floor: $(VPY)
 	$(VPY) -m bench.floor $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --no-timed,)

@@ -41,9 +41,10 @@ enum bit<8> Algorithm {
     WRR     = 1,  // smooth weighted round robin: the next slot, per VIP
     SRCHASH = 2,  // source-address hash into weighted buckets (nginx ip_hash, PCC)
     MAGLEV  = 3,  // 5-tuple hash into a weighted Maglev lookup table
-    // Power of two choices: the 5-tuple hash picks a slot holding two candidates (drawn
-    // from weighted buckets, distinct when the VIP has two backends or more); the less
-    // loaded one by the algorithm's measure, over its weight, wins.
+    // The 5-tuple hash picks a slot of up to 16 candidates (set_candidates): every active
+    // backend (exact), or d drawn from weighted buckets (power of d choices, distinct when
+    // the VIP has d backends or more); the least loaded by the algorithm's measure, over
+    // its weight, wins. The VIP's `choices` setting decides which.
     LEASTCONN = 4,  // active (established, not yet closed) connections
     LEASTTIME = 5,  // (active connections + 1) x the backend's mean response time
     LEASTPKT  = 6   // packets sent to the backend in the last one to two seconds

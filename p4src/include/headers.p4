@@ -146,9 +146,10 @@ struct metadata_t {
     conn_slot_t   slot;          // that way's slot
     bit<2>        flow_status;   // FLOW_UNKNOWN, FLOW_STARTS, FLOW_KNOWN, FLOW_KNOWN_TURNS
     conn_state_t  next_state;    // the slot's state after this packet (CONN_FREE: cleared)
-    bit<32>       load;          // a per-backend register as read (the first candidate's)
-    bit<32>       load2;         // the second candidate's
-    bit<64>       window;        // a packet_window as read, or LEASTTIME's first cost
+    bit<32>       load;          // a per-backend register as read
+    bit<64>       window;        // a packet_window as read, or a LEAST* candidate's cost
+    bit<64>       best_cost;     // LEAST*: the lightest candidate's cost so far
+    bit<16>       best_weight;   //   and its weight (0: none yet)
     // A counter or register index computed once: p4c gives each index (or written value)
     // expression a PHV field of its own, and BMv2 resets every field for every packet.
     bit<32>       index;

@@ -26,7 +26,7 @@ control BackendSelection(inout headers_t hdr,
     }
 
     // IP hash (a pool member), Maglev (a lookup table slot) and the LEAST* algorithms (a
-    // slot of candidate pairs): the flow's signature (the state lookup's hash xor the
+    // slot of candidates): the flow's signature (the state lookup's hash xor the
     // client's port) modulo the size. One action, called in one place: p4c copies a
     // hash's input into a field of its own per call site.
     action flow_hash_slot() {
@@ -45,15 +45,17 @@ control BackendSelection(inout headers_t hdr,
         meta.backend_id = backend_id;
     }
 
-    // LEAST*: the slot's two candidates and their weights. The first is taken unless the
-    // second's load over its weight, by the VIP's algorithm's measure, is below the
-    // first's (the first wins a tie). One action for the three algorithms: the candidates
-    // and weights stay action parameters, where a separate action per algorithm would
-    // need them in metadata fields (each one more field BMv2 resets for every packet).
-    // The registers are read into metadata, not action locals, for the same reason.
-    // Whether load2 / second_weight < load1 / first_weight, in integers:
-#define SECOND_LIGHTER(load1, load2) \
-    ((bit<64>)(load2) * (bit<64>)first_weight < (bit<64>)(load1) * (bit<64>)second_weight)
+    // LEAST*: the slot's candidates, up to MAX_CANDIDATES (backend, weight) pairs; a pair
+    // of weight 0 is an unused place. The controller fills every active backend of the VIP
+    // when it asks for an exact choice ("all", rotated from slot to slot so a tie goes to
+    // whichever backend the flow's hash puts first), or d of them drawn by weight (power of
+    // d choices). The candidate with the lowest load over its weight, by the VIP's
+    // algorithm's measure, wins; the earlier one wins a tie. One action for the three
+    // algorithms: the candidates and weights stay action parameters, where a separate
+    // action per algorithm would need them in metadata fields (each one more field BMv2
+    // resets for every packet). The registers are read into metadata, not action locals,
+    // for the same reason: window holds each candidate's cost in turn, best_cost and
+    // best_weight the winner's so far.
     // LEASTPKT's count for the packet_window in window: the current window's count plus the
     // previous one's (a stale window counts what it still covers: its current count if it
     // was the previous window).
@@ -61,41 +63,66 @@ control BackendSelection(inout headers_t hdr,
     ((bit<32>)meta.window[47:24] * (bit<32>)(bit<1>)(meta.window[63:48] == WINDOW_ID) \
      + (bit<32>)meta.window[23:0] * (bit<32>)(bit<1>)(meta.window[63:48] == WINDOW_ID \
                                             || meta.window[63:48] + 1 == WINDOW_ID) + 1)
+    // LEASTCONN: active + 1, as Envoy compares (with active alone every idle backend ties at
+    // 0 and the weights would not order them). LEASTTIME: (active + 1) x (mean response
+    // time + 1 tick); a backend not yet timed counts one tick. LEASTPKT: packets in the
+    // last one to two windows. The candidate wins when cost / weight is below the best's,
+    // compared in integers: cost x best_weight < best_cost x weight.
+#define CONSIDER(backend, weight) \
+    if (weight != 0) { \
+        if (meta.algorithm == Algorithm.LEASTPKT) { \
+            packet_window.read(meta.window, backend); \
+            meta.window = (bit<64>)WINDOW_COUNT; \
+        } else { \
+            active_conns.read(meta.load, backend); \
+            meta.window = (bit<64>)meta.load + 1; \
+            if (meta.algorithm == Algorithm.LEASTTIME) { \
+                response_time.read(meta.load, backend); \
+                meta.window = meta.window * (bit<64>)(meta.load + RT_SCALE); \
+            } \
+        } \
+        if (meta.best_weight == 0 \
+            || meta.window * (bit<64>)meta.best_weight < meta.best_cost * (bit<64>)weight) { \
+            meta.backend_id = backend; \
+            meta.best_cost = meta.window; \
+            meta.best_weight = weight; \
+        } \
+    }
     @name(".set_candidates")
-    action set_candidates(backend_id_t first, bit<16> first_weight,
-                          backend_id_t second, bit<16> second_weight) {
-        meta.backend_id = first;
-        if (meta.algorithm == Algorithm.LEASTCONN) {
-            // (active + 1) / weight, as Envoy compares (with active alone every idle
-            // backend ties at 0 and the weights would not order them).
-            active_conns.read(meta.load, first);
-            active_conns.read(meta.load2, second);
-            if (SECOND_LIGHTER(meta.load + 1, meta.load2 + 1)) {
-                meta.backend_id = second;
-            }
-        } else if (meta.algorithm == Algorithm.LEASTTIME) {
-            // (active + 1) x (mean response time + 1 tick) / weight; a backend not yet
-            // timed counts one tick. The first's cost is kept in window.
-            active_conns.read(meta.load, first);
-            response_time.read(meta.load2, first);
-            meta.window = (bit<64>)(meta.load + 1) * (bit<64>)(meta.load2 + RT_SCALE);
-            active_conns.read(meta.load, second);
-            response_time.read(meta.load2, second);
-            if (SECOND_LIGHTER(meta.window,
-                               (bit<64>)(meta.load + 1) * (bit<64>)(meta.load2 + RT_SCALE))) {
-                meta.backend_id = second;
-            }
-        } else {
-            // LEASTPKT: packets in the last one to two windows; each candidate's window
-            // is read into window in turn, its count kept in load / load2.
-            packet_window.read(meta.window, first);
-            meta.load = WINDOW_COUNT;
-            packet_window.read(meta.window, second);
-            meta.load2 = WINDOW_COUNT;
-            if (SECOND_LIGHTER(meta.load, meta.load2)) {
-                meta.backend_id = second;
-            }
-        }
+    action set_candidates(
+                          backend_id_t candidate_0, bit<16> weight_0,
+                          backend_id_t candidate_1, bit<16> weight_1,
+                          backend_id_t candidate_2, bit<16> weight_2,
+                          backend_id_t candidate_3, bit<16> weight_3,
+                          backend_id_t candidate_4, bit<16> weight_4,
+                          backend_id_t candidate_5, bit<16> weight_5,
+                          backend_id_t candidate_6, bit<16> weight_6,
+                          backend_id_t candidate_7, bit<16> weight_7,
+                          backend_id_t candidate_8, bit<16> weight_8,
+                          backend_id_t candidate_9, bit<16> weight_9,
+                          backend_id_t candidate_10, bit<16> weight_10,
+                          backend_id_t candidate_11, bit<16> weight_11,
+                          backend_id_t candidate_12, bit<16> weight_12,
+                          backend_id_t candidate_13, bit<16> weight_13,
+                          backend_id_t candidate_14, bit<16> weight_14,
+                          backend_id_t candidate_15, bit<16> weight_15) {
+        meta.best_weight = 0;
+        CONSIDER(candidate_0, weight_0)
+        CONSIDER(candidate_1, weight_1)
+        CONSIDER(candidate_2, weight_2)
+        CONSIDER(candidate_3, weight_3)
+        CONSIDER(candidate_4, weight_4)
+        CONSIDER(candidate_5, weight_5)
+        CONSIDER(candidate_6, weight_6)
+        CONSIDER(candidate_7, weight_7)
+        CONSIDER(candidate_8, weight_8)
+        CONSIDER(candidate_9, weight_9)
+        CONSIDER(candidate_10, weight_10)
+        CONSIDER(candidate_11, weight_11)
+        CONSIDER(candidate_12, weight_12)
+        CONSIDER(candidate_13, weight_13)
+        CONSIDER(candidate_14, weight_14)
+        CONSIDER(candidate_15, weight_15)
     }
 
     // Matches (service, version, member index). Hit: that member's backend.
@@ -116,7 +143,7 @@ control BackendSelection(inout headers_t hdr,
     // Matches (service, version, slot). Hit: the backend of that slot. The controller
     // fills slot_count slots per VIP for its algorithm: the smooth (interleaved) WRR
     // cycle of the weights, a weighted Maglev lookup table, weighted source buckets, or
-    // (LEAST*) pairs of candidates drawn from weighted buckets.
+    // (LEAST*) candidates: all active backends, or d drawn from weighted buckets.
     @name(".wrr_table")
     table wrr_table {
         key = {
@@ -137,7 +164,7 @@ control BackendSelection(inout headers_t hdr,
             } else if (meta.algorithm == Algorithm.SRCHASH) {
                 source_slot();
             } else {
-                // IP hash, Maglev, and the two candidates of the LEAST* algorithms.
+                // IP hash, Maglev, and the candidates of the LEAST* algorithms.
                 flow_hash_slot();
             }
             if (meta.algorithm == Algorithm.IPHASH) {

@@ -133,7 +133,7 @@ def add_backend(a: argparse.Namespace, cfg: Config) -> tuple[Config, tuple[str, 
 
 
 def set_algorithm(a: argparse.Namespace, cfg: Config) -> tuple[Config, tuple[str, ...]]:
-    return edits.set_algorithm(cfg, a.vip, a.algorithm), (cfg.vip(a.vip).name,)
+    return edits.set_algorithm(cfg, a.vip, a.algorithm, a.choices), (cfg.vip(a.vip).name,)
 
 
 def add_vip(a: argparse.Namespace, cfg: Config) -> tuple[Config, tuple[str, ...]]:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from p4lb.cli import changes, handlers
 from p4lb.cli.changes import runtime_change
-from p4lb.intent.model import PROTOCOLS
+from p4lb.intent import reader
+from p4lb.intent.model import PROTOCOLS, ConfigError
 from p4lb.pipeline.p4info import Limits
 
 
@@ -61,6 +62,13 @@ def _drain_args(p: argparse.ArgumentParser, limits: Limits) -> None:
     )
 
 
+def _choices(text: str) -> int:
+    try:
+        return reader.parse_choices(text, "command line", "--choices")
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -74,6 +82,14 @@ def _seconds(text: str) -> float:
 def _algorithm_args(p: argparse.ArgumentParser, limits: Limits) -> None:
     p.add_argument("vip")
     p.add_argument("algorithm", choices=limits.algorithms)
+    p.add_argument(
+        "--choices",
+        type=_choices,
+        default=None,
+        metavar="all|D",
+        help="least-* algorithms: compare every active backend (all) or D drawn by weight "
+        f"(2..{limits.max_candidates}); default: keep the VIP's setting",
+    )
 
 
 def _vip_add_args(p: argparse.ArgumentParser, limits: Limits) -> None:

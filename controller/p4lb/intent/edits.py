@@ -41,9 +41,12 @@ def remove_backend(cfg: Config, vip: str, backend: str) -> Config:
     return _checked(cfg.with_vip(replace(v, backends=tuple(x for x in v.backends if x is not b))))
 
 
-def set_algorithm(cfg: Config, vip: str, algorithm: str) -> Config:
+def set_algorithm(cfg: Config, vip: str, algorithm: str, choices: int | None = None) -> Config:
+    """The VIP with another algorithm; `choices` (least-* algorithms): its new setting, or
+    None to keep the one it has."""
     v = cfg.vip(vip)
-    return _checked(cfg.with_vip(replace(v, algorithm=algorithm)))
+    v = replace(v, algorithm=algorithm, choices=v.choices if choices is None else choices)
+    return _checked(cfg.with_vip(v))
 
 
 def add_vip(cfg: Config, vip: Vip) -> Config:

@@ -117,6 +117,11 @@ def _settings_problem(s: HealthSettings) -> str:
     return ""
 
 
+# A VIP's `choices` = "all": the least-* algorithms compare every active backend.
+CHOICES_ALL = 0
+CHOICES_DEFAULT = CHOICES_ALL
+
+
 @dataclass(frozen=True)
 class Vip:
     name: str
@@ -128,6 +133,9 @@ class Vip:
     backends: tuple[Backend, ...] = ()
     # `[vip.NAME.health]`: check the backends from `p4lb run`; None: no checks.
     health: HealthSettings | None = None
+    # What the least-* algorithms compare for a new connection: every active backend
+    # (CHOICES_ALL) or d >= 2 of them drawn by weight (power of d choices).
+    choices: int = CHOICES_DEFAULT
 
     @property
     def key(self) -> tuple[str, str, int]:

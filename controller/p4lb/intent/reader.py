@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from p4lb.intent.model import (
+    CHOICES_ALL,
     MAX_WEIGHT,
     PROTOCOLS,
     Backend,
@@ -319,7 +320,12 @@ def parse_vip(name: str, t: Any, src: str, default_mac: str) -> Vip:
     if not isinstance(t, dict):
         raise ConfigError(f"{src}: {where}: must be a table")
     _name(name, src, where)
-    _only(t, {"address", "protocol", "port", "algorithm", "mac", "backend", "health"}, src, where)
+    _only(
+        t,
+        {"address", "protocol", "port", "algorithm", "choices", "mac", "backend", "health"},
+        src,
+        where,
+    )
     protocol = _get(t, "protocol", str, src, where, "tcp").lower()
     if protocol not in PROTOCOLS:
         raise ConfigError(f"{src}: {where}.protocol: {protocol!r} is not one of {PROTOCOLS}")
@@ -338,7 +344,20 @@ def parse_vip(name: str, t: Any, src: str, default_mac: str) -> Vip:
         mac=_mac(_get(t, "mac", str, src, where, default_mac), src, f"{where}.mac"),
         backends=backends,
         health=_health(t, src, where),
+        choices=parse_choices(t.get("choices", "all"), src, f"{where}.choices"),
     )
+
+
+def parse_choices(value: object, src: str, where: str) -> int:
+    """A VIP's `choices`: "all" (CHOICES_ALL) or a number of candidates, 2 or more. How many
+    a slot can hold is the compiled program's business (p4lb.pipeline.capacity)."""
+    if isinstance(value, str) and value.strip().lower() == "all":
+        return CHOICES_ALL
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+        raise ConfigError(f'{src}: {where}: {value!r} is not "all" or a whole number >= 2')
+    return value
 
 
 def _health(t: dict[str, Any], src: str, where: str) -> HealthSettings | None:

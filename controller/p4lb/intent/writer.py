@@ -13,8 +13,17 @@ from typing import Any
 import tomlkit
 from tomlkit.items import AoT, Table
 
-from p4lb.intent.model import Backend, Config, HealthSettings, Host, SwitchConfig, TlsSettings
-from p4lb.intent.reader import parse_backend, parse_health_settings, parse_host
+from p4lb.intent.model import (
+    CHOICES_ALL,
+    CHOICES_DEFAULT,
+    Backend,
+    Config,
+    HealthSettings,
+    Host,
+    SwitchConfig,
+    TlsSettings,
+)
+from p4lb.intent.reader import parse_backend, parse_choices, parse_health_settings, parse_host
 
 HEADER = (
     "# p4lb config. Runtime commands (p4lb weight/backend/vip/algorithm) update this file\n"
@@ -86,6 +95,11 @@ def update(doc: tomlkit.TOMLDocument, cfg: Config) -> None:
                 t[key] = value
         if "mac" not in t and v.mac != cfg.switch.mac:
             t["mac"] = v.mac
+        if parse_choices(t.get("choices", "all"), "", "") != v.choices:
+            if v.choices == CHOICES_DEFAULT:
+                t.pop("choices")  # back to the default: implicit again
+            else:
+                t["choices"] = "all" if v.choices == CHOICES_ALL else v.choices
         _sync_aot(t, "backend", v.backends, _backend_table, lambda b: parse_backend(b, "", ""))
         _sync_health(t, v.health)
     _sync_tier(doc, cfg)

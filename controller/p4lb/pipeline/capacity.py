@@ -24,6 +24,11 @@ def check(cfg: Config, limits: Limits) -> Config:
                 f"{src}: {where}.algorithm: unknown algorithm {v.algorithm!r} "
                 f"(known: {', '.join(limits.algorithms)})"
             )
+        if v.choices > limits.max_candidates:
+            raise ConfigError(
+                f"{src}: {where}.choices: {v.choices} candidates, a slot of the switch holds "
+                f'at most {limits.max_candidates} (or "all": every backend, up to that many)'
+            )
         slots = slot_count(v)
         if slots > limits.max_slots_per_vip:
             raise ConfigError(

@@ -6,8 +6,9 @@
   signature, p4lb.models.hashing.signature) modulo the table size and reads the backend
   from the entry. Removing or adding one of N backends moves about 1/N of the flows, where
   hash-mod-N moves about (N-1)/N.
-* `candidate_pairs`: two weighted candidates per slot, for the power-of-two-choices
-  algorithms (leastconn, leasttime, leastpkt).
+* `candidate_sets`: the candidates of each slot for the least-* algorithms (leastconn,
+  leasttime, leastpkt): every active backend (exact), or d weighted draws (power of d
+  choices; `candidate_pairs` is d = 2).
 * `weighted_buckets`: seed 000's PCC weighted buckets (nginx `ip_hash` with weights) for
   `srchash`: each backend gets buckets in proportion to its weight, interleaved; the data
   plane indexes them by hash(source address) modulo the table size.
@@ -232,23 +233,45 @@ def weighted_buckets(weights: Sequence[int], size: int | None = None) -> tuple[i
 
 
 def candidate_pairs(weights: Sequence[int], size: int) -> list[tuple[int, int]]:
-    """Two candidate backend indexes per slot for the LEAST* algorithms: the slot's weighted
-    bucket, and the bucket at a fixed pseudo-random position (the first one, from there on,
-    naming another backend), so each candidate is proposed in proportion to its weight and
-    every pair of backends meets. Deterministic: the same weights give the same table."""
+    """Two candidate backend indexes per slot (power of two choices): `candidate_sets` with
+    d = 2, as pairs."""
+    return [(s[0], s[-1]) for s in candidate_sets(weights, size, 2)]
+
+
+def candidate_sets(weights: Sequence[int], size: int, d: int) -> list[tuple[int, ...]]:
+    """The candidate backend indexes of each of `size` slots for the least-* algorithms.
+
+    When d reaches the number of backends with weight > 0, every slot holds all of them
+    (an exact choice), slot k rotated by k so that among equally loaded backends the flow's
+    hash decides, not the config order. Otherwise slot k holds d distinct draws: its
+    weighted bucket, then the next buckets at a fixed pseudo-random walk of the bucket
+    table naming backends not yet drawn, so each backend is proposed in proportion to its
+    weight and every pair meets. With one backend, a slot holds it once. Deterministic:
+    the same weights give the same table."""
+    if d < 1:
+        raise ValueError("d must be >= 1")
+    active = [i for i, w in enumerate(weights) if w > 0]
+    if not active:
+        return []
+    if d >= len(active):
+        return [
+            tuple(active[(k + j) % len(active)] for j in range(len(active))) for k in range(size)
+        ]
     buckets = weighted_buckets(weights, size)
     n = len(buckets)
     order = list(range(n))
     random.Random(n).shuffle(order)
-    pairs = []
+    sets = []
     for i in range(n):
-        j = order[i]
+        drawn = [buckets[i]]
         for step in range(n):
-            if buckets[order[(i + step) % n]] != buckets[i]:
-                j = order[(i + step) % n]
-                break
-        pairs.append((buckets[i], buckets[j]))
-    return pairs
+            b = buckets[order[(i + step) % n]]
+            if b not in drawn:
+                drawn.append(b)
+                if len(drawn) == d:
+                    break
+        sets.append(tuple(drawn))
+    return sets
 
 
 def changed_fraction(before: Sequence[object], after: Sequence[object]) -> float:

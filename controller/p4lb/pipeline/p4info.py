@@ -44,6 +44,8 @@ class Limits:
     wrr_table_size: int
     route_table_size: int
     max_slots_per_vip: int
+    # Candidates a least-* slot has room for (set_candidates' candidate_k parameters).
+    max_candidates: int
 
 
 class Field(NamedTuple):
@@ -168,6 +170,9 @@ class Schema:
             wrr_table_size=self.table("wrr_table").size,
             route_table_size=self.table("ipv4_route_table").size,
             max_slots_per_vip=(1 << self.param("set_vip", "slot_count").bitwidth) - 1,
+            max_candidates=sum(
+                1 for p in self.action("set_candidates").params if p.name.startswith("candidate_")
+            ),
         )
 
     def param(self, action: str, name: str) -> Field:

@@ -1,24 +1,27 @@
 """What fills a VIP's pool and slot table for its algorithm: the pool members IP hash picks
-from, and the slots (a WRR cycle, a Maglev table, weighted buckets or candidate pairs). Pure."""
+from, and the slots (a WRR cycle, a Maglev table, weighted buckets or least-* candidates).
+Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from p4lb.intent.model import Vip
+from p4lb.intent.model import CHOICES_ALL, Vip
 from p4lb.pipeline.entries import Slot
 from p4lb.pipeline.ids import Ids, backend_key
 from p4lb.pipeline.maglev import (
     MAGLEV_TABLE_SIZES,
-    candidate_pairs,
+    candidate_sets,
     maglev_table_size,
     maglev_update,
     weighted_buckets,
 )
+from p4lb.pipeline.p4info import schema
 from p4lb.pipeline.schedules import smooth_wrr
 
-# Power of two choices over per-backend load the data plane keeps: each slot of the VIP's
-# slot table holds two candidates (set_candidates), the less loaded wins.
+# Least-* over per-backend load the data plane keeps: each slot of the VIP's slot table
+# holds candidates (set_candidates: every active backend, or d of them), the least loaded
+# over its weight wins.
 LEAST_ALGORITHMS = ("leastconn", "leasttime", "leastpkt")
 # Algorithms whose slot table is sized by the backends configured (not by the weights).
 SIZED_BY_BACKENDS = ("maglev", "srchash", *LEAST_ALGORITHMS)
@@ -36,28 +39,33 @@ def slot_count(v: Vip) -> int:
     return len(smooth_wrr([b.weight for b in v.backends]))
 
 
-def wrr_slots(v: Vip, ids: Ids, previous: Sequence[Slot] = ()) -> list[Slot]:
+def choices(v: Vip, max_candidates: int) -> int:
+    """How many candidates each of the VIP's least-* slots holds: its `choices` (all active
+    backends when "all"), at most the `max_candidates` a slot has room for."""
+    active = sum(1 for b in v.backends if b.active)
+    wanted = active if v.choices == CHOICES_ALL else v.choices
+    return max(1, min(wanted, max_candidates))
+
+
+def wrr_slots(
+    v: Vip, ids: Ids, previous: Sequence[Slot] = (), max_candidates: int | None = None
+) -> list[Slot]:
     """The action of each slot of the VIP's slot table, filled for its algorithm: one
     smooth-WRR cycle of the weights (wrr, and iphash, which does not read it), a weighted
-    Maglev lookup table (maglev), weighted source buckets (srchash), or pairs of weighted
-    candidates (leastconn, leasttime, leastpkt). All but wrr size their table by the
-    configured backends, drained ones included, so a weight change never changes the size
-    (which would re-map every flow). `previous`: the Maglev table in use, which a change
-    of backends or weights alters in as few entries as it can (`maglev_update`)."""
+    Maglev lookup table (maglev), weighted source buckets (srchash), or least-* candidates
+    (leastconn, leasttime, leastpkt: `choices` of them, in the set_candidates action's
+    places, `max_candidates` by default as many as the committed P4Info gives it). All but
+    wrr size their table by the configured backends, drained ones included, so a weight
+    change never changes the size (which would re-map every flow). `previous`: the Maglev
+    table in use, which a change of backends or weights alters in as few entries as it
+    can (`maglev_update`)."""
     weights = [b.weight for b in v.backends]
     bids = [ids.backends[backend_key(v, b.address, b.port)] for b in v.backends]
     if v.algorithm in LEAST_ALGORITHMS:
+        places = schema().limits().max_candidates if max_candidates is None else max_candidates
         return [
-            (
-                "set_candidates",
-                (
-                    ("first", bids[a]),
-                    ("first_weight", weights[a]),
-                    ("second", bids[b]),
-                    ("second_weight", weights[b]),
-                ),
-            )
-            for a, b in candidate_pairs(weights, slot_count(v))
+            candidates_slot([(bids[i], weights[i]) for i in drawn], places)
+            for drawn in candidate_sets(weights, slot_count(v), choices(v, places))
         ]
     if v.algorithm == "maglev":
         name_of = {bid: b.name for bid, b in zip(bids, v.backends, strict=True)}
@@ -77,3 +85,13 @@ def wrr_slots(v: Vip, ids: Ids, previous: Sequence[Slot] = ()) -> list[Slot]:
 
 def member_slot(bid: int) -> Slot:
     return ("set_member", (("backend_id", bid),))
+
+
+def candidates_slot(candidates: Sequence[tuple[int, int]], places: int) -> Slot:
+    """set_candidates with these (backend id, weight) pairs first, the other places empty
+    (weight 0: the data plane skips them)."""
+    padded = list(candidates) + [(0, 0)] * (places - len(candidates))
+    params: list[tuple[str, int]] = []
+    for k, (bid, weight) in enumerate(padded):
+        params += [(f"candidate_{k}", bid), (f"weight_{k}", weight)]
+    return ("set_candidates", tuple(params))

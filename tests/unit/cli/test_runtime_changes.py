@@ -11,9 +11,9 @@ import pytest
 
 from p4lb.cli.main import main
 from p4lb.intent import reader
-from p4lb.intent.model import Backend
+from p4lb.intent.model import CHOICES_ALL, Backend
 from tests.unit.fake_switch import FakeSwitch
-from tests.unit.support import holds
+from tests.unit.support import held, holds
 
 # README's example: a UDP VIP served by h2's machine on another port.
 VIP_ADD = ["vip", "add", "dns", "--address", "10.0.0.53", "--port", "53", "--protocol", "udp"]
@@ -110,3 +110,36 @@ def test_p4lb_config_names_the_file_when_c_is_not_given(
     assert main(["weight", "set", "web", "h2", "3"]) == 0
     assert reader.load(fake_cfg).vip("web").backend("h2").weight == 3
     assert holds(fake, reader.load(fake_cfg))
+
+
+def test_algorithm_set_choices_lands_on_the_switch_and_in_the_file(
+    fake: FakeSwitch, fake_cfg: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`algorithm set web leastconn --choices 2` writes two-candidate slots and `choices = 2`;
+    `--choices all` goes back to every backend; a later `algorithm set` without --choices
+    keeps the setting; a choice the switch cannot hold is one line and changes nothing."""
+    assert main(["-c", str(fake_cfg), "apply"]) == 0
+
+    def filled() -> set[int]:
+        return {
+            sum(1 for k, v in e.params if k.startswith("weight_") and v != 0)
+            for e in held(fake)
+            if e.table == "wrr_table" and e.action == "set_candidates"
+        }
+
+    argv = ["-c", str(fake_cfg), "algorithm", "set", "web", "leastconn"]
+    assert main([*argv, "--choices", "2"]) == 0
+    assert reader.load(fake_cfg).vip("web").choices == 2
+    assert filled() == {2}
+    assert main(["-c", str(fake_cfg), "algorithm", "set", "web", "leasttime"]) == 0
+    assert reader.load(fake_cfg).vip("web").choices == 2
+    assert main([*argv, "--choices", "all"]) == 0
+    assert reader.load(fake_cfg).vip("web").choices == CHOICES_ALL
+    assert "choices" not in fake_cfg.read_text()  # the default stays implicit
+    assert filled() == {len(reader.load(fake_cfg).vip("web").backends)}
+    before = fake_cfg.read_text()
+    capsys.readouterr()
+    assert main([*argv, "--choices", "17"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "choices" in err and "at most 16" in err and "\n" not in err, err
+    assert fake_cfg.read_text() == before

@@ -98,6 +98,9 @@ BAD = [
     ("total weight 0", _all_drained, "total weight is 0"),
     ("backend serving two VIPs", _shared_backend, "already serves vip.web"),
     ("VIP without backends", _no_backends, "no backends"),
+    ("choices 1", _set("vip/web/choices", 1), 'vip.web.choices: 1 is not "all"'),
+    ("choices a word", _set("vip/web/choices", "most"), "vip.web.choices: 'most'"),
+    ("choices a float", _set("vip/web/choices", 2.5), "vip.web.choices: 2.5"),
     (
         "missing backend mac",
         lambda d: d["vip"]["web"]["backend"][0].pop("mac"),

@@ -67,11 +67,11 @@ ACTIONS = {
         ("src_mac", 48),
         ("dst_mac", 48),
     ],
+    # 16 places: exact least-* for pools up to 16 backends (results/algorithms/candidates).
     "set_candidates": [
-        ("first", 32),
-        ("first_weight", 16),
-        ("second", 32),
-        ("second_weight", 16),
+        (name, width)
+        for k in range(16)
+        for name, width in ((f"candidate_{k}", 32), (f"weight_{k}", 16))
     ],
     "set_vip_source": [
         ("vip_addr", 32),

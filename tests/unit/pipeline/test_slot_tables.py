@@ -9,8 +9,8 @@ from p4lb.intent import edits
 from p4lb.intent.model import Config
 from p4lb.pipeline.desired import desired_entries, static_entries
 from p4lb.pipeline.entries import Entry
-from p4lb.pipeline.ids import Ids, assign_ids, ids_on_switch
-from p4lb.pipeline.maglev import candidate_pairs
+from p4lb.pipeline.ids import Ids, assign_ids, backend_key, ids_on_switch
+from p4lb.pipeline.maglev import candidate_pairs, candidate_sets
 from p4lb.pipeline.slots import wrr_slots
 from tests.unit.support import default_config
 
@@ -83,16 +83,56 @@ def test_least_algorithms_leave_out_weight_0_and_fall_back_to_one_backend() -> N
     assert set(candidate_pairs([0, 5, 0], 307)) == {(1, 1)}
 
 
-def test_leastconn_slots_carry_both_candidates_and_their_weights() -> None:
+def _candidates(params: tuple[tuple[str, int], ...]) -> list[tuple[int, int]]:
+    """A set_candidates slot's filled places, (backend id, weight), in order; every place
+    after them empty."""
+    p = dict(params)
+    places = [(p[f"candidate_{k}"], p[f"weight_{k}"]) for k in range(len(p) // 2)]
+    filled = [c for c in places if c[1] != 0]
+    assert places[len(filled) :] == [(0, 0)] * (len(places) - len(filled))
+    return filled
+
+
+def test_exact_least_slots_hold_every_active_backend_rotated_with_its_weight() -> None:
+    """choices = "all" (the default): every slot names each active backend once with its
+    weight; the order rotates, so each backend comes first in a third of the slots."""
     cfg, ids = _web("leastconn", (1, 2, 3))
     slots = wrr_slots(cfg.vip("web"), ids)
     assert len(slots) == _shares("maglev", (1, 1, 1))[0]
     weight = {ids.backends[k]: w for k, w in zip(sorted(ids.backends), (1, 2, 3), strict=True)}
+    firsts: Counter[int] = Counter()
     for action, params in slots:
-        p = dict(params)
         assert action == "set_candidates"
-        assert p["first"] != p["second"]
-        assert (p["first_weight"], p["second_weight"]) == (weight[p["first"]], weight[p["second"]])
+        filled = _candidates(params)
+        assert sorted(b for b, _ in filled) == sorted(weight)
+        assert all(weight[b] == w for b, w in filled)
+        firsts[filled[0][0]] += 1
+    assert max(firsts.values()) - min(firsts.values()) <= 1
+
+
+def test_exact_least_slots_leave_a_drained_backend_out() -> None:
+    cfg, ids = _web("leastconn", (1, 1, 1))
+    cfg = edits.drain(cfg, "web", "h3")
+    h3 = ids.backends[backend_key(cfg.vip("web"), cfg.vip("web").backend("h3").address, 8000)]
+    for _, params in wrr_slots(cfg.vip("web"), ids):
+        assert [b for b, _ in _candidates(params)].count(h3) == 0
+        assert len(_candidates(params)) == 2
+
+
+def test_power_of_d_slots_hold_d_distinct_candidates() -> None:
+    for d in (2, 3):
+        cfg, ids = _web("leastconn", (1, 2, 3))
+        cfg = edits.set_algorithm(cfg, "web", "leastconn", choices=d)
+        for _, params in wrr_slots(cfg.vip("web"), ids):
+            filled = _candidates(params)
+            assert len({b for b, _ in filled}) == len(filled) == d
+
+
+def test_all_over_more_backends_than_places_takes_as_many_as_fit() -> None:
+    weights = [1] * 20
+    sets = candidate_sets(weights, 409, 16)
+    assert all(len(set(s)) == 16 for s in sets)
+    assert {b for s in sets for b in s} == set(range(20))
 
 
 def test_only_leasttime_backends_time_their_answers() -> None:
