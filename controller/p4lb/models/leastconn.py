@@ -15,6 +15,11 @@ not order them):
 * `p2c_pairs`: what the data plane does: the slot table holds a pair per slot
   (`maglev.candidate_pairs`: two *different* backends, each drawn by weight), one hash
   picks the slot.
+* `d3`, `d4`, `d8`: power of d choices as the data plane does it with `choices = d`
+  (`maglev.candidate_sets`: d different backends per slot, each drawn by weight; the
+  first least loaded wins).
+* `exact`: the data plane's `choices = "all"`: every backend in each slot, rotated by the
+  slot, so one hash breaks ties among the least loaded (argmin breaks them by index).
 * `hash`: no load feedback, one weighted-bucket lookup (what `srchash`/`maglev` do), for
   scale.
 
@@ -31,10 +36,11 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from p4lb.pipeline.maglev import candidate_pairs, weighted_buckets
+from p4lb.pipeline.maglev import candidate_pairs, candidate_sets, weighted_buckets
 from p4lb.stats.fairness import weighted_jain
 
-POLICIES = ("argmin", "p2c", "p2c_weighted", "p2c_pairs", "hash")
+POLICIES = ("argmin", "exact", "p2c", "p2c_weighted", "p2c_pairs", "d3", "d4", "d8", "hash")
+SETS = {"exact": 0, "d3": 3, "d4": 4, "d8": 8}
 # Buckets per backend in the weighted candidate table (the srchash table size rule).
 BUCKETS_PER_BACKEND = 100
 WARMUP_FRACTION = 0.1
@@ -73,6 +79,15 @@ def argmin(counts: Sequence[int], weights: Sequence[int]) -> int:
     return best
 
 
+def first_lightest(counts: Sequence[int], weights: Sequence[int], candidates: Sequence[int]) -> int:
+    """The data plane's set_candidates: the first candidate with the lowest (count + 1) /
+    weight (a later one must be strictly lighter to win)."""
+    best = candidates[0]
+    for c in candidates[1:]:
+        best = lighter(counts, weights, best, c)
+    return best
+
+
 def simulate(scenario: Scenario, policy: str) -> Outcome:
     """Run one policy over the scenario's connection stream."""
     if policy not in POLICIES:
@@ -83,6 +98,11 @@ def simulate(scenario: Scenario, policy: str) -> Outcome:
         raise ValueError("weights must all be > 0")
     table = weighted_buckets(weights, BUCKETS_PER_BACKEND * n)
     pairs = candidate_pairs(weights, BUCKETS_PER_BACKEND * n)
+    sets = (
+        candidate_sets(weights, BUCKETS_PER_BACKEND * n, SETS[policy] or n)
+        if policy in SETS
+        else []
+    )
     rng = random.Random(scenario.seed)
     counts = [0] * n
     assigned = [0] * n
@@ -111,6 +131,8 @@ def simulate(scenario: Scenario, policy: str) -> Outcome:
             pick = lighter(counts, weights, table[h1 % len(table)], table[h2 % len(table)])
         elif policy == "p2c_pairs":
             pick = lighter(counts, weights, *pairs[h1 % len(pairs)])
+        elif policy in SETS:
+            pick = first_lightest(counts, weights, sets[h1 % len(sets)])
         else:
             pick = table[h1 % len(table)]
         counts[pick] += 1

@@ -2,7 +2,14 @@ from __future__ import annotations
 
 import pytest
 
-from p4lb.models.leastconn import POLICIES, Scenario, argmin, lighter, simulate
+from p4lb.models.leastconn import (
+    POLICIES,
+    Scenario,
+    argmin,
+    first_lightest,
+    lighter,
+    simulate,
+)
 
 
 def test_lighter_compares_load_after_adding_by_weight() -> None:
@@ -64,3 +71,25 @@ def test_bad_scenarios_are_rejected() -> None:
         simulate(SMALL, "random")
     with pytest.raises(ValueError):
         simulate(Scenario((1, 0), 10.0, 100), "argmin")
+
+
+def test_the_data_planes_exact_choice_balances_like_argmin() -> None:
+    """choices = "all": every backend in every slot, so the same minimum as argmin; only
+    the tie-breaking differs (the hash's rotation, not the lowest index)."""
+    exact, argmin_ = simulate(SMALL, "exact"), simulate(SMALL, "argmin")
+    assert exact.max_over_mean < argmin_.max_over_mean * 1.02
+    assert exact.max_over_mean < simulate(SMALL, "p2c_pairs").max_over_mean
+
+
+def test_more_choices_balance_better_on_many_backends() -> None:
+    """With 16 equal backends, d = 2, 4, 8 and all: the imbalance falls as d grows."""
+    sc = Scenario((1,) * 16, mean_active=64.0, arrivals=8000, seed=5)
+    ratios = [simulate(sc, p).max_over_mean for p in ("p2c_pairs", "d4", "d8", "exact")]
+    assert ratios == sorted(ratios, reverse=True), ratios
+    assert ratios[-1] < ratios[0]
+
+
+def test_first_lightest_keeps_the_first_of_equals() -> None:
+    assert first_lightest([2, 1, 1], [1, 1, 1], [0, 2, 1]) == 2
+    assert first_lightest([0, 0, 0], [1, 1, 1], [1, 0, 2]) == 1
+    assert first_lightest([3, 0, 0], [4, 1, 1], [0, 1]) == 0  # 4/4 = 1 ties 1/1
