@@ -1,0 +1,194 @@
+"""`make bench-restore-peer`: the operator's leastconn restore scenario (issue 28) on
+HAProxy, the public balancer whose `leastconn` operators know, beside what p4lb's exact
+mode does in the same scenario (tests/e2e/test_leastconn.py).
+
+In a network namespace of its own (loopback only): three TCP servers that hold every
+connection, HAProxy (Debian's) in TCP mode with `balance leastconn` over them at weight 1,
+its admin socket owner-only. s3 goes to weight 0 (no new connections); 20 connections are
+opened one after another and held; s3 back at weight 1; 12 more opened one after another.
+HAProxy's current sessions per server (`show stat`, scur) are read after each step. Each
+repetition starts a fresh HAProxy. Writes results/algorithms/restore.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "results" / "algorithms"
+NETNS = "p4lb-restore"
+PORTS = {"s1": 9001, "s2": 9002, "s3": 9003}
+FRONT = 9000
+
+SERVER = """
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(256)
+held = []
+end = time.monotonic() + float(sys.argv[2])
+s.settimeout(0.5)
+while time.monotonic() < end:
+    try:
+        held.append(s.accept()[0])
+    except OSError:
+        pass
+"""
+
+# Opens `count` connections to the front one after another, each after the last's
+# handshake, writes "ok", then holds them (bounded).
+CLIENT = """
+import socket, sys, time
+held = [socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+        for _ in range(int(sys.argv[2]))]
+print("ok", flush=True)
+time.sleep(float(sys.argv[3]))
+"""
+
+CONFIG = """
+global
+    stats socket {sock} mode 600 level admin
+    maxconn 1000
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 120s
+    timeout server 120s
+frontend f
+    bind 127.0.0.1:{front}
+    default_backend b
+backend b
+    balance leastconn
+{servers}
+"""
+
+
+def ns(*cmd: str) -> list[str]:
+    return ["ip", "netns", "exec", NETNS, *cmd]
+
+
+def admin(sock: Path, command: str) -> str:
+    """One command to HAProxy's admin socket (inside the namespace: the socket is a file)."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(5)
+        s.connect(str(sock))
+        s.sendall(command.encode() + b"\n")
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out.decode()
+
+
+def sessions(sock: Path) -> dict[str, int]:
+    text = admin(sock, "show stat").lstrip("# ")
+    rows = csv.DictReader(io.StringIO(text))
+    return {r["svname"]: int(r["scur"]) for r in rows if r["svname"] in PORTS}
+
+
+def wait_sessions(sock: Path, total: int, timeout_s: float = 10) -> dict[str, int]:
+    deadline = time.monotonic() + timeout_s
+    while sum((got := sessions(sock)).values()) != total:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"HAProxy holds {got}, not {total} sessions")
+        time.sleep(0.05)
+    return got
+
+
+def open_held(count: int, hold_s: float) -> subprocess.Popen[str]:
+    p = subprocess.Popen(
+        ns(sys.executable, "-c", CLIENT, str(FRONT), str(count), str(hold_s)),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert p.stdout is not None
+    if p.stdout.readline().strip() != "ok":
+        raise RuntimeError("client could not open its connections")
+    return p
+
+
+def one_run(workdir: Path) -> dict[str, Any]:
+    sock = workdir / "admin.sock"
+    servers = "\n".join(f"    server {n} 127.0.0.1:{p} weight 1" for n, p in PORTS.items())
+    cfg = workdir / "haproxy.cfg"
+    cfg.write_text(CONFIG.format(sock=sock, front=FRONT, servers=servers))
+    procs = [
+        subprocess.Popen(ns(sys.executable, "-c", SERVER, str(p), "60")) for p in PORTS.values()
+    ]
+    hap = subprocess.Popen(ns("haproxy", "-db", "-f", str(cfg)))
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists():
+            if time.monotonic() > deadline or hap.poll() is not None:
+                raise RuntimeError("HAProxy did not start")
+            time.sleep(0.05)
+        admin(sock, "set server b/s3 weight 0")
+        procs.append(open_held(20, 30))
+        before = wait_sessions(sock, 20)
+        admin(sock, "set server b/s3 weight 1")
+        procs.append(open_held(12, 30))
+        after = wait_sessions(sock, 32)
+        return {"before": before, "after": after, "new": {n: after[n] - before[n] for n in after}}
+    finally:
+        for p in [hap, *procs]:
+            p.terminate()
+        for p in [hap, *procs]:
+            p.wait(10)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench-restore-peer", description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0 or not shutil.which("haproxy"):
+        print(
+            "bench-restore-peer: needs root and haproxy (apt-get install haproxy)", file=sys.stderr
+        )
+        return 2
+    version = subprocess.run(["haproxy", "-v"], capture_output=True, text=True).stdout
+    subprocess.run(["ip", "netns", "add", NETNS], check=True)
+    runs = []
+    try:
+        subprocess.run(ns("ip", "link", "set", "lo", "up"), check=True)
+        for rep in range(args.reps):
+            with tempfile.TemporaryDirectory(prefix="p4lb-restore-") as tmp:
+                os.chmod(tmp, 0o700)
+                runs.append(one_run(Path(tmp)))
+            print(f"rep {rep + 1}: 12 new connections went {runs[-1]['new']}", flush=True)
+    finally:
+        subprocess.run(["ip", "netns", "del", NETNS], check=False)
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    result = {
+        "provenance": {
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "commit": commit,
+            "haproxy": version.splitlines()[0] if version else "?",
+            "cpus": os.cpu_count(),
+            "else_running": "other agents' tests may have run (counts do not depend on load)",
+        },
+        "method": __doc__,
+        "reps": args.reps,
+        "runs": runs,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    out = args.out / "restore.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
