@@ -23,7 +23,7 @@ QUICK ?=
 FULL ?=
 PY_DIRS := $(wildcard controller tests topology bench scripts)
 
-.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench bench-report bench-ab bench-switch bench-floor bench-tier bench-choices shell clean
+.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench bench-report bench-ab bench-switch bench-floor bench-tier bench-choices bench-restore-peer shell clean
 
 help:
 	@echo "p4lb make targets:"
@@ -49,6 +49,7 @@ help:
 	@echo "             build as BUILDS); results/tier/ (QUICK=1: one short repetition)"
 	@echo "  bench-choices  what a new connection costs with leastconn comparing every backend vs two,"
 	@echo "             at 3, 8, 16 backends (instructions per SYN, per build); results/algorithms/"
+	@echo "  bench-restore-peer  the leastconn restore scenario on HAProxy (needs haproxy, root)"
 	@echo "  shell      p4runtime-shell on the running switch, as a reader (own venv: $(SHELL_VENV);"
 	@echo "             CONFIG=run/lb.toml, SHELL_ARGS=--primary to write)"
 	@echo "  lint       ruff + mypy + shellcheck"
@@ -154,6 +155,9 @@ bench-tier: $(VPY)
 
 bench-choices: $(VPY)
 	$(VPY) -m bench.choices $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --flows 20 --out build/results-quick,)
+
+bench-restore-peer: $(VPY)
+	$(VPY) -m bench.restore_peer $(if $(QUICK),--reps 1 --out build/results-quick,)
 
 bench-floor: $(VPY)
 	$(VPY) -m bench.floor $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --no-timed,)
