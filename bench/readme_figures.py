@@ -1,0 +1,526 @@
+"""The figures README.md and results/README.md quote, generated from the results files
+(issue 33: no hand-copied number).
+
+A figure lives in a marked region, `<!-- results:NAME -->` ... `<!-- /results:NAME -->`;
+REGIONS maps each NAME to the function that writes it from a results directory. Text
+outside the regions is prose and carries no measured number.
+
+    python -m bench.readme_figures [--results DIR] [--check]
+
+With --results results (the default) the two READMEs are rewritten in place; with another
+directory (a quick run's scratch tree) the regenerated copies go into it (DIR/README.md
+from results/README.md, DIR/README.top.md from README.md), and the committed READMEs stay
+as they are. --check changes nothing and exits 1 naming each region that differs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import outdir, provenance
+
+ROOT = outdir.ROOT
+READMES = {"results/README.md": ROOT / "results" / "README.md", "README.md": ROOT / "README.md"}
+REGION = re.compile(
+    r"(<!-- results:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S
+)
+ALGS = ("iphash", "wrr", "leastconn")
+SPEED_NAMES = ("fast", "speed")
+
+
+class MissingFile(Exception):
+    pass
+
+
+def load(root: Path, rel: str) -> Any:
+    p = root / rel
+    if not p.exists():
+        raise MissingFile(rel)
+    return json.loads(p.read_text())
+
+
+def r2(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def thousands(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def speed_build(builds: dict[str, Any]) -> str:
+    return next(b for b in builds if b in SPEED_NAMES)
+
+
+# ---------------------------------------------------------------- switch/
+
+
+def goal_rows(root: Path, with_reps: bool) -> list[tuple[str, dict[str, str]]]:
+    """(figure, {build: 'iphash / wrr / leastconn' ratios}) of lb.p4 over baseline.p4."""
+    sw = load(root, "switch/switch.json")
+    ab = load(root, "switch/ab.json")
+
+    def cell(per_alg: dict[str, dict[str, float]]) -> str:
+        text = " / ".join(r2(per_alg[a]["median"]) for a in ALGS)
+        if with_reps:
+            lo = min(per_alg[a]["min"] for a in ALGS)
+            hi = max(per_alg[a]["max"] for a in ALGS)
+            text += f" (reps {r2(lo)}–{r2(hi)})"
+        return text
+
+    rows: dict[str, dict[str, str]] = {}
+    for build, b in sw["builds"].items():
+        p = b["programs"]
+        instr = b["instructions"]["programs"]
+        base_all = instr["baseline"]["all_threads_per_packet"]["median"]
+        rows.setdefault("zero", {})[build] = cell(
+            {a: p[a]["zero_loss_vs_baseline_per_rep"] for a in ALGS}
+        )
+        rows.setdefault("ab", {})[build] = cell(
+            {a: ab["builds"][build]["programs"][a]["vs_baseline_per_rep"] for a in ALGS}
+        )
+        rows.setdefault("cpu", {})[build] = cell(
+            {a: p[a]["cpu_capacity_vs_baseline_per_rep"] for a in ALGS}
+        )
+        rows.setdefault("all", {})[build] = " / ".join(
+            r2(base_all / instr[a]["all_threads_per_packet"]["median"]) for a in ALGS
+        )
+        rows.setdefault("busiest", {})[build] = " / ".join(
+            r2(instr[a]["capacity_vs_baseline_per_rep"]["median"]) for a in ALGS
+        )
+    n, c, reps = ab["n"], ab["c"], ab["reps"]
+    labels = {
+        "zero": "zero-loss packet rate",
+        "ab": f"ab requests/s through the VIP (`ab -n {n} -c {c}`, {reps} reps)"
+        if with_reps
+        else f"ab requests/s (`-n {n} -c {c}`, {reps} repetitions)",
+        "cpu": "busiest thread's CPU per packet at 2,000 pps",
+        "all": "instructions per packet, all threads (callgrind"
+        + ("; repetitions within 1 %)" if with_reps else ")"),
+        "busiest": "instructions per packet, busiest thread",
+    }
+    keys = ["zero", "ab", "cpu", "all"] + (["busiest"] if with_reps else [])
+    return [(labels[k], rows[k]) for k in keys]
+
+
+def overhead_goal(root: Path) -> str:
+    sw = load(root, "switch/switch.json")
+    std, spd = "standard", speed_build(sw["builds"])
+    lines = [
+        "| figure (lb.p4 over baseline.p4; iphash / wrr / leastconn) | standard build (goal 0.75) "
+        "| speed build (goal 0.9) |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {label} | {v[std]} | {v[spd]} |" for label, v in goal_rows(root, True)]
+    return "\n".join(lines) + "\n"
+
+
+def switch_summary(root: Path) -> str:
+    sw = load(root, "switch/switch.json")
+    std, spd = "standard", speed_build(sw["builds"])
+    lines = [
+        "| figure | standard build (logging macros, as p4lang ships it) | speed build "
+        "(`--disable-logging-macros --disable-elogger`, -O3) |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {label} | {v[std]} | {v[spd]} |" for label, v in goal_rows(root, False)]
+    return "\n".join(lines) + "\n"
+
+
+def floor_table(root: Path) -> str:
+    fl = load(root, "switch/floor.json")
+    std, spd = "standard", speed_build(fl["builds"])
+    spread = max(
+        (p[f"{k}_vs_baseline_per_rep"]["max"] - p[f"{k}_vs_baseline_per_rep"]["min"])
+        / p[f"{k}_vs_baseline_per_rep"]["median"]
+        for b in fl["builds"].values()
+        for n, p in b["programs"].items()
+        if n != "baseline"
+        for k in ("all", "busiest")
+    )
+    lines = [
+        "| program (over baseline.p4; instructions per packet, callgrind; repetitions within "
+        f"{100 * spread:.1f} %) | standard, all threads | standard, busiest thread | speed, all "
+        "threads | speed, busiest thread |",
+        "|---|---|---|---|---|",
+    ]
+    names = [n for n in fl["builds"][std]["programs"] if n != "baseline"]
+    for n in names:
+        label = n if n.startswith("floor") else f"lb.p4, {n.upper()}"
+        cells = [
+            r2(fl["builds"][b]["programs"][n][f"{k}_vs_baseline_per_rep"]["median"])
+            for b in (std, spd)
+            for k in ("all", "busiest")
+        ]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines.append("| goal | 0.75 | 0.75 | 0.9 | 0.9 |")
+    return "\n".join(lines) + "\n"
+
+
+def path_instructions(root: Path) -> str:
+    sw = load(root, "switch/switch.json")
+    pi = sw["builds"][speed_build(sw["builds"])]["path_instructions"]["programs"]
+    names = list(pi)
+    lines = ["| path | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for kind in pi[names[0]]:
+        base = pi[names[0]][kind]["all_threads"]["median"]
+        cells = []
+        for n in names:
+            c = pi[n][kind]
+            all_, busy = c["all_threads"]["median"], c["busiest_thread"]["median"]
+            cell = f"{thousands(all_)} ({thousands(busy)})"
+            cells.append(cell if n == names[0] else f"{cell}, {r2(base / all_)}")
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- tier/
+
+
+def span(s: dict[str, float]) -> str:
+    def f(x: float, d: int) -> str:
+        return f"{x:.1f}" if x >= 10 else f"{x:.{d}f}"
+
+    d = 1 if s["median"] >= 5 else 2
+    return f"{f(s['median'], d)} ({f(s['min'], d)}–{f(s['max'], d)})"
+
+
+TIER_EVENTS = {
+    "switch killed": "switch killed (kill -9 BMv2)",
+    "speaker killed": "speaker killed (kill -9 gobgpd)",
+    "drain": "drain (`p4lb tier drain`)",
+}
+
+
+def tier_failover(root: Path) -> str:
+    t = load(root, "tier/tier.json")
+    held = sum(r["connections"] for r in next(iter(t["failover"].values()))["runs"])
+    lines = [
+        "| event | router follows, s | longest wait of an open connection, s | back in, s | "
+        f"broken / moved (of {held}) | ab failed while converged | ab failed across a route "
+        "change |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for kind, v in t["failover"].items():
+        runs = v["runs"]
+        conv = sum(r["ab_requests_while_converged"] for r in runs)
+        across = sum(r["ab_requests_across_route_changes"] for r in runs)
+        gave_up = v["ab_gave_up_across_route_changes"]
+        lines.append(
+            f"| {TIER_EVENTS.get(kind, kind)} | {span(v['detection_s'])} | "
+            f"{span(v['longest_stall_s'])} | {span(v['rejoin_s'])} | "
+            f"**{v['broken']} / {v['moved']}** | {v['ab_failed_while_converged']} of "
+            f"{thousands(conv)} | {v['ab_failed_across_route_changes']} of {thousands(across)}"
+            + (f" ({gave_up} batches)" if gave_up else "")
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def tier_scaling(root: Path) -> str:
+    t = load(root, "tier/tier.json")
+    lines = [
+        "| balancers announcing | requests/s, median (min–max) | switch CPU per request, ms |",
+        "|---|---|---|",
+    ]
+    for n, v in t["scaling"].items():
+        r, c = v["rps"], v["switch_cpu_ms_per_request"]
+        lines.append(
+            f"| {n} | {r['median']:.0f} ({r['min']:.0f}–{r['max']:.0f}) | "
+            f"{c['median']:.2f} ({c['min']:.2f}–{c['max']:.2f}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+COOKIE_LABELS = {
+    "plain forwarding": "plain forwarding (baseline.p4)",
+    "single switch, no TCP options": "round robin, single switch, TCP without options",
+    "single switch, timestamps": "round robin, single switch, Linux's TCP options (timestamps)",
+    "tier balancer, timestamps": "round robin, a tier's balancer (shared VIP), timestamps",
+}
+
+
+def tier_cookie(root: Path) -> str:
+    c = load(root, "tier/cookie.json")
+    builds = list(c["builds"])
+    lines = [
+        "| variant | " + " | ".join(f"{b} build" for b in builds) + " |",
+        "|---|" + "---|" * len(builds),
+    ]
+    ref = "single switch, no TCP options"
+    for name in c["builds"][builds[0]]:
+        cells = []
+        for b in builds:
+            v = c["builds"][b][name]["busiest_thread_per_packet"]["median"]
+            base = c["builds"][b][ref]["busiest_thread_per_packet"]["median"]
+            more = "timestamps" in name
+            cells.append(thousands(v) + (f" ({100 * (v / base - 1):+.1f} %)" if more else ""))
+        lines.append(f"| {COOKIE_LABELS.get(name, name)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- controller, older ab
+
+
+def controller(root: Path) -> str:
+    c = load(root, "controller.json")
+    noop = c["apply_noop_s"]
+    eff = c["weight_change_effect_ms"]
+    n = len(eff)
+    return (
+        "| figure | measured | goal |\n|---|---|---|\n"
+        f"| pipeline push (P4Info + BMv2 JSON) | {c['pipeline_push_s']:.2f} s | — |\n"
+        f"| `apply` on an empty switch (after the push) | {c['apply_empty_s']:.2f} s, "
+        f"{c['apply_empty_writes']} writes | < 2 s |\n"
+        f"| no-op `apply` (reads back all {c['apply_empty_writes']} entries, writes 0) | "
+        f"{statistics.median(noop):.2f} s median, {max(noop):.2f} s max ({len(noop)} runs) "
+        "| < 0.5 s |\n"
+        "| `p4lb weight set` as a command, Python start-up included | "
+        f"{statistics.median(c['cli_weight_set_s']):.2f} s median | — |\n"
+        f"| weight change → next new connection follows it | {c['weight_change_trials_ok']}/{n} "
+        f"trials; the SYN leaves the switch {statistics.median(eff):.1f} ms median, "
+        f"{max(eff):.1f} ms max after the CLI returns | < 100 ms |\n"
+    )
+
+
+OLDER_CASES = {
+    "iphash": ("iphash", "IP hash"),
+    "wrr": ("wrr 1:1:1", "WRR 1:1:1"),
+    "wrr-1:2:2": ("wrr 1:2:2", "WRR 1:2:2"),
+    "wrr-change": ("wrr, change mid-run", "WRR, weight change + drain mid-run"),
+    "baseline": ("baseline", None),
+}
+
+
+def _older(root: Path) -> dict[str, dict[str, Any]]:
+    runs = [r for r in load(root, "runs.json") if r["concurrency"] == 10]
+    base = {r["n"]: r["rps"] for r in runs if r["algorithm"] == "baseline"}
+    out: dict[str, dict[str, Any]] = {}
+    for case in OLDER_CASES:
+        rs = [r for r in runs if r["case"] == case]
+        ratios = [r["rps"] / base[r["n"]] for r in rs if base.get(r["n"])]
+        out[case] = {
+            "rps": (min(r["rps"] for r in rs), max(r["rps"] for r in rs)),
+            "ratio": (min(ratios), max(ratios)) if case != "baseline" else None,
+            "failed": sum(r["failed"] for r in rs),
+            "agree": (sum(r["agree"] for r in rs), len(rs)),
+            "jain": (min(r["jain"] for r in rs), max(r["jain"] for r in rs)),
+            "wjain": (min(r["weighted_jain"] for r in rs), max(r["weighted_jain"] for r in rs)),
+        }
+    return out
+
+
+def older_ab_results(root: Path) -> str:
+    """results/README.md's summary of the older ab set (results/runs.json, -c 10)."""
+    o = _older(root)
+    lines = [
+        "| case | req/s (20k→100k) | vs baseline | failed | switch counters = access logs | "
+        "Jain (raw / weighted) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for case, (label, _) in OLDER_CASES.items():
+        v = o[case]
+        ratio = f"{r2(v['ratio'][0])}–{r2(v['ratio'][1])}" if v["ratio"] else "1"
+        jain = "—" if case == "baseline" else "see below" if case == "wrr-change" else _jain(v)
+        agree = "—" if case == "baseline" else f"{v['agree'][0]}/{v['agree'][1]}"
+        lines.append(
+            f"| {label} | {v['rps'][0]:.0f}–{v['rps'][1]:.0f} | {ratio} | {v['failed']} | "
+            f"{agree} | {jain} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _jain(v: dict[str, Any]) -> str:
+    lo, hi = v["jain"]
+    wlo, whi = v["wjain"]
+    raw = f"{lo:.4f}" if f"{lo:.4f}" == f"{hi:.4f}" else f"{lo:.4f}–{hi:.4f}"
+    if (wlo, whi) != (lo, hi):
+        return (
+            f"{raw} / {wlo:.4f}" if f"{wlo:.4f}" == f"{whi:.4f}" else f"{raw} / {wlo:.4f}–{whi:.4f}"
+        )
+    return raw
+
+
+def older_ab_readme(root: Path) -> str:
+    """README.md's version of the same table (lb-only rows)."""
+    o = _older(root)
+    total = sum(o[c]["agree"][1] for c in OLDER_CASES if c != "baseline")
+    agree = sum(o[c]["agree"][0] for c in OLDER_CASES if c != "baseline")
+    lines = [
+        "| case | req/s | vs plain forwarding | failed | switch = server logs | "
+        "Jain (raw / weighted) |",
+        "|---|---|---|---|---|---|",
+    ]
+    first = True
+    for case, (_, label) in OLDER_CASES.items():
+        if label is None:
+            continue
+        v = o[case]
+        lines.append(
+            f"| {label} | {v['rps'][0]:.0f}–{v['rps'][1]:.0f} | "
+            f"{r2(v['ratio'][0])}–{r2(v['ratio'][1])} | {v['failed']} | "
+            f"{f'{agree}/{total} runs' if first else '″'} | "
+            f"{'—' if case == 'wrr-change' else _jain(v)} |"
+        )
+        first = False
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- experiments
+
+
+def experiments(root: Path) -> str:
+    from bench.experiments import report
+
+    block = report.readme_block(root / "experiments")
+    if block is None:
+        raise MissingFile("experiments/raw")
+    return block
+
+
+def verdicts(root: Path) -> str:
+    """README.md's list of the seeds' claims with their verdicts and what decided them."""
+    block = experiments(root)
+    rows = block.split("### Claimed / found", 1)[1].strip().splitlines()[2:]
+    out = []
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split(" | ")]
+        if len(cells) >= 5:
+            out.append(f"* {cells[0]}: **{cells[2]}** ({cells[1]}). Decided by {cells[4]}.")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- provenance
+
+
+PROVENANCE_FILES = (
+    "experiments/meta.json",
+    "switch/switch.json",
+    "switch/ab.json",
+    "switch/floor.json",
+    "switch/flood.json",
+    "controller.json",
+    "algorithms/maglev.json",
+    "algorithms/leastconn.json",
+    "tier/tier.json",
+    "tier/cookie.json",
+    "meta.json",
+)
+
+
+def describe_file(doc: Any) -> str:
+    if isinstance(doc, dict) and isinstance(doc.get("meta"), dict):
+        doc = doc["meta"]  # algorithms/*.json
+    if isinstance(doc, dict) and isinstance(doc.get("provenance"), dict):
+        p = doc["provenance"]
+        if "git" not in p and "commit" in p:  # the tier's own record, before issue 33
+            return (
+                f"partial (before issue 33): {p.get('when', '?')}, commit "
+                f"{str(p['commit'])[:10]}{' (dirty)' if p.get('dirty') else ''}, BMv2 "
+                f"{p.get('bmv2', {}).get('version', '?')}; build flags, P4 stamp and load "
+                f"sampling {provenance.NOT_RECORDED}"
+            )
+        return provenance.describe(doc)
+    if isinstance(doc, dict) and isinstance(doc.get("commit"), str):  # meta.json files
+        return (
+            f"partial (before issue 33): {doc.get('started', 'date not recorded')}, commit "
+            f"{doc['commit'][:10]}, BMv2 {str(doc.get('bmv2', '?')).split()[-1]}; dirty flag, "
+            f"build flags and load sampling {provenance.NOT_RECORDED}"
+        )
+    if isinstance(doc, dict) and all(isinstance(v, dict) for v in doc.values()) and doc:
+        parts = [f"{k}: {provenance.describe(v)}" for k, v in doc.items()]  # flood.json
+        return "; ".join(parts)
+    return provenance.describe(doc if isinstance(doc, dict) else {})
+
+
+def provenance_table(root: Path) -> str:
+    lines = ["| file | how it was measured |", "|---|---|"]
+    for rel in PROVENANCE_FILES:
+        p = root / rel
+        text = describe_file(json.loads(p.read_text())) if p.exists() else "not in this tree"
+        lines.append(f"| `{rel}` | {text} |")
+    return "\n".join(lines) + "\n"
+
+
+REGIONS: dict[str, Callable[[Path], str]] = {
+    "experiments": experiments,
+    "verdicts": verdicts,
+    "overhead-goal": overhead_goal,
+    "switch-summary": switch_summary,
+    "floor": floor_table,
+    "path-instructions": path_instructions,
+    "tier-failover": tier_failover,
+    "tier-scaling": tier_scaling,
+    "tier-cookie": tier_cookie,
+    "controller": controller,
+    "older-ab-results": older_ab_results,
+    "older-ab-readme": older_ab_readme,
+    "provenance": provenance_table,
+}
+
+
+def regenerate(text: str, root: Path, where: str = "") -> tuple[str, list[str]]:
+    """`text` with every region rewritten from `root`; and the names of regions whose
+    source file is missing there (left as they were)."""
+    missing: list[str] = []
+    cache: dict[str, str] = {}
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group("name")
+        if name not in REGIONS:
+            raise KeyError(f"{where}: unknown region results:{name}")
+        if name not in cache:
+            try:
+                cache[name] = REGIONS[name](root)
+            except MissingFile as e:
+                missing.append(f"{name} (no {e})")
+                cache[name] = m.group("body")
+        return m.group(1) + cache[name] + m.group(4)
+
+    return REGION.sub(sub, text), missing
+
+
+def regions(text: str) -> dict[str, str]:
+    return {m.group("name"): m.group("body") for m in REGION.finditer(text)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.readme_figures", description=__doc__)
+    ap.add_argument("--results", type=Path, default=outdir.RESULTS)
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 on a difference")
+    a = ap.parse_args(argv)
+    root = a.results if a.results.is_absolute() else ROOT / a.results
+    in_place = root.resolve() == outdir.RESULTS.resolve()
+    bad = 0
+    for rel, path in READMES.items():
+        text = path.read_text()
+        new, missing = regenerate(text, root, rel)
+        for m in missing:
+            print(f"readme-figures: {rel}: region {m} in {root}: left as it was", file=sys.stderr)
+        if a.check:
+            old_r, new_r = regions(text), regions(new)
+            for name in old_r:
+                if old_r[name] != new_r[name]:
+                    print(f"readme-figures: {rel}: region {name} differs from {root}")
+                    bad += 1
+            continue
+        target = (
+            path
+            if in_place
+            else root / ("README.md" if rel.startswith("results/") else "README.top.md")
+        )
+        target.write_text(new)
+        print(
+            f"readme-figures: {target}"
+            + ("" if in_place else " (a copy; the committed README is untouched)")
+        )
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
