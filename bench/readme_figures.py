@@ -27,8 +27,10 @@ from bench import outdir, provenance
 
 ROOT = outdir.ROOT
 READMES = {"results/README.md": ROOT / "results" / "README.md", "README.md": ROOT / "README.md"}
+# A region is a block (markers on lines of their own) or inline (within a sentence, the
+# generator's text then has no line break at its end).
 REGION = re.compile(
-    r"(<!-- results:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S
+    r"(<!-- results:(?P<name>[\w-]+) -->\n?)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S
 )
 ALGS = ("iphash", "wrr", "leastconn")
 SPEED_NAMES = ("fast", "speed")
@@ -395,6 +397,235 @@ def verdicts(root: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+# ---------------------------------------------------------------- inline figures
+
+
+def collision_rate(root: Path) -> str:
+    """New flows finding their bucket full at the model's largest live count (the model in
+    switch/collision_model.json: the data plane's own hash and bucket layout)."""
+    last = load(root, "switch/collision_model.json")[-1]
+    return (
+        f"with {last['live']:,} live connections a new flow finds its bucket full with "
+        f"probability {100 * last['after']:.2f} % (it was {100 * last['before']:.0f} % with the "
+        "former 65,536 single slots"
+    )
+
+
+def maglev_plain(root: Path) -> str:
+    """Plain Maglev's removal disruption over the ideal, over every N (>= 100N tables)."""
+    rows = load(root, "algorithms/maglev.json")["disruption"]
+    xs = [r["maglev_ladder"]["remove_vs_ideal"] for r in rows]
+    return f"{min(xs):.2f}–{max(xs):.2f}×"
+
+
+def leastconn_pairs(root: Path) -> str:
+    """p4lb's candidate pairs: max/mean over the exact argmin's, over every case."""
+    runs = load(root, "algorithms/leastconn.json")["runs"]
+    by = {(r["weights"], r["mean_active_per_backend"], r["policy"]): r for r in runs}
+    xs = [
+        r["max_over_mean"] / by[(w, n, "argmin")]["max_over_mean"]
+        for (w, n, pol), r in by.items()
+        if pol == "p2c_pairs"
+    ]
+    return f"{min(xs):.2f}–{max(xs):.2f}×"
+
+
+def tier_summary(root: Path) -> str:
+    """README.md's paragraph on what the tier measured (tier/tier.json, tier/cookie.json)."""
+    t = load(root, "tier/tier.json")
+    c = load(root, "tier/cookie.json")
+    f = t["failover"]
+    runs = [r for v in f.values() for r in v["runs"]]
+    held = sum(r["connections"] for r in runs)
+    broken = sum(v["broken"] + v["moved"] for v in f.values())
+    conv_failed = sum(v["ab_failed_while_converged"] for v in f.values())
+    across_failed = sum(v["ab_failed_across_route_changes"] for v in f.values())
+    across = sum(r["ab_requests_across_route_changes"] for r in runs)
+    stall = {k: v["longest_stall_s"] for k, v in f.items()}
+    ref = "single switch, no TCP options"
+    pct = {
+        b: {
+            k: 100
+            * (
+                v[k]["busiest_thread_per_packet"]["median"]
+                / v[ref]["busiest_thread_per_packet"]["median"]
+                - 1
+            )
+            for k in ("tier balancer, timestamps", "single switch, timestamps")
+        }
+        for b, v in c["builds"].items()
+    }
+    std, spd = list(c["builds"])[:2]
+    scal = t["scaling"]
+    first, last = scal[min(scal)], scal[max(scal)]
+    cpu = [v["switch_cpu_ms_per_request"]["median"] for v in scal.values()]
+    reps = t.get("reps", len(next(iter(f.values()))["runs"]))
+    return (
+        f"Measured (`make bench-tier`, results/tier/, {reps} repetitions of each event, this "
+        "2-core machine running the whole tier, standard BMv2 build): a dead switch leaves the "
+        f"router's ECMP set in {f['switch killed']['detection_s']['median']:.2f} s (BFD), a dead "
+        f"speaker in {f['speaker killed']['detection_s']['median']:.2f} s, a drained balancer in "
+        f"{f['drain']['detection_s']['median']:.1f} s (medians); the longest wait of an open "
+        f"connection was {stall['switch killed']['median']:.2f} s (switch killed; at most "
+        f"{stall['switch killed']['max']:.1f} s) and at most "
+        f"{max(stall['speaker killed']['max'], stall['drain']['max']):.2f} s otherwise. "
+        f"**{broken} of {held:,} connections held a second before the event broke or moved, "
+        "round robin and Maglev alike**, and "
+        f"{conv_failed} ab requests failed in batches run while the routes were converged "
+        f"({across_failed} of {across:,} failed in batches across a route change: new "
+        "connections, in the window below). Sharing costs a round-robin balancer "
+        f"{pct[std]['tier balancer, timestamps']:.1f} % more instructions per packet (busiest "
+        f"thread) than a single switch on traffic without TCP options on the {std} build, "
+        f"{pct[spd]['tier balancer, timestamps']:.1f} % on the {spd} build "
+        f"({pct[std]['single switch, timestamps']:.1f} % and "
+        f"{pct[spd]['single switch, timestamps']:.1f} % of it the timestamp's parsing, which a "
+        "single switch pays too). Throughput with 1 and with "
+        f"{max(scal)} balancers: {first['rps']['median']:.0f} and {last['rps']['median']:.0f} "
+        "req/s: every balancer, server and router shares the same 2 cores; the switch CPU per "
+        f"request is {min(cpu):.1f}–{max(cpu):.1f} ms.\n"
+    )
+
+
+def controller_summary(root: Path) -> str:
+    c = load(root, "controller.json")
+    eff = c["weight_change_effect_ms"]
+    return (
+        f"The controller applies {c['vips']} WRR VIPs × {c['backends_per_vip']} backends "
+        f"({c['apply_empty_writes']} entries) to an empty switch in {c['apply_empty_s']:.2f} s, "
+        f"and a no-op apply takes {statistics.median(c['apply_noop_s']):.2f} s (median). A "
+        f"changed weight is in effect for the very next connection in "
+        f"{c['weight_change_trials_ok']} of {len(eff)} trials, {min(eff):.0f}–{max(eff):.0f} ms "
+        "after `p4lb weight set` returns.\n"
+    )
+
+
+def switch_prose(root: Path) -> str:
+    """README.md's paragraph after the switch table: the floor, the collisions, the flood."""
+    fl = load(root, "switch/floor.json")
+    sw = load(root, "switch/switch.json")
+    fd = load(root, "switch/flood.json")
+    std, spd = "standard", speed_build(fl["builds"])
+
+    def fr(b: str, k: str, n: str = "floor-state") -> float:
+        return float(fl["builds"][b]["programs"][n][f"{k}_vs_baseline_per_rep"]["median"])
+
+    work = [
+        fl["builds"][b]["programs"]["wrr"]["all"]["median"]
+        / fl["builds"][b]["programs"]["floor-state"]["all"]["median"]
+        for b in (std, spd)
+    ]
+    trace = sw["trace"]["counts"]
+    known = trace["wrr"]["established"]
+    base = trace["baseline"]["established"]
+    growth = [
+        g
+        for b in sw["builds"].values()
+        for g in b.get("growth", [])
+        if g["dimension"] == "live" and "collisions" in g
+    ]
+    g = max(growth, key=lambda g: g["value"])
+    b0 = next(iter(fd.values()))
+    exact = b0["exactness"]
+    ex_ok = all(r["max_deviation"] == 0 and r["collisions"] == 0 for r in exact)
+    flood = b0["flood"][0]
+    first = flood["rounds"][0] if flood["rounds"] else None
+    return (
+        "Neither goal is met, and neither can be by a load balancer that keeps connection "
+        "state and rewrites addresses on BMv2: `make bench-floor` measures the least such "
+        "program (`p4src/floor.p4`: a VIP and a reverse NAT table, one CRC32, one register "
+        f"read and write) at {r2(fr(std, 'all'))} of plain forwarding's instructions per packet "
+        f"on the standard build and {r2(fr(spd, 'all'))} on the speed build (busiest thread "
+        f"{r2(fr(std, 'busiest'))} and {r2(fr(spd, 'busiest'))}), below both goals before it has "
+        f"chosen a backend; lb.p4 does {min(work):.2f}–{max(work):.2f} times the floor's work. "
+        "The timed ratios move between runs more than the program changes, the instruction "
+        "counts do not. A known connection's packet runs "
+        f"{known.get('ingress_tables', known['tables'])} ingress table(s), "
+        f"{known.get('ingress_conditions', known['conditions'])} conditions and "
+        f"{known.get('ingress_primitives', known['primitives'])} primitives in the ingress (the "
+        f"baseline: {base.get('ingress_tables', base['tables'])}, "
+        f"{base.get('ingress_conditions', base['conditions'])} and "
+        f"{base.get('ingress_primitives', base['primitives'])}). "
+        f"The connection state took {g['value']:,} live connections with "
+        f"{g['collisions']['median']:.0f} collisions ({100 * g['collision_rate']:.2f} %); WRR "
+        f"over 1,500 connections from 20 clients is "
+        + ("exact" if ex_ok else "not exact")
+        + " at "
+        + " and ".join(":".join(map(str, r["weights"])) for r in exact[:: max(1, len(exact) // 2)])
+        + f" with {'no' if ex_ok else 'some'} collision; after {flood['spoofed_syns']:,} spoofed "
+        "SYNs the first round of 30 new connections "
+        + (
+            f"({first['after_s']} s later) split {' / '.join(map(str, first['split']))}"
+            if first
+            else "did not run"
+        )
+        + f", and of the connections opened before the flood "
+        f"{flood['established_packets_delivered_after']} packets still reached their backend.\n"
+    )
+
+
+def floor_bullets(root: Path) -> str:
+    """results/README.md's reading of the floor table: what each step costs, per build,
+    the timed ratios beside the counts, and lb.p4 against the floor (switch/floor.json)."""
+    fl = load(root, "switch/floor.json")
+    std, spd = "standard", speed_build(fl["builds"])
+
+    def ratio(b: str, n: str, k: str = "all") -> float:
+        return float(fl["builds"][b]["programs"][n][f"{k}_vs_baseline_per_rep"]["median"])
+
+    def steps(b: str) -> str:
+        levels = ["floor-nat", "floor-hash", "floor-read", "floor-state"]
+        r = [1.0] + [ratio(b, n) for n in levels]
+        cost = [100 * (r[i] - r[i + 1]) for i in range(len(levels))]
+        return (
+            f"the NAT costs {cost[0]:.1f} % of plain forwarding's capacity (all threads); one "
+            f"CRC32 of the client's address and port another {cost[1]:.1f} %, a register read "
+            f"{cost[2]:.1f} %, the compare and write {cost[3]:.1f} %. The least program that "
+            f"remembers a connection is at {r2(r[-1])} (busiest thread "
+            f"{r2(ratio(b, 'floor-state', 'busiest'))}) before it has chosen a backend"
+        )
+
+    lines = [
+        f"* **Speed build:** {steps(spd)}, against the goal of 0.9.",
+        f"* **Standard build:** {steps(std)}, against the goal of 0.75; the NAT alone leaves "
+        f"the busiest (ingress) thread at {r2(ratio(std, 'floor-nat', 'busiest'))}: BMv2's "
+        "logging macros format every lookup's key and every hit's entry even with logging off.",
+    ]
+    zl = {
+        n: p["zero_loss_vs_baseline_per_rep"]
+        for n, p in fl["builds"][spd]["programs"].items()
+        if "zero_loss_vs_baseline_per_rep" in p
+    }
+    if zl:
+        base = fl["builds"][spd]["programs"]["baseline"]["zero_loss"]
+        lines.append(
+            "* **The timed figures cannot tell these programs apart on this VM.** The same "
+            "run's zero-loss ratios on the speed build: "
+            + ", ".join(
+                f"{n} {r2(v['median'])} ({r2(v['min'])}–{r2(v['max'])})" for n, v in zl.items()
+            )
+            + f"; the baseline's own rate {base['min']:,.0f}–{base['max']:,.0f} packets/s "
+            "across repetitions. The zero-loss threshold moves with the VM more than with "
+            "the program."
+        )
+    work = {
+        b: (
+            fl["builds"][b]["programs"]["wrr"]["all"]["median"],
+            fl["builds"][b]["programs"]["floor-state"]["all"]["median"],
+        )
+        for b in (spd, std)
+    }
+    lines.append(
+        "* **lb.p4 against the floor:** WRR does "
+        + " and ".join(
+            f"{w / f:.2f} times the floor's instructions per packet on the {b} build "
+            f"({w:,.0f} against {f:,.0f})"
+            for b, (w, f) in work.items()
+        )
+        + "."
+    )
+    return "\n".join(lines) + "\n"
+
+
 # ---------------------------------------------------------------- provenance
 
 
@@ -461,6 +692,13 @@ REGIONS: dict[str, Callable[[Path], str]] = {
     "older-ab-results": older_ab_results,
     "older-ab-readme": older_ab_readme,
     "provenance": provenance_table,
+    "collision-rate": collision_rate,
+    "maglev-plain": maglev_plain,
+    "leastconn-pairs": leastconn_pairs,
+    "tier-summary": tier_summary,
+    "controller-summary": controller_summary,
+    "switch-prose": switch_prose,
+    "floor-bullets": floor_bullets,
 }
 
 
