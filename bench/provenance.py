@@ -127,6 +127,16 @@ def configure_flags(stamp_text: str) -> tuple[str, list[str]]:
     return words[0], words[1:]
 
 
+def configure_from_log(log_text: str) -> list[str] | None:
+    """The configure arguments, quoting kept, from autoconf's config.log ("  $ PATH/configure
+    ARGS"); the --prefix is left out (the binary's path says it). None without that line."""
+    for line in log_text.splitlines()[:40]:
+        if line.startswith("  $ ") and "configure" in line:
+            words = shlex.split(line[4:])
+            return [w for w in words[1:] if not w.startswith("--prefix=")]
+    return None
+
+
 def build_kind(flags: list[str] | None) -> str:
     """speed (no logging macros), standard, or unknown (flags not recovered)."""
     if flags is None:
@@ -183,7 +193,7 @@ def p4_stamp(path: Path = STAMP) -> dict[str, str]:
         return {"sources_sha256": "unknown", "compiled_by": "unknown"}
     return {
         "sources_sha256": lines[0].split()[0] if lines else "unknown",
-        "compiled_by": lines[1].strip() if len(lines) > 1 else "unknown",
+        "compiled_by": lines[1].strip() if len(lines) > 1 else NOT_RECORDED,
     }
 
 
@@ -207,7 +217,10 @@ def bmv2_build(binary: str, source_dirs: tuple[str, ...] = SOURCE_DIRS) -> dict[
             with contextlib.suppress(OSError):
                 p, flags = configure_flags(stamp.read_text())
                 if p == prefix and stamp.parent.name.startswith("bmv2"):
-                    info |= {"configure": flags, "configure_from": str(stamp)}
+                    log = stamp.parent / "config.log"
+                    exact = configure_from_log(log.read_text()) if log.exists() else None
+                    flags = exact or flags
+                    info |= {"configure": flags, "configure_from": str(log if exact else stamp)}
                     info["kind"] = build_kind(flags)
                     return info
     info |= {

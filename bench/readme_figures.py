@@ -702,9 +702,13 @@ REGIONS: dict[str, Callable[[Path], str]] = {
 }
 
 
-def regenerate(text: str, root: Path, where: str = "") -> tuple[str, list[str]]:
+def regenerate(
+    text: str, root: Path, where: str = "", placeholder: bool = False
+) -> tuple[str, list[str]]:
     """`text` with every region rewritten from `root`; and the names of regions whose
-    source file is missing there (left as they were)."""
+    source file is missing there or lacks what they quote: left as they were, or with
+    `placeholder` (a copy for a partial run) replaced by a line saying so, so that no
+    committed figure passes for one of the run's."""
     missing: list[str] = []
     cache: dict[str, str] = {}
 
@@ -717,10 +721,21 @@ def regenerate(text: str, root: Path, where: str = "") -> tuple[str, list[str]]:
                 cache[name] = REGIONS[name](root)
             except MissingFile as e:
                 missing.append(f"{name} (no {e})")
-                cache[name] = m.group("body")
+                cache[name] = hole(m, placeholder, missing[-1])
+            except (KeyError, StopIteration, TypeError, ValueError, ZeroDivisionError) as e:
+                # A partial run's files lack what the region quotes (a build, a variant).
+                missing.append(f"{name} (the files lack what it quotes: {type(e).__name__} {e})")
+                cache[name] = hole(m, placeholder, missing[-1])
         return m.group(1) + cache[name] + m.group(4)
 
     return REGION.sub(sub, text), missing
+
+
+def hole(m: re.Match[str], placeholder: bool, why: str) -> str:
+    if not placeholder:
+        return m.group("body")
+    inline = not m.group(1).endswith("\n")
+    return f"_(not measured in this run: {why})_" + ("" if inline else "\n")
 
 
 def regions(text: str) -> dict[str, str]:
@@ -737,9 +752,10 @@ def main(argv: list[str] | None = None) -> int:
     bad = 0
     for rel, path in READMES.items():
         text = path.read_text()
-        new, missing = regenerate(text, root, rel)
+        new, missing = regenerate(text, root, rel, placeholder=not (in_place or a.check))
         for m in missing:
-            print(f"readme-figures: {rel}: region {m} in {root}: left as it was", file=sys.stderr)
+            what = "left as it was" if in_place or a.check else "marked not measured"
+            print(f"readme-figures: {rel}: region {m} in {root}: {what}", file=sys.stderr)
         if a.check:
             old_r, new_r = regions(text), regions(new)
             for name in old_r:

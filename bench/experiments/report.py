@@ -1,9 +1,9 @@
 """Every table and plot of the experiment suite, rebuilt from the raw files alone.
 
 Reads results/experiments/raw/**/run.json and the load generators' files beside each, writes
-results/experiments/{summary.md, runs.json, *.png} and the generated block of
-results/README.md (between its `experiments:begin` / `experiments:end` markers): the seeds'
-figures next to ours, and the claimed / found table with its verdicts.
+results/experiments/{summary.md, runs.json, *.png}; `readme_block` is results/README.md's
+experiments region (bench.readme_figures fills it): the seeds' figures next to ours, and the
+claimed / found table with its verdicts, each naming the bench and the test that decided it.
 Points are medians over the repetitions with min and max."""
 
 from __future__ import annotations
@@ -748,7 +748,7 @@ def seed_tables(
         key=lambda x: int(x.split("-")[0][1:]),
     )
     if eq and ("clients", "equal", "srchash", eq[0]) in g:
-        few, many = eq[0], eq[-1]
+        few, many = eq[0], eq[-1]  # a partial run may lack iphash: its figure is left out
         jf = med(g, ("clients", "equal", "srchash", few), "jain")
         jm = med(g, ("clients", "equal", "srchash", many), "jain")
         ji_f = med(g, ("clients", "equal", "iphash", few), "jain")
@@ -757,8 +757,8 @@ def seed_tables(
                 "002's problem statement: IP hash imbalances load",
                 f"equal servers: srchash Jain {jf:.3f} with {3 * int(few.split('-')[0][1:])} "
                 f"sources, "
-                f"{jm:.3f} with {3 * int(many.split('-')[0][1:])}; 5-tuple iphash {ji_f:.3f} "
-                f"with the fewest",
+                f"{jm or 0.0:.3f} with {3 * int(many.split('-')[0][1:])}"
+                + (f"; 5-tuple iphash {ji_f:.3f} with the fewest" if ji_f is not None else ""),
                 "reproduced for the source-address hash with few clients"
                 if (jf or 1.0) < 0.9
                 else "not reproduced",

@@ -89,6 +89,22 @@ def test_bmv2_build_flags_from_the_source_routes_stamp(tmp_path: Path) -> None:
     assert p["kind"] == "standard" and p["configure"] == ["--with-pi"]
 
 
+def test_configure_arguments_keep_their_quoting_from_config_log(tmp_path: Path) -> None:
+    speed = fake_switch(tmp_path / "speed", "1.15.5-abc")
+    build = tmp_path / "src" / "build" / "bmv2-speed"
+    build.mkdir(parents=True)
+    (build / ".p4lb-configure").write_text(f"{tmp_path / 'speed'} CPPFLAGS=-Ia -Ib\n")
+    (build / "config.log").write_text(
+        "This file contains any messages produced by compilers\n\n"
+        f"  $ /src/configure --prefix={tmp_path / 'speed'} 'CPPFLAGS=-Ia -Ib' "
+        "--disable-logging-macros\n"
+    )
+    info = pv.bmv2_build(str(speed), (str(tmp_path / "src"),))
+    assert info["configure"] == ["CPPFLAGS=-Ia -Ib", "--disable-logging-macros"]
+    assert info["configure_from"].endswith("config.log") and info["kind"] == "speed"
+    assert pv.configure_from_log("no such line\n") is None
+
+
 def test_bmv2_build_without_a_stamp_says_unknown_and_where_it_looked(tmp_path: Path) -> None:
     b = fake_switch(tmp_path / "elsewhere", "1.15.5-x")
     info = pv.bmv2_build(str(b), (str(tmp_path / "nothing"),))
