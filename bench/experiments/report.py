@@ -70,6 +70,7 @@ def metrics(run_dir: Path) -> dict[str, Any]:
         or all(rec["switch_connections"].get(k, 0) == rec["connections"].get(k, 0) for k in names),
         "syn_per_server": [rec["syn_connections"].get(k, 0) for k in names],
         "draw": (rec.get("sources_drawn") or {}).get("seed"),
+        "other_cpu": rec.get("other_cpu"),
         "elapsed_s": rec["elapsed_s"],
     }
     times: list[float] = []
@@ -995,6 +996,21 @@ def others_text(root: Path) -> str:
     return "; ".join(f"{k} (after {v} of {n} runs)" for k, v in sorted(seen.items()))
 
 
+def other_cpu_text(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    """Other processes' share of all cores during each run (issue 33: sampled per run)."""
+    xs = [r["other_cpu"] for r in runs if r.get("other_cpu") is not None]
+    if not xs:
+        return "Other processes' CPU share during each run: not recorded (runs before issue 33)."
+    limit = (meta.get("provenance") or {}).get("load", {}).get("limit", 0.25)
+    over = sum(x > limit for x in xs)
+    return (
+        "Other processes' share of the CPU during each run: median "
+        f"{100 * statistics.median(xs):.0f} %, max {100 * max(xs):.0f} %; "
+        f"{over} of {len(xs)} runs above the limit of "
+        f"{100 * limit:.0f} %."
+    )
+
+
 def drop_text(runs: list[dict[str, Any]]) -> str:
     total: dict[str, int] = defaultdict(int)
     for r in runs:
@@ -1074,7 +1090,8 @@ def head_lines(root: Path, runs: list[dict[str, Any]], meta: dict[str, Any]) -> 
         f"connection counters differ from the servers' access logs: "
         f"{mismatch_text(runs)}.",
         "",
-        f"Other work on the machine, busy (> 20 % CPU) right after a run: {others_text(root)}.",
+        f"Other work on the machine, busy (> 20 % CPU) right after a run: {others_text(root)}. "
+        f"{other_cpu_text(runs, meta)}",
         "",
         "tc queueing disciplines on this kernel: "
         + ", ".join(f"{q} {'yes' if ok else 'missing'}" for q, ok in meta.get("qdiscs", {}).items())
