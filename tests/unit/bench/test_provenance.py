@@ -158,3 +158,50 @@ def test_describe_says_not_recorded_for_files_before_issue_33() -> None:
     text = pv.describe(doc)
     assert "aaaaaaaaaa (dirty)" in text and "speed 1.15.5 (speed)" in text
     assert "BUSY: x" in text and "repetitions 5" in text and "5%" in text
+
+
+def scripted_samples(monkeypatch: pytest.MonkeyPatch, other: float) -> None:
+    """_sample() returns a machine on which other processes use `other` of the CPU."""
+    state = {"n": 0}
+
+    def sample(root_pid: int) -> pv.Sample:
+        state["n"] += 1
+        k = state["n"]
+        return pv.Sample(busy=int(1000 * other * k), total=1000 * k, ours=0)
+
+    monkeypatch.setattr(pv, "_sample", sample)
+    monkeypatch.setattr(pv, "SAMPLE_S", 0.01)
+
+
+def test_start_refuses_a_busy_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    scripted_samples(monkeypatch, 0.6)
+    monkeypatch.delenv("P4LB_ALLOW_BUSY", raising=False)
+    monkeypatch.setenv("P4LB_MAX_OTHER_CPU", "0.3")
+    with pytest.raises(pv.BusyMachine, match="60%.*limit 30%.*P4LB_ALLOW_BUSY"):
+        pv.start("bench-x", None, [], probe_s=0)
+
+
+def test_start_on_a_busy_machine_when_allowed_marks_the_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scripted_samples(monkeypatch, 0.6)
+    monkeypatch.setenv("P4LB_ALLOW_BUSY", "1")
+    run = pv.start("bench-x", None, ["bench-x"], probe_s=0)
+    block = run.finish(5)
+    assert block["load"]["marker"].startswith("BUSY") and block["other_cpu_at_start"] == 0.6
+    assert block["bench"] == "bench-x" and block["repetitions"] == 5
+
+
+def test_start_on_a_quiet_machine_samples_the_load_until_finish(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scripted_samples(monkeypatch, 0.05)
+    monkeypatch.delenv("P4LB_ALLOW_BUSY", raising=False)
+    run = pv.start("bench-x", None, [], probe_s=0)
+    for _ in range(200):  # bounded: the sampler's first readings
+        if len(run.shares) >= 2:
+            break
+        run._stop.wait(0.01)
+    block = run.finish(1)
+    assert block["load"]["samples"] >= 2 and "marker" not in block["load"]
+    assert block["load"]["other_cpu_max"] == pytest.approx(0.05)
