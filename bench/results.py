@@ -25,6 +25,7 @@ from pathlib import Path
 from bench import outdir
 
 PROFILES = ("quick", "full")
+SPEED = ("speed", "fast")  # the speed build's names (results/ has used both)
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,10 @@ def plan(profile: str, results_dir: Path, builds: dict[str, str], python: str) -
                 ["--reps", "1", "--flows", "300", "--latency-rounds", "50", "--live", "1000"]
                 + ["--vips", "1", "--backends", "3"]
                 if quick
-                else ["--path-instructions"]
+                # Each path's cost, as committed: the speed build, three algorithms (all
+                # of them on both builds would add some four hours).
+                else ["--path-instructions", "--path-builds", *[n for n in builds if n in SPEED]]
+                + ["--path-algorithms", "iphash", "wrr", "leastconn"]
             ),
         ),
         Step(

@@ -771,7 +771,7 @@ def measure_path_instructions(
     per program: the mix, and the mix with PATH_EXTRA more copies of that path's packet
     per TCP connection; the difference over the copies. Programs and mixes take turns
     within each repetition."""
-    programs = ["baseline", *args.algorithms]
+    programs = ["baseline", *(getattr(args, "path_algorithms", None) or args.algorithms)]
     shape = Shape(flows=args.path_flows)
     kinds: dict[str, int | None] = {"mix": None, **PATH_STEPS}
     extra = PATH_EXTRA * sum(not is_udp(i, shape) for i in range(shape.flows))
@@ -1019,6 +1019,8 @@ def main(argv: list[str] | None = None) -> int:
         help="also each path's instructions per packet, by difference (with --instructions)",
     )
     ap.add_argument("--path-flows", type=int, default=50)
+    ap.add_argument("--path-algorithms", nargs="*", default=None, help="default: --algorithms")
+    ap.add_argument("--path-builds", nargs="*", default=None, help="builds to measure (all)")
     add_common(ap)
     ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
     args = ap.parse_args(argv)
@@ -1080,7 +1082,7 @@ def main(argv: list[str] | None = None) -> int:
                 result["builds"][build]["instructions"] = measure_instructions(
                     build, binary, args, workdir
                 )
-                if args.path_instructions:
+                if args.path_instructions and build in (args.path_builds or [build]):
                     result["builds"][build]["path_instructions"] = measure_path_instructions(
                         build, binary, args, workdir
                     )
