@@ -103,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         result["builds"][build] = measure(binary, args, raw)
         args.out.write_text(json.dumps(result, indent=2) + "\n")  # what is done so far
     result["machine"]["loadavg_at_end"] = os.getloadavg()
-    result["provenance"] = run.finish(args.reps, order_seed=args.order_seed)
+    result["provenance"] = run.finish(
+        args.reps,
+        order="each build's `order`: the variants of each repetition, in the order they ran",
+        order_seed=args.order_seed,
+    )
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     ratios = {
         b: {

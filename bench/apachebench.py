@@ -363,7 +363,10 @@ def main(argv: list[str] | None = None) -> int:
             w.writerows(asdict(r) for r in runs)
         (out / "runs.json").write_text(json.dumps([asdict(r) for r in runs], indent=1))
     invocation = {"counts": counts, "concurrency": a.concurrency, "cases": a.cases}
-    meta = versions() | {"invocations": [invocation], "provenance": record.finish(1)}
+    meta = versions() | {
+        "invocations": [invocation],
+        "provenance": record.finish(1, order="the plan: cases, counts, concurrency"),
+    }
     if a.append and (out / "meta.json").exists():
         meta["invocations"] = json.loads((out / "meta.json").read_text()).get("invocations", []) + [
             invocation

@@ -253,7 +253,10 @@ def main(argv: list[str] | None = None) -> int:
         ).stdout.strip()
     # Every trial's value is in the lists (apply_noop_s, cli_weight_set_s, ...), in the
     # order measured; the no-op applies and weight sets run 5 times each.
-    doc = asdict(f) | {"bmv2": bm, "provenance": run.finish({"trials": a.trials, "noop": 5})}
+    doc = asdict(f) | {
+        "bmv2": bm,
+        "provenance": run.finish({"trials": a.trials, "noop": 5}, order="as listed, in turn"),
+    }
     (out / "controller.json").write_text(json.dumps(doc, indent=1))
     print(outdir.said(out / "controller.json"))
     return 0 if f.weight_change_trials_ok == len(f.weight_change_effect_ms) else 1

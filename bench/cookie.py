@@ -119,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
                 for name in variants
             }
     result["machine"]["loadavg_at_end"] = os.getloadavg()
-    result["provenance"] = result["provenance"] | run.finish(args.reps, order_seed=args.order_seed)
+    result["provenance"] = result["provenance"] | run.finish(
+        args.reps, order="`order`: the variants of each repetition", order_seed=args.order_seed
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / "cookie.json"
     out.write_text(json.dumps(result, indent=2) + "\n")

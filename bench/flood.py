@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     runs["machine"]["loadavg_at_end"] = os.getloadavg()
     # Each repetition's figure is kept (exactness and flood lists); their order: weights
     # 1:1:1 then 1:2:3 (each args.reps times), then the floods.
-    runs["provenance"] = run.finish(args.reps)
+    runs["provenance"] = run.finish(args.reps, order="weights 1:1:1, then 1:2:3, then the floods")
     result[args.name] = runs
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -304,8 +304,11 @@ class Run:
         """Which variants ran, in which order, in repetition `rep` (0-based)."""
         self.order.append({"rep": rep, "order": list(order)})
 
-    def finish(self, reps: int | dict[str, int], **more: Any) -> dict[str, Any]:
-        """The provenance block: facts, load while running, repetitions and their order."""
+    def finish(
+        self, reps: int | dict[str, int], order: str | None = None, **more: Any
+    ) -> dict[str, Any]:
+        """The provenance block: facts, load while running, repetitions and their order
+        (recorded here with record_order, or `order` saying where the results keep it)."""
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5)
@@ -322,7 +325,7 @@ class Run:
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "load": load,
                 "repetitions": reps,
-                "order": self.order,
+                "order": self.order or order or NOT_RECORDED,
             }
             | more
         )

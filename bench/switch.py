@@ -1103,7 +1103,10 @@ def main(argv: list[str] | None = None) -> int:
         else ("provenance_instructions" if args.only_instructions else "provenance_growth")
     )
     result[key] = run.finish(
-        {"timed": args.reps, "instructions": args.instr_reps}, order_seed=args.order_seed
+        {"timed": args.reps, "instructions": args.instr_reps},
+        order="each build's `order` (and its instructions' and paths'): the programs of each "
+        "repetition, in the order they ran",
+        order_seed=args.order_seed,
     )
     out.write_text(json.dumps(result, indent=2) + "\n")
     progress(f"wrote {out}; {outdir.said(args.out)}")

@@ -515,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
         meta["started"] = earlier["started"]
         meta["loadavg_at_start"] = earlier["loadavg_at_start"]
         meta["busiest_processes_at_start"] = earlier.get("busiest_processes_at_start", [])
-    meta["provenance"] = run.finish(profile.reps, order_seed=seed)
+    meta["provenance"] = run.finish(profile.reps, order="meta.json's `order`", order_seed=seed)
     (root / "meta.json").write_text(json.dumps(meta, indent=1))
     print(outdir.said(root))
     print(f"done: {done} runs, {len(failures)} failed, {fmt_s(time.monotonic() - started)}")
