@@ -389,6 +389,13 @@ def describe(doc: dict[str, Any]) -> str:
         f"{n} {b.get('version') or '?'} ({b.get('kind', 'unknown')})"
         for n, b in p.get("bmv2", {}).items()
     )
+    if "load" not in p:  # computed, not timed (algorithms/)
+        return (
+            f"computed {p.get('started', '?')} at {str(git.get('commit', '?'))[:10]}"
+            f"{' (dirty)' if git.get('dirty') else ''}, P4 sources "
+            f"{p.get('p4_stamp', {}).get('sources_sha256', '?')[:10]}; no timing, so no load "
+            "or repetitions"
+        )
     load = p.get("load", {})
     busy = f"; {load['marker']}" if load.get("marker") else ""
     other = load.get("other_cpu_median")

@@ -205,3 +205,9 @@ def test_start_on_a_quiet_machine_samples_the_load_until_finish(
     block = run.finish(1)
     assert block["load"]["samples"] >= 2 and "marker" not in block["load"]
     assert block["load"]["other_cpu_max"] == pytest.approx(0.05)
+
+
+def test_describe_a_computed_file_without_load() -> None:
+    doc = {"provenance": pv.collect("algorithms")}
+    text = pv.describe(doc)
+    assert text.startswith("computed") and "no timing" in text
