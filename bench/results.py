@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -92,6 +93,26 @@ def plan(profile: str, results_dir: Path, builds: dict[str, str], python: str) -
     return steps
 
 
+SPEED_PREFIXES = ("/opt/p4lb/bmv2-speed", "/usr/local/bmv2-speed", "/usr/local/bmv2-fast")
+
+
+def default_builds(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The standard simple_switch_grpc on PATH and the speed build where the source route
+    (or an earlier install) put it, as the Makefile finds them."""
+    env = env if env is not None else dict(os.environ)
+    out = {}
+    std = shutil.which("simple_switch_grpc", path=env.get("PATH"))
+    if std:
+        out["standard"] = std
+    prefixes = [env.get("P4LB_SPEED_PREFIX", ""), *SPEED_PREFIXES]
+    for prefix in filter(None, prefixes):
+        cand = Path(prefix) / "bin" / "simple_switch_grpc"
+        if cand.is_file():
+            out["speed"] = str(cand)
+            break
+    return out
+
+
 def default_dir(profile: str, explicit: str | None) -> Path:
     if explicit:
         p = Path(explicit)
@@ -116,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"make results: --build {v!r}: want NAME=PATH", file=sys.stderr)
             return 2
         builds[name] = path
+    builds = builds or default_builds()
     root = default_dir(a.profile, a.results_dir)
     steps = plan(a.profile, root, builds, sys.executable)
     env = os.environ | {"P4LB_RESULTS_DIR": str(root)}

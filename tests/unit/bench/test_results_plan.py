@@ -51,3 +51,11 @@ def test_where_each_profile_writes_and_a_bad_profile() -> None:
     with pytest.raises(ValueError, match="profile"):
         results.plan("medium", outdir.SCRATCH, {}, "py")
     assert results.main(["--profile", "medium"]) == 2
+
+
+def test_default_builds_find_the_speed_build_by_its_prefix(tmp_path: Path) -> None:
+    prefix = tmp_path / "speed"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "simple_switch_grpc").write_text("")
+    env = {"PATH": str(tmp_path / "empty"), "P4LB_SPEED_PREFIX": str(prefix)}
+    assert results.default_builds(env) == {"speed": str(prefix / "bin" / "simple_switch_grpc")}
