@@ -62,12 +62,14 @@ def parse_pid_stat(text: str) -> tuple[int, int]:
     return int(fields[1]), int(fields[11]) + int(fields[12])
 
 
-def tree_ticks(procs: dict[int, tuple[int, int]], root: int) -> int:
-    """CPU jiffies of `root` and all its descendants, from {pid: (ppid, ticks)}."""
+def tree_ticks(procs: dict[int, tuple[int, int]], root: int, *more: int) -> int:
+    """CPU jiffies of `root` (and of `more` roots: processes a bench started that
+    daemonized away from its tree) and all their descendants, each counted once, from
+    {pid: (ppid, ticks)}."""
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in procs.items():
         children.setdefault(ppid, []).append(pid)
-    total, todo, seen = 0, [root], set()
+    total, todo, seen = 0, [root, *more], set()
     while todo:
         pid = todo.pop()
         if pid in seen:
@@ -249,14 +251,14 @@ def machine() -> dict[str, Any]:
     }
 
 
-def _sample(root_pid: int) -> Sample:
+def _sample(root_pid: int, *adopted: int) -> Sample:
     busy, total = parse_proc_stat(Path("/proc/stat").read_text())
     procs: dict[int, tuple[int, int]] = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             with contextlib.suppress(OSError, IndexError, ValueError):
                 procs[int(entry.name)] = parse_pid_stat(Path(entry.path, "stat").read_text())
-    return Sample(busy, total, tree_ticks(procs, root_pid))
+    return Sample(busy, total, tree_ticks(procs, root_pid, *adopted))
 
 
 def sample_now() -> Sample:
@@ -290,15 +292,21 @@ class Run:
     marker: str | None = None
     shares: list[float] = field(default_factory=list)
     order: list[Any] = field(default_factory=list)
+    adopted: set[int] = field(default_factory=set)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     def _loop(self) -> None:
-        last = _sample(os.getpid())
+        last = _sample(os.getpid(), *self.adopted)
         while not self._stop.wait(SAMPLE_S):
-            now = _sample(os.getpid())
+            now = _sample(os.getpid(), *self.adopted)
             self.shares.append(other_share(last, now))
             last = now
+
+    def adopt(self, pids: list[int]) -> None:
+        """Count these processes (and their children) as the run's own: daemons it started
+        that left its process tree (FRR's)."""
+        self.adopted |= set(pids)
 
     def record_order(self, rep: int, order: list[str]) -> None:
         """Which variants ran, in which order, in repetition `rep` (0-based)."""

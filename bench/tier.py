@@ -275,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     doc: dict[str, Any] = {"provenance": provenance(switch_binary()), "reps": a.reps}
     t = start_tier(3, 3)
+    run.adopt(list(t.pids.values()))  # FRR's daemons leave our process tree
     config = RUN / "lb.toml"
     try:
         # Failover first: the scaling runs open connections faster than the controller

@@ -37,6 +37,8 @@ def test_tree_ticks_sums_a_process_and_all_its_descendants_only() -> None:
     procs = {1: (0, 1000), 10: (1, 5), 11: (10, 7), 12: (11, 11), 20: (1, 100)}
     assert pv.tree_ticks(procs, 10) == 5 + 7 + 11
     assert pv.tree_ticks(procs, 99) == 0
+    # a daemon that left the tree (parent 1), adopted: counted once, even named twice
+    assert pv.tree_ticks(procs, 10, 20, 11) == 5 + 7 + 11 + 100
 
 
 def test_other_share_subtracts_our_own_tree() -> None:
