@@ -44,7 +44,7 @@ def measure(binary: str, args: argparse.Namespace, raw: Path) -> dict[str, Any]:
     names = ["baseline", *args.algorithms]
     rps: dict[str, list[float]] = {n: [] for n in names}
     failed: dict[str, int] = dict.fromkeys(names, 0)
-    orders = provenance.interleaved(names, args.reps, args.order_seed)
+    orders = provenance.interleaved(names, args.reps, args.order_seed, binary)
     for rep, order in enumerate(orders):
         for name in order:
             progress(f"ab {Path(binary).parent} rep {rep + 1}/{args.reps} {name}")

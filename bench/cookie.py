@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             busiest: dict[str, list[float]] = {v: [] for v in variants}
             total: dict[str, list[float]] = {v: [] for v in variants}
             names = list(variants)
-            orders = provenance.interleaved(names, args.reps, args.order_seed)
+            orders = provenance.interleaved(names, args.reps, args.order_seed, build)
             for rep, order in enumerate(orders):
                 for name in order:
                     i = names.index(name)

@@ -119,7 +119,7 @@ def measure(build: str, binary: str, args: argparse.Namespace, workdir: Path) ->
     timed_progs = [sw.Program(p.name, timed_shape, p.json, p.setup) for p in instr_progs]
     by_name = {p.name: p for p in instr_progs}
     timed_by_name = {p.name: p for p in timed_progs}
-    orders = provenance.interleaved(list(by_name), args.reps, args.order_seed)
+    orders = provenance.interleaved(list(by_name), args.reps, args.order_seed, build)
     for rep, order in enumerate(orders):
         for prog in (by_name[n] for n in order):
             sw.progress(f"{build} rep {rep + 1}/{args.reps} instructions {prog.name}")

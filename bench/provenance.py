@@ -158,10 +158,11 @@ def summarize_load(shares: list[float]) -> dict[str, Any]:
     }
 
 
-def interleaved(variants: list[str], reps: int, seed: int) -> list[list[str]]:
+def interleaved(variants: list[str], reps: int, seed: int, salt: str = "") -> list[list[str]]:
     """Each repetition's order of `variants`: every variant once per repetition, the order
-    shuffled by a seeded generator (recorded with the results, so a run can be replayed)."""
-    rng = random.Random(seed)
+    shuffled by a generator seeded with `seed` and `salt` (a build's name: each build gets
+    its own orders from one recorded seed, so a run can be replayed)."""
+    rng = random.Random(f"{seed}/{salt}")
     out = []
     for _ in range(reps):
         order = list(variants)

@@ -632,7 +632,7 @@ def measure_build(
     busiest: dict[str, list[float]] = {n: [] for n in programs}
     total: dict[str, list[float]] = {n: [] for n in programs}
     lat: dict[str, dict[str, list[float]]] = {n: {} for n in programs}
-    orders = provenance.interleaved(programs, args.reps, args.order_seed)
+    orders = provenance.interleaved(programs, args.reps, args.order_seed, build)
     res["order"] = orders
     for rep, order in enumerate(orders):
         for name in order:
@@ -738,7 +738,7 @@ def measure_instructions(
     busiest: dict[str, list[float]] = {n: [] for n in programs}
     total: dict[str, list[float]] = {n: [] for n in programs}
     shape = Shape(flows=args.instr_flows)
-    orders = provenance.interleaved(programs, args.instr_reps, args.order_seed + 1)
+    orders = provenance.interleaved(programs, args.instr_reps, args.order_seed, f"{build}/i")
     for rep, order in enumerate(orders):
         for name in order:
             progress(f"{build} instructions rep {rep + 1}/{args.instr_reps} {name}")
@@ -778,7 +778,7 @@ def measure_path_instructions(
     cost: dict[str, dict[str, list[tuple[float, float]]]] = {
         n: {k: [] for k in PATH_STEPS} for n in programs
     }
-    orders = provenance.interleaved(programs, args.instr_reps, args.order_seed + 2)
+    orders = provenance.interleaved(programs, args.instr_reps, args.order_seed, f"{build}/p")
     for rep, order in enumerate(orders):
         for name in order:
             direct = name == "baseline"

@@ -120,6 +120,7 @@ def test_interleaved_runs_every_variant_once_per_repetition_reproducibly() -> No
     assert len(orders) == 6 and all(sorted(o) == sorted(variants) for o in orders)
     assert len({tuple(o) for o in orders}) > 1  # shuffled, not one fixed order
     assert pv.interleaved(variants, 6, seed=5) == orders
+    assert pv.interleaved(variants, 6, 5, "speed") != orders  # each build its own orders
 
 
 def test_collected_facts_name_code_tools_and_machine() -> None:
