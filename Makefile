@@ -23,7 +23,7 @@ QUICK ?=
 FULL ?=
 PY_DIRS := $(wildcard controller tests topology bench scripts)
 
-.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench bench-report bench-ab bench-switch bench-floor bench-tier bench-choices bench-restore-peer shell clean
+.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench bench-report bench-ab bench-switch bench-floor bench-tier bench-choices bench-restore-peer results readme-figures shell clean
 
 help:
 	@echo "p4lb make targets:"
@@ -36,6 +36,9 @@ help:
 	@echo "             (TOPO=scaleout BALANCERS=3: a tier of balancers behind FRR, BGP and ECMP)"
 	@echo "  stop       stop everything 'make run' started (by PID) and remove its interfaces"
 	@echo "  test       lint + the whole test suite (layers without their tools are skipped)"
+	@echo "  results    every figure of results/ on this tree, then README tables and plots from the"
+	@echo "             files (PROFILE=quick, the default: into $(SCRATCH); PROFILE=full: into results/;"
+	@echo "             RESULTS_DIR=DIR: there). make readme-figures: only the README regions"
 	@echo "  bench      the experiment suite (issue 15): quick profile; FULL=1 the whole matrix;"
 	@echo "             results/experiments/ + results/README.md (report only: make bench-report)"
 	@echo "  bench-ab   ApacheBench runs for every algorithm + controller speed (QUICK=1: smoke run)"
@@ -126,42 +129,66 @@ stop:
 	$(PY) -m topology.stop
 	$(VPY) -m topology.tier down
 
+# Where benchmarks write (issue 33): a quick or partial run never overwrites the committed
+# figures. QUICK=1 (and PROFILE=quick) write into $(SCRATCH), laid out like results/;
+# RESULTS_DIR=results (or any directory) says where explicitly. The benches route a run whose
+# arguments are not the committed profile to the scratch tree by themselves too.
+SCRATCH := build/results-quick
+PROFILE ?= quick
+RESULTS_DIR ?=
+OUTDIR = $(or $(RESULTS_DIR),$(if $(QUICK),$(SCRATCH),results))
+RUN_BENCH = P4LB_RESULTS_DIR=$(OUTDIR) $(VPY)
+
 bench: $(VPY)
-	$(VPY) -m bench.experiments.run --profile $(if $(FULL),full,quick)
+	P4LB_RESULTS_DIR=$(or $(RESULTS_DIR),$(if $(FULL),results,$(SCRATCH))) \
+		$(VPY) -m bench.experiments.run --profile $(if $(FULL),full,quick)
 
 bench-report: $(VPY)
-	$(VPY) -m bench.experiments.report
+	$(VPY) -m bench.experiments.report --out $(OUTDIR)/experiments
+	$(VPY) -m bench.readme_figures --results $(OUTDIR)
 
 bench-ab: $(VPY)
-	$(VPY) -m bench.apachebench $(if $(QUICK),--quick,)
-	$(VPY) -m bench.controller $(if $(QUICK),--vips 10 --trials 5,)
+	$(RUN_BENCH) -m bench.apachebench $(if $(QUICK),--quick --out $(OUTDIR),)
+	$(RUN_BENCH) -m bench.controller $(if $(QUICK),--vips 10 --trials 5,)
 
 # Each BUILDS word is NAME=PATH to a simple_switch_grpc. Default: the one on PATH as "standard",
-# and beside it the speed build where the source route put it (P4LB_BMV2_SPEED=1 make deps).
-SPEED_SWITCH ?= /opt/p4lb/bmv2-speed/bin/simple_switch_grpc
+# and beside it the speed build (no logging macros), found where the source route puts it
+# (P4LB_BMV2_SPEED=1 make deps: /opt/p4lb/bmv2-speed) or in the other usual prefixes.
+SPEED_CANDIDATES := $(P4LB_SPEED_PREFIX) /opt/p4lb/bmv2-speed /usr/local/bmv2-speed /usr/local/bmv2-fast /opt/bmv2-speed
+SPEED_SWITCH ?= $(firstword $(wildcard $(addsuffix /bin/simple_switch_grpc,$(SPEED_CANDIDATES))))
 STANDARD_SWITCH := $(shell command -v simple_switch_grpc 2>/dev/null)
-BUILDS ?= $(if $(and $(STANDARD_SWITCH),$(wildcard $(SPEED_SWITCH))),standard=$(STANDARD_SWITCH) speed=$(SPEED_SWITCH),)
+BUILDS ?= $(if $(STANDARD_SWITCH),standard=$(STANDARD_SWITCH),) $(if $(SPEED_SWITCH),speed=$(SPEED_SWITCH),)
+SWITCH_QUICK := --reps 1 --flows 300 --latency-rounds 50 --live 1000 --vips 1 --backends 3
 bench-switch: $(VPY)
-	$(VPY) -m bench.switch $(foreach b,$(BUILDS),--build $(b)) \
-		$(if $(ALGORITHMS),--algorithms $(ALGORITHMS),) \
-		$(if $(QUICK),--reps 1 --flows 300 --latency-rounds 50 --live 1000 --vips 1 --backends 3,)
-	$(VPY) -m bench.ab_overhead $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 -n 500,)
-	$(if $(BUILDS),$(foreach b,$(BUILDS),$(VPY) -m bench.flood --name $(firstword $(subst =, ,$(b))) --binary $(lastword $(subst =, ,$(b))) $(if $(QUICK),--reps 1 --syns 5000,);),$(VPY) -m bench.flood $(if $(QUICK),--reps 1 --syns 5000,))
-	$(VPY) -m bench.report
+	@echo "bench-switch: builds $(or $(strip $(BUILDS)),none found); output into $(OUTDIR)/switch"
+	$(RUN_BENCH) -m bench.switch $(foreach b,$(BUILDS),--build $(b)) \
+		$(if $(ALGORITHMS),--algorithms $(ALGORITHMS),) $(if $(QUICK),$(SWITCH_QUICK),)
+	$(RUN_BENCH) -m bench.ab_overhead $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 -n 500,)
+	$(if $(strip $(BUILDS)),$(foreach b,$(BUILDS),$(RUN_BENCH) -m bench.flood --name $(firstword $(subst =, ,$(b))) --binary $(lastword $(subst =, ,$(b))) $(if $(QUICK),--reps 1 --syns 5000,);),$(RUN_BENCH) -m bench.flood $(if $(QUICK),--reps 1 --syns 5000,))
+	$(VPY) -m bench.report --dir $(OUTDIR)/switch
 
 bench-tier: $(VPY)
-	$(VPY) -m bench.tier $(if $(QUICK),--reps 1 --seconds 3,)
-	$(VPY) -m bench.cookie $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --flows 20,)
+	$(RUN_BENCH) -m bench.tier $(if $(QUICK),--reps 1 --seconds 3,)
+	$(RUN_BENCH) -m bench.cookie $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --flows 20,)
 
 bench-choices: $(VPY)
-	$(VPY) -m bench.choices $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --flows 20 --out build/results-quick,)
+	$(RUN_BENCH) -m bench.choices $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --flows 20,)
 
 bench-restore-peer: $(VPY)
-	$(VPY) -m bench.restore_peer $(if $(QUICK),--reps 1 --out build/results-quick,)
+	$(RUN_BENCH) -m bench.restore_peer $(if $(QUICK),--reps 1,)
 
 bench-floor: $(VPY)
-	$(VPY) -m bench.floor $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --no-timed,)
-	$(VPY) -m bench.report
+	$(RUN_BENCH) -m bench.floor $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --no-timed,)
+	$(VPY) -m bench.report --dir $(OUTDIR)/switch
+
+# `make results`: every figure of results/ on this tree, in order, then the tables, plots and
+# README regions from the files written (bench/results.py prints the plan; DRY_RUN=1 only that).
+results: $(VPY)
+	$(VPY) -m bench.results --profile $(PROFILE) $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR),) \
+		$(foreach b,$(BUILDS),--build $(b)) $(if $(DRY_RUN),--dry-run,)
+
+readme-figures: $(VPY)
+	$(VPY) -m bench.readme_figures --results $(or $(RESULTS_DIR),results)
 
 clean:
 	rm -rf $(BUILD) .pytest_cache .mypy_cache .ruff_cache

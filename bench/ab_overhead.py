@@ -18,8 +18,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import outdir, provenance
 from bench.apachebench import Case, one_run
-from bench.switch import builds_to_measure, machine, progress, summary
+from bench.switch import (
+    add_common,
+    builds_to_measure,
+    machine,
+    order_seed,
+    progress,
+    start_run,
+    summary,
+)
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "switch" / "ab.json"
 CASES = {
@@ -35,15 +44,16 @@ def measure(binary: str, args: argparse.Namespace, raw: Path) -> dict[str, Any]:
     names = ["baseline", *args.algorithms]
     rps: dict[str, list[float]] = {n: [] for n in names}
     failed: dict[str, int] = dict.fromkeys(names, 0)
-    for rep in range(args.reps):
-        for name in names:
+    orders = provenance.interleaved(names, args.reps, args.order_seed, binary)
+    for rep, order in enumerate(orders):
+        for name in order:
             progress(f"ab {Path(binary).parent} rep {rep + 1}/{args.reps} {name}")
             run = one_run(CASES[name], args.n, args.c, raw)
             if run.complete + run.failed < args.n:
                 raise RuntimeError(f"ab {name}: {run.complete} of {args.n} requests completed")
             rps[name].append(run.rps)
             failed[name] += run.failed + run.non_2xx
-    out: dict[str, Any] = {"binary": binary, "programs": {}}
+    out: dict[str, Any] = {"binary": binary, "order": orders, "programs": {}}
     for name in names:
         out["programs"][name] = {"rps": summary(rps[name]), "failed": failed[name]}
         if name != "baseline":
@@ -63,14 +73,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-n", type=int, default=30_000, help="requests per ab run")
     ap.add_argument("-c", type=int, default=10, help="ab concurrency")
     ap.add_argument("--algorithms", nargs="+", default=["iphash", "wrr", "leastconn"])
-    ap.add_argument("--out", type=Path, default=OUT)
+    add_common(ap)
+    ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
     args = ap.parse_args(argv)
+    committed = outdir.is_committed_profile(ap, args, ["n", "c", "algorithms"])
+    args.out = outdir.destination("switch/ab.json", committed, args.out)
     unknown = [a for a in args.algorithms if a not in CASES]
     if unknown:
         raise SystemExit(f"bench-ab-overhead: unknown algorithm {unknown[0]!r}")
     builds = builds_to_measure("bench-ab-overhead", args.build, ["ab", "mn"])
     if builds is None:
         return 2
+    order_seed(args)
+    run = start_run("bench-ab-overhead", builds, argv)
+    if run is None:
+        return 2
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     raw = Path(tempfile.mkdtemp(prefix="p4lb-ab-overhead-"))
     result: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -85,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         result["builds"][build] = measure(binary, args, raw)
         args.out.write_text(json.dumps(result, indent=2) + "\n")  # what is done so far
     result["machine"]["loadavg_at_end"] = os.getloadavg()
+    result["provenance"] = run.finish(
+        args.reps,
+        order="each build's `order`: the variants of each repetition, in the order they ran",
+        order_seed=args.order_seed,
+    )
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     ratios = {
         b: {
@@ -94,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         for b, r in result["builds"].items()
     }
-    progress(f"wrote {args.out}: median ratios {ratios}")
+    progress(f"wrote {args.out}: median ratios {ratios}; {outdir.said(args.out)}")
     return 0
 
 

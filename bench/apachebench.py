@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import ab
+from bench import ab, outdir
 from p4lb.intent import reader
 from p4lb.pipeline.entries import Entry, Update
 from p4lb.pipeline.p4info import Schema, load_p4info
@@ -324,11 +324,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--counts", type=int, nargs="*", default=None)
     p.add_argument("--concurrency", type=int, nargs="*", default=[1, 10])
     p.add_argument("--cases", nargs="*", default=[c.name for c in CASES])
-    p.add_argument("--out", default=str(RESULTS))
+    p.add_argument("--out", default=None, help="default: results/ (the paper's counts) or scratch")
     p.add_argument("--append", action="store_true", help="add to the runs already in OUT/runs.json")
     a = p.parse_args(argv)
     counts = a.counts or (QUICK_COUNTS if a.quick else PAPER_COUNTS)
-    out = Path(a.out)
+    committed = not a.quick and outdir.is_committed_profile(
+        p, a, ["counts", "concurrency", "cases"], reps_key=""
+    )
+    out = outdir.destination("", committed, Path(a.out) if a.out else None)
+    from bench.switch import start_run
+
+    record = start_run("bench-ab", {"standard": shutil.which("simple_switch_grpc") or "?"}, argv)
+    if record is None:
+        return 2
     raw = out / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     plan = [(c, n, k) for c in CASES if c.name in a.cases for n in counts for k in a.concurrency]
@@ -355,7 +363,10 @@ def main(argv: list[str] | None = None) -> int:
             w.writerows(asdict(r) for r in runs)
         (out / "runs.json").write_text(json.dumps([asdict(r) for r in runs], indent=1))
     invocation = {"counts": counts, "concurrency": a.concurrency, "cases": a.cases}
-    meta = versions() | {"invocations": [invocation]}
+    meta = versions() | {
+        "invocations": [invocation],
+        "provenance": record.finish(1, order="the plan: cases, counts, concurrency"),
+    }
     if a.append and (out / "meta.json").exists():
         meta["invocations"] = json.loads((out / "meta.json").read_text()).get("invocations", []) + [
             invocation
@@ -364,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "summary.md").write_text(summary(runs))
     plots(runs, out)
     mismatches = [r for r in runs if not r.agree]
-    print(f"done: {len(runs)} runs, {len(mismatches)} counter/log mismatches -> {out}")
+    print(f"done: {len(runs)} runs, {len(mismatches)} counter/log mismatches; {outdir.said(out)}")
     return 1 if mismatches else 0
 
 

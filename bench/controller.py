@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench import outdir
 from p4lb.cli.main import main as p4lb_main
 from p4lb.intent import writer
 from p4lb.intent.model import Backend, Config, Host, SwitchConfig, Vip
@@ -215,8 +216,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vips", type=int, default=100)
     p.add_argument("--backends", type=int, default=8)
     p.add_argument("--trials", type=int, default=20)
-    p.add_argument("--out", default=str(ROOT / "results"))
+    p.add_argument("--out", default=None, help="default: results/ or the scratch tree")
     a = p.parse_args(argv)
+    committed = outdir.is_committed_profile(p, a, ["vips", "backends"], reps_key="trials")
+    out = outdir.destination("", committed, Path(a.out) if a.out else None)
+    from bench.switch import start_run
+
+    run = start_run("bench-controller", {"standard": bmv2.switch_binary()}, argv)
+    if run is None:
+        return 2
     f = measure(a.vips, a.backends, a.trials)
     print(f"pipeline push: {f.pipeline_push_s:.3f} s")
     print(
@@ -237,14 +245,20 @@ def main(argv: list[str] | None = None) -> int:
         f"{statistics.median(f.weight_change_effect_ms):.1f} ms median, "
         f"{max(f.weight_change_effect_ms):.1f} ms max after the CLI returned (goal < 100 ms)"
     )
-    out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     bm = "missing"
     with contextlib.suppress(OSError):
         bm = subprocess.run(
-            ["simple_switch_grpc", "--version"], capture_output=True, text=True, timeout=10
+            [bmv2.switch_binary(), "--version"], capture_output=True, text=True, timeout=10
         ).stdout.strip()
-    (out / "controller.json").write_text(json.dumps(asdict(f) | {"bmv2": bm}, indent=1))
+    # Every trial's value is in the lists (apply_noop_s, cli_weight_set_s, ...), in the
+    # order measured; the no-op applies and weight sets run 5 times each.
+    doc = asdict(f) | {
+        "bmv2": bm,
+        "provenance": run.finish({"trials": a.trials, "noop": 5}, order="as listed, in turn"),
+    }
+    (out / "controller.json").write_text(json.dumps(doc, indent=1))
+    print(outdir.said(out / "controller.json"))
     return 0 if f.weight_change_trials_ok == len(f.weight_change_effect_ms) else 1
 
 

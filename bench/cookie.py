@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench import outdir, provenance
 from bench import switch as sw
 
 OUT = sw.ROOT / "results" / "tier"
@@ -51,21 +52,28 @@ def shared_setup(workdir: Path) -> Any:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench-cookie", description=__doc__.splitlines()[0])
     ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)  # variants compared: five a side
     ap.add_argument("--flows", type=int, default=100)
-    ap.add_argument("--out", type=Path, default=OUT)
+    sw.add_common(ap)
+    ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
     args = ap.parse_args(argv)
+    committed = outdir.is_committed_profile(ap, args, ["flows"])
+    args.out = outdir.destination("tier", committed, args.out)
     tools = ["tcpreplay", "simple_switch_CLI", "valgrind", "callgrind_control"]
     builds = sw.builds_to_measure("bench-cookie", args.build, tools)
     if builds is None:
         return 2
+    sw.order_seed(args)
+    run = sw.start_run("bench-cookie", builds, argv)
+    if run is None:
+        return 2
     plain, ts = sw.Shape(flows=args.flows), sw.Shape(flows=args.flows, timestamps=True)
-    from bench.tier import provenance
+    from bench.tier import provenance as tier_provenance
 
     result: dict[str, Any] = {
         "provenance": {
             k: v
-            for k, v in provenance(next(iter(builds.values()))).items()
+            for k, v in tier_provenance(next(iter(builds.values()))).items()
             if k not in ("frr", "gobgpd", "load")
         }
         | {"else_running": "nothing (no tier, no other benchmark)"},
@@ -91,13 +99,18 @@ def main(argv: list[str] | None = None) -> int:
         for build, binary in builds.items():
             busiest: dict[str, list[float]] = {v: [] for v in variants}
             total: dict[str, list[float]] = {v: [] for v in variants}
-            for rep in range(args.reps):
-                for i, (name, (prog, direct)) in enumerate(variants.items()):
+            names = list(variants)
+            orders = provenance.interleaved(names, args.reps, args.order_seed, build)
+            for rep, order in enumerate(orders):
+                for name in order:
+                    i = names.index(name)
+                    prog, direct = variants[name]
                     sw.progress(f"bench-cookie {build} rep {rep + 1}/{args.reps}: {name}")
                     pcap = sw.pcap_for(prog.shape, direct, workdir)
                     b, t = sw.instructions_once(f"v{i}", binary, args, workdir, pcap, prog)
                     busiest[name].append(b)
                     total[name].append(t)
+            result.setdefault("order", {})[build] = orders
             result["builds"][build] = {
                 name: {
                     "busiest_thread_per_packet": sw.summary(busiest[name]),
@@ -106,10 +119,13 @@ def main(argv: list[str] | None = None) -> int:
                 for name in variants
             }
     result["machine"]["loadavg_at_end"] = os.getloadavg()
+    result["provenance"] = result["provenance"] | run.finish(
+        args.reps, order="`order`: the variants of each repetition", order_seed=args.order_seed
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / "cookie.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
-    sw.progress(f"wrote {out}")
+    sw.progress(f"wrote {out}; {outdir.said(args.out)}")
     return 0
 
 

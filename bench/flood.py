@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import outdir
 from bench import switch as sb
 
 ROUND_CONNS = 30
@@ -178,13 +179,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--syns", type=int, default=70_000)
     ap.add_argument("--pps", type=int, default=2000)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=sb.OUT / "flood.json")
+    ap.add_argument("--out", type=Path, default=None, help="default: results/switch/flood.json")
     args = ap.parse_args(argv)
+    committed = outdir.is_committed_profile(ap, args, ["syns", "pps"])
+    args.out = outdir.destination("switch/flood.json", committed, args.out)
     if not args.binary or os.geteuid() != 0 or not shutil.which("tcpreplay"):
         print("bench-flood: needs root, simple_switch_grpc and tcpreplay", file=sys.stderr)
         return 2
+    run = sb.start_run("bench-flood", {args.name: args.binary}, argv)
+    if run is None:
+        return 2
     workdir = Path(tempfile.mkdtemp(prefix="p4lb-bench-flood-"))
     result: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
+    # One entry per binary: the same binary measured before under another name (the speed
+    # build was once "fast") is replaced, not kept beside.
+    result = {k: v for k, v in result.items() if v.get("binary") != args.binary}
     runs: dict[str, Any] = {
         "binary": args.binary,
         "machine": sb.machine(),
@@ -204,10 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     ]
     runs["exact_again_after_s"] = sb.summary(exact) if exact else None
     runs["machine"]["loadavg_at_end"] = os.getloadavg()
+    # Each repetition's figure is kept (exactness and flood lists); their order: weights
+    # 1:1:1 then 1:2:3 (each args.reps times), then the floods.
+    runs["provenance"] = run.finish(args.reps, order="weights 1:1:1, then 1:2:3, then the floods")
     result[args.name] = runs
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    sb.progress(f"wrote {args.out}")
+    sb.progress(f"wrote {args.out}; {outdir.said(args.out)}")
     return 0
 
 

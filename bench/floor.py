@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import outdir, provenance
 from bench import switch as sw
 from bench.toolchain import p4c_problem
 
@@ -116,14 +117,17 @@ def measure(build: str, binary: str, args: argparse.Namespace, workdir: Path) ->
     figures: dict[str, dict[str, list[float]]] = {"busiest": {}, "all": {}, "zero_loss": {}}
     instr_progs = programs(args, workdir, instr_shape)
     timed_progs = [sw.Program(p.name, timed_shape, p.json, p.setup) for p in instr_progs]
-    for rep in range(args.reps):
-        for prog in instr_progs:
+    by_name = {p.name: p for p in instr_progs}
+    timed_by_name = {p.name: p for p in timed_progs}
+    orders = provenance.interleaved(list(by_name), args.reps, args.order_seed, build)
+    for rep, order in enumerate(orders):
+        for prog in (by_name[n] for n in order):
             sw.progress(f"{build} rep {rep + 1}/{args.reps} instructions {prog.name}")
             pcap = sw.pcap_for(instr_shape, prog.name == "baseline", workdir)
             b, t = sw.instructions_once(prog.name, binary, args, workdir, pcap, prog)
             figures["busiest"].setdefault(prog.name, []).append(b)
             figures["all"].setdefault(prog.name, []).append(t)
-        for prog in timed_progs if args.timed else []:
+        for prog in (timed_by_name[n] for n in order) if args.timed else []:
             sw.progress(f"{build} rep {rep + 1}/{args.reps} zero-loss rate {prog.name}")
             pcap = sw.pcap_for(timed_shape, prog.name == "baseline", workdir)
             cm, _ = sw.start_program(prog, binary, workdir, None)
@@ -131,7 +135,7 @@ def measure(build: str, binary: str, args: argparse.Namespace, workdir: Path) ->
                 figures["zero_loss"].setdefault(prog.name, []).append(sw.zero_loss_rate(pcap)[0])
             finally:
                 cm.__exit__(None, None, None)
-    res: dict[str, Any] = {"binary": binary, "programs": {}}
+    res: dict[str, Any] = {"binary": binary, "order": orders, "programs": {}}
     for key, per_prog in figures.items():
         for name, values in per_prog.items():
             res["programs"].setdefault(name, {})[key] = sw.summary(values)
@@ -144,20 +148,29 @@ def measure(build: str, binary: str, args: argparse.Namespace, workdir: Path) ->
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench-floor", description=__doc__.splitlines()[0])
     ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--levels", nargs="+", choices=list(LEVELS), default=list(LEVELS))
     ap.add_argument("--algorithms", nargs="*", default=["wrr"], help="lb.p4 beside them")
     ap.add_argument("--instr-flows", type=int, default=100)
     ap.add_argument("--flows", type=int, default=1000, help="for the timed figure")
     ap.add_argument("--timed", action=argparse.BooleanOptionalAction, default=True)
-    ap.add_argument("--out", type=Path, default=sw.OUT)
+    sw.add_common(ap)
+    ap.add_argument("--out", type=Path, default=None, help=f"default: {sw.OUT} or scratch")
     args = ap.parse_args(argv)
+    committed = outdir.is_committed_profile(
+        ap, args, ["levels", "algorithms", "instr_flows", "flows", "timed"]
+    )
+    args.out = outdir.destination("switch", committed, args.out)
     tools = ["tcpreplay", "simple_switch_CLI", "valgrind", "callgrind_control"]
     builds = sw.builds_to_measure("bench-floor", args.build, [*tools, p4c()])
     if builds is None:
         return 2
     if problem := p4c_problem(p4c()):
         print(f"bench-floor: {problem}", file=sys.stderr)
+        return 2
+    sw.order_seed(args)
+    run = sw.start_run("bench-floor", builds, argv)
+    if run is None:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {
@@ -177,8 +190,13 @@ def main(argv: list[str] | None = None) -> int:
             result["builds"][build] = measure(build, binary, args, workdir)
             out.write_text(json.dumps(result, indent=2) + "\n")  # what is done so far
     result["machine"]["loadavg_at_end"] = os.getloadavg()
+    result["provenance"] = run.finish(
+        args.reps,
+        order="each build's `order`: the variants of each repetition, in the order they ran",
+        order_seed=args.order_seed,
+    )
     out.write_text(json.dumps(result, indent=2) + "\n")
-    sw.progress(f"wrote {out}")
+    sw.progress(f"wrote {out}; {outdir.said(args.out)}")
     return 0
 
 

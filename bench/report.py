@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench import outdir, provenance
 from p4lb.models.hashing import Flow, flow_hash
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,7 +19,7 @@ LIVE_POINTS = (1_000, 5_000, 10_000, 20_000, 40_000, 60_000)
 MODEL_SEED = 7
 PROBE_FLOWS = 20_000
 # Issue 11's overhead goals, by the build names results/ uses.
-GOALS = {"standard": 0.75, "fast": 0.9}
+GOALS = {"standard": 0.75, "fast": 0.9, "speed": 0.9}
 
 
 def turned_away(live: list[Flow], probes: list[Flow], buckets: int, ways: int) -> float:
@@ -67,6 +68,7 @@ def measured(data: dict[str, Any]) -> str:
     return (
         f"Measured {data['when']} on {m['cpus']} CPUs (load average at start "
         f"{m['loadavg_at_start'][0]:.2f}, at end {m.get('loadavg_at_end', [0])[0]:.2f}); "
+        f"{provenance.describe(data)}. "
     )
 
 
@@ -196,13 +198,15 @@ def tables(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def flood_tables() -> list[str]:
-    raw = OUT / "flood.json"
+def flood_tables(out: Path) -> list[str]:
+    raw = out / "flood.json"
     if not raw.exists():
         return []
     data = json.loads(raw.read_text())
     lines = [
         "## WRR with many clients, and after a SYN flood (`bench/flood.py`)",
+        "",
+        *[f"{build}: {provenance.describe(runs)}." for build, runs in data.items()],
         "",
         "| build | weights | connections per backend (wanted) | collisions |",
         "|---|---|---|---|",
@@ -231,7 +235,7 @@ def flood_tables() -> list[str]:
     return [*lines, ""]
 
 
-def plots(data: dict[str, Any], model: list[dict[str, float]]) -> None:
+def plots(data: dict[str, Any], model: list[dict[str, float]], out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -256,7 +260,7 @@ def plots(data: dict[str, Any], model: list[dict[str, float]]) -> None:
     ax.set_ylabel("new flows finding no slot (%)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(OUT / "collisions.png", dpi=120)
+    fig.savefig(out / "collisions.png", dpi=120)
     plt.close(fig)
 
     builds = data.get("builds", {})
@@ -281,11 +285,11 @@ def plots(data: dict[str, Any], model: list[dict[str, float]]) -> None:
     ax.set_ylabel("zero-loss packets/s")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(OUT / "zero_loss.png", dpi=120)
+    fig.savefig(out / "zero_loss.png", dpi=120)
     plt.close(fig)
 
 
-def floor_plot(data: dict[str, Any]) -> None:
+def floor_plot(data: dict[str, Any], out: Path) -> None:
     """Each program's instructions per packet as a share of plain forwarding's, per build,
     with the issue's goal for that build."""
     import matplotlib
@@ -309,16 +313,16 @@ def floor_plot(data: dict[str, Any]) -> None:
     ax.set_title("dashed: the goal for that build", fontsize=9)
     ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
-    fig.savefig(OUT / "floor.png", dpi=120)
+    fig.savefig(out / "floor.png", dpi=120)
     plt.close(fig)
 
 
-def floor_tables() -> list[str]:
-    raw = OUT / "floor.json"
+def floor_tables(out: Path) -> list[str]:
+    raw = out / "floor.json"
     if not raw.exists():
         return []
     data = json.loads(raw.read_text())
-    floor_plot(data)
+    floor_plot(data, out)
     lines = [
         "## The floor: the least a stateful NAT load balancer costs (`bench/floor.py`)",
         "",
@@ -350,8 +354,8 @@ def floor_tables() -> list[str]:
     return [*lines, "", "![the floor](floor.png)", ""]
 
 
-def ab_tables() -> list[str]:
-    raw = OUT / "ab.json"
+def ab_tables(out: Path) -> list[str]:
+    raw = out / "ab.json"
     if not raw.exists():
         return []
     data = json.loads(raw.read_text())
@@ -376,12 +380,23 @@ def ab_tables() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    raw = OUT / "switch.json"
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="the switch/ results directory (default: $P4LB_RESULTS_DIR/switch or results/switch)",
+    )
+    a = ap.parse_args(argv)
+    out: Path = a.dir or outdir.results_root(True) / "switch"
+    raw = out / "switch.json"
     data: dict[str, Any] = json.loads(raw.read_text()) if raw.exists() else {}
     model = collision_model()
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "collision_model.json").write_text(json.dumps(model, indent=2) + "\n")
-    plots(data, model)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "collision_model.json").write_text(json.dumps(model, indent=2) + "\n")
+    plots(data, model, out)
     lines = [
         "# The switch alone (`make bench-switch`)",
         "",
@@ -432,11 +447,11 @@ def main(argv: list[str] | None = None) -> int:
             "![zero-loss rate](zero_loss.png)",
             "",
         ]
-    lines += floor_tables()
-    lines += ab_tables()
-    lines += flood_tables()
-    (OUT / "README.md").write_text("\n".join(lines))
-    print(f"wrote {OUT / 'README.md'}", file=sys.stderr)
+    lines += floor_tables(out)
+    lines += ab_tables(out)
+    lines += flood_tables(out)
+    (out / "README.md").write_text("\n".join(lines))
+    print(f"wrote {out / 'README.md'}; {outdir.said(out)}", file=sys.stderr)
     return 0
 
 

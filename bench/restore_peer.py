@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import outdir, provenance
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "algorithms"
 NETNS = "p4lb-restore"
@@ -149,12 +151,18 @@ def one_run(workdir: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench-restore-peer", description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
     args = ap.parse_args(argv)
+    args.out = outdir.destination("algorithms", outdir.is_committed_profile(ap, args, []), args.out)
     if os.geteuid() != 0 or not shutil.which("haproxy"):
         print(
             "bench-restore-peer: needs root and haproxy (apt-get install haproxy)", file=sys.stderr
         )
+        return 2
+    try:
+        run = provenance.start("bench-restore-peer", None, sys.argv if argv is None else argv)
+    except provenance.BusyMachine as e:
+        print(str(e), file=sys.stderr)
         return 2
     version = subprocess.run(["haproxy", "-v"], capture_output=True, text=True).stdout
     subprocess.run(["ip", "netns", "add", NETNS], check=True)
@@ -168,17 +176,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"rep {rep + 1}: 12 new connections went {runs[-1]['new']}", flush=True)
     finally:
         subprocess.run(["ip", "netns", "del", NETNS], check=False)
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
     result = {
-        "provenance": {
-            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "commit": commit,
-            "haproxy": version.splitlines()[0] if version else "?",
-            "cpus": os.cpu_count(),
-            "else_running": "other agents' tests may have run (counts do not depend on load)",
-        },
+        "provenance": run.finish(args.reps, order="one scenario, repeated")
+        | {"haproxy": version.splitlines()[0] if version else "?"},
         "method": __doc__,
         "reps": args.reps,
         "runs": runs,
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / "restore.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
+    print(f"wrote {out}; {outdir.said(args.out)}")
     return 0
 
 

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import outdir, provenance, stats
 from topology import thrift_guard
 from topology.bmv2 import terminate, wait_listening
 
@@ -564,13 +565,9 @@ def traced_counts(log: Path) -> dict[int, dict[str, int]]:
     return counts
 
 
-def summary(values: list[float]) -> dict[str, float]:
-    return {
-        "median": statistics.median(values),
-        "min": min(values),
-        "max": max(values),
-        "n": len(values),
-    }
+def summary(values: list[float]) -> dict[str, Any]:
+    """Median, min, max, n and every repetition's value (bench.stats.summary)."""
+    return stats.summary(values)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -635,8 +632,10 @@ def measure_build(
     busiest: dict[str, list[float]] = {n: [] for n in programs}
     total: dict[str, list[float]] = {n: [] for n in programs}
     lat: dict[str, dict[str, list[float]]] = {n: {} for n in programs}
-    for rep in range(args.reps):
-        for name in programs:
+    orders = provenance.interleaved(programs, args.reps, args.order_seed, build)
+    res["order"] = orders
+    for rep, order in enumerate(orders):
+        for name in order:
             direct = name == "baseline"
             pcap = pcap_for(shape, direct, workdir)
             progress(f"{build} rep {rep + 1}/{args.reps} {name}")
@@ -739,14 +738,20 @@ def measure_instructions(
     busiest: dict[str, list[float]] = {n: [] for n in programs}
     total: dict[str, list[float]] = {n: [] for n in programs}
     shape = Shape(flows=args.instr_flows)
-    for rep in range(args.instr_reps):
-        for name in programs:
+    orders = provenance.interleaved(programs, args.instr_reps, args.order_seed, f"{build}/i")
+    for rep, order in enumerate(orders):
+        for name in order:
             progress(f"{build} instructions rep {rep + 1}/{args.instr_reps} {name}")
             pcap = pcap_for(shape, name == "baseline", workdir)
             b, t = instructions_once(name, binary, args, workdir, pcap)
             busiest[name].append(b)
             total[name].append(t)
-    res: dict[str, Any] = {"pps": INSTR_PPS, "flows": args.instr_flows, "programs": {}}
+    res: dict[str, Any] = {
+        "pps": INSTR_PPS,
+        "flows": args.instr_flows,
+        "order": orders,
+        "programs": {},
+    }
     for name in programs:
         res["programs"][name] = {
             "busiest_thread_per_packet": summary(busiest[name]),
@@ -766,15 +771,16 @@ def measure_path_instructions(
     per program: the mix, and the mix with PATH_EXTRA more copies of that path's packet
     per TCP connection; the difference over the copies. Programs and mixes take turns
     within each repetition."""
-    programs = ["baseline", *args.algorithms]
+    programs = ["baseline", *(getattr(args, "path_algorithms", None) or args.algorithms)]
     shape = Shape(flows=args.path_flows)
     kinds: dict[str, int | None] = {"mix": None, **PATH_STEPS}
     extra = PATH_EXTRA * sum(not is_udp(i, shape) for i in range(shape.flows))
     cost: dict[str, dict[str, list[tuple[float, float]]]] = {
         n: {k: [] for k in PATH_STEPS} for n in programs
     }
-    for rep in range(args.instr_reps):
-        for name in programs:
+    orders = provenance.interleaved(programs, args.instr_reps, args.order_seed, f"{build}/p")
+    for rep, order in enumerate(orders):
+        for name in order:
             direct = name == "baseline"
             totals: dict[str, tuple[float, float]] = {}
             for kind, step in kinds.items():
@@ -787,7 +793,11 @@ def measure_path_instructions(
             for kind in PATH_STEPS:
                 all_, busiest = totals[kind]
                 cost[name][kind].append(((all_ - mix_all) / extra, (busiest - mix_busiest) / extra))
-    res: dict[str, Any] = {"flows": args.path_flows, "extra_per_connection": PATH_EXTRA}
+    res: dict[str, Any] = {
+        "flows": args.path_flows,
+        "extra_per_connection": PATH_EXTRA,
+        "order": orders,
+    }
     res["programs"] = {
         name: {
             kind: {
@@ -943,10 +953,39 @@ def parse_builds(prog: str, values: list[str]) -> dict[str, str]:
     return builds
 
 
+def add_common(ap: argparse.ArgumentParser) -> None:
+    """The options every bench shares: the seed of its variants' order."""
+    ap.add_argument(
+        "--order-seed",
+        type=int,
+        default=None,
+        help="seed of the variants' shuffled order per repetition (default: from the clock; "
+        "recorded in the results file)",
+    )
+
+
+def start_run(
+    prog: str, builds: dict[str, str] | None, argv: list[str] | None
+) -> provenance.Run | None:
+    """bench.provenance.start, or None once stderr says the machine is too busy."""
+    try:
+        return provenance.start(prog, builds, sys.argv if argv is None else [prog, *argv])
+    except (provenance.BusyMachine, ValueError) as e:
+        print(str(e), file=sys.stderr)
+        return None
+
+
+def order_seed(args: argparse.Namespace) -> int:
+    if args.order_seed is None:
+        args.order_seed = int(time.time()) % 1_000_000
+    return int(args.order_seed)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench-switch", description=__doc__.splitlines()[0])
     ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
-    ap.add_argument("--reps", type=int, default=3)
+    # Five: programs are compared, and bench.stats' "differs" test needs five a side.
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--flows", type=int, default=1000)
     ap.add_argument(
         "--algorithms", nargs="+", default=None, help="default: every algorithm in the P4Info"
@@ -980,8 +1019,18 @@ def main(argv: list[str] | None = None) -> int:
         help="also each path's instructions per packet, by difference (with --instructions)",
     )
     ap.add_argument("--path-flows", type=int, default=50)
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--path-algorithms", nargs="*", default=None, help="default: --algorithms")
+    ap.add_argument("--path-builds", nargs="*", default=None, help="builds to measure (all)")
+    add_common(ap)
+    ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
     args = ap.parse_args(argv)
+    committed = outdir.is_committed_profile(
+        ap,
+        args,
+        ["flows", "latency_rounds", "live", "vips", "backends", "instr_flows", "instr_reps"]
+        + ["algorithms", "no_growth", "no_trace", "only_instructions", "only_growth"],
+    )
+    args.out = outdir.destination("switch", committed, args.out)
     if args.instructions is None:
         args.instructions = bool(shutil.which("valgrind") and shutil.which("callgrind_control"))
     if args.instr_reps is None:
@@ -994,6 +1043,10 @@ def main(argv: list[str] | None = None) -> int:
     builds = builds_to_measure("bench-switch", args.build, ["tcpreplay", "simple_switch_CLI"])
     if builds is None:
         return 2
+    order_seed(args)
+    run = start_run("bench-switch", builds, argv)
+    if run is None:
+        return 2
     args.out.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -1001,6 +1054,7 @@ def main(argv: list[str] | None = None) -> int:
         "method": __doc__,
         "loss_tolerance": LOSS_TOLERANCE,
         "reps": args.reps,
+        "order_seed": args.order_seed,
         "builds": {},
     }
     out = args.out / "switch.json"
@@ -1028,7 +1082,7 @@ def main(argv: list[str] | None = None) -> int:
                 result["builds"][build]["instructions"] = measure_instructions(
                     build, binary, args, workdir
                 )
-                if args.path_instructions:
+                if args.path_instructions and build in (args.path_builds or [build]):
                     result["builds"][build]["path_instructions"] = measure_path_instructions(
                         build, binary, args, workdir
                     )
@@ -1043,8 +1097,19 @@ def main(argv: list[str] | None = None) -> int:
             result["trace"] = {"binary": first, "counts": measure_trace(first, args, workdir)}
     if not (args.only_instructions or args.only_growth):  # else the full run's stays
         result["machine"]["loadavg_at_end"] = os.getloadavg()
+    key = (
+        "provenance"
+        if not (args.only_instructions or args.only_growth)
+        else ("provenance_instructions" if args.only_instructions else "provenance_growth")
+    )
+    result[key] = run.finish(
+        {"timed": args.reps, "instructions": args.instr_reps},
+        order="each build's `order` (and its instructions' and paths'): the programs of each "
+        "repetition, in the order they ran",
+        order_seed=args.order_seed,
+    )
     out.write_text(json.dumps(result, indent=2) + "\n")
-    progress(f"wrote {out}")
+    progress(f"wrote {out}; {outdir.said(args.out)}")
     return 0
 
 

@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import outdir
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "tier"
 
@@ -251,8 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot-only", action="store_true", help="redraw tier.png from tier.json")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seconds", type=int, default=10, help="ab time per scaling point")
-    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
     a = p.parse_args(argv)
+    committed = a.plot_only or outdir.is_committed_profile(p, a, ["seconds"])
+    a.out = outdir.destination("tier", committed, a.out)
     if a.plot_only:
         plot(json.loads((a.out / "tier.json").read_text()), a.out / "tier.png")
         return 0
@@ -264,8 +268,14 @@ def main(argv: list[str] | None = None) -> int:
     if missing := missing_tools():
         print(f"bench-tier: needs {', '.join(missing)}", file=sys.stderr)
         return 2
+    from bench.switch import start_run
+
+    run = start_run("bench-tier", {"standard": switch_binary()}, argv)
+    if run is None:
+        return 2
     doc: dict[str, Any] = {"provenance": provenance(switch_binary()), "reps": a.reps}
     t = start_tier(3, 3)
+    run.adopt(list(t.pids.values()))  # FRR's daemons leave our process tree
     config = RUN / "lb.toml"
     try:
         # Failover first: the scaling runs open connections faster than the controller
@@ -274,8 +284,14 @@ def main(argv: list[str] | None = None) -> int:
         doc["scaling"] = scaling(t, config, a.reps, a.seconds, [1, 2, 3])
     finally:
         t.down()
+    # The tier's own facts (FRR, GoBGP, the load) beside the common provenance; the
+    # points' order: scaling alternates 1-2-3 and 3-2-1, failover the kinds and reversed.
+    doc["provenance"] = doc["provenance"] | run.finish(
+        a.reps, order="scaling 1-2-3 / 3-2-1 alternating; failover kinds, then reversed"
+    )
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "tier.json").write_text(json.dumps(doc, indent=1))
+    print(outdir.said(a.out))
     plot(doc, a.out / "tier.png")
     print(f"bench-tier: wrote {a.out / 'tier.json'} and tier.png")
     return 0

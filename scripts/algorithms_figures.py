@@ -11,6 +11,7 @@ Deterministic: fixed seeds, so a re-run writes the same numbers.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import platform
 import random
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from p4lb.models.hashing import Flow, signature
 from p4lb.models.leastconn import POLICIES, Scenario, simulate
 from p4lb.pipeline.maglev import (
     MAGLEV_MAX_TABLE_SIZE,
@@ -35,7 +37,8 @@ from p4lb.pipeline.maglev import (
 ROOT = Path(__file__).resolve().parents[1]
 FLOWS = 100_000
 SEED = 2016  # Maglev's year; any fixed value does
-VIP = (10 << 24) | 100  # 10.0.0.100
+VIP_ADDR = "10.0.0.100"
+SERVICE_ID = 1  # the first VIP's service id, as the controller numbers them
 WEIGHT_VECTORS = {
     "equal x3": (1, 1, 1),
     "equal x8": (1,) * 8,
@@ -64,14 +67,17 @@ LEASTCONN_SEED = 1
 
 
 def flows(n: int, seed: int) -> list[tuple[int, int]]:
-    """(CRC32 of the packed 5-tuple, CRC32 of the source address) of n random TCP flows to
-    the VIP's port 80. Field order as the data plane hashes it: src, dst, proto, sport, dport."""
+    """(the flow's signature, CRC32 of the source address) of n random TCP flows to the VIP's
+    port 80: the keys lb.p4 hashes today (p4src/include/affinity.p4's CONN_LOOKUP and
+    selection.p4). Maglev and IP hash index by the signature, the CRC32 of the client's
+    address and port plus the VIP's service id, xor the client's port (p4lb.models.hashing,
+    held bit for bit to BMv2 by its tests); srchash by the CRC32 of the source address."""
     rng = random.Random(seed)
     out = []
     for _ in range(n):
         src, sport = rng.getrandbits(32), rng.randrange(1024, 65536)
-        five = struct.pack("!IIBHH", src, VIP, 6, sport, 80)
-        out.append((zlib.crc32(five), zlib.crc32(struct.pack("!I", src))))
+        flow = Flow(str(ipaddress.IPv4Address(src)), VIP_ADDR, 6, sport, 80, SERVICE_ID)
+        out.append((signature(flow), zlib.crc32(struct.pack("!I", src))))
     return out
 
 
@@ -208,9 +214,10 @@ def maglev_md(shares: list[dict[str, Any]], disr: list[dict[str, Any]]) -> str:
         f"`controller/p4lb/pipeline/maglev.py`. Flows: {FLOWS:,} random TCP 5-tuples "
         "to 10.0.0.100:80",
         f"(Python `random.Random({SEED})`: source address uniform over 32 bits, source port",
-        "1024..65535), hashed with CRC32 (`zlib.crc32`) of the packed (src, dst, proto, sport,",
-        "dport) as the data plane orders them, modulo the table size. srchash hashes only the",
-        "packed source address. Table share = entries / table size (exact hash-space share).",
+        "1024..65535), keyed as lb.p4 keys them today: Maglev by the flow's signature (CRC32",
+        "of the client's address and port plus the VIP's service id, xor the client's port;",
+        "`p4lb.models.hashing.signature`), modulo the table size; srchash by the CRC32 of the",
+        "source address. Table share = entries / table size (exact hash-space share).",
         "",
         "## Share per backend against weight",
         "",
@@ -453,11 +460,21 @@ def write_json(path: Path, data: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=ROOT / "results" / "algorithms")
+    p.add_argument("--out", type=Path, default=None, help="default: results/algorithms")
     p.add_argument("--only", choices=["maglev", "leastconn"], default=None)
     a = p.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from bench import outdir, provenance
+
+    # Computed, not timed: the same code gives the same figures, so every run is the
+    # committed profile (P4LB_RESULTS_DIR or --out still send it elsewhere).
+    a.out = outdir.destination("algorithms", True, a.out)
     a.out.mkdir(parents=True, exist_ok=True)
-    meta = {"python": platform.python_version(), "command": "scripts/algorithms_figures.py"}
+    meta = {
+        "python": platform.python_version(),
+        "command": "scripts/algorithms_figures.py",
+        "provenance": provenance.collect("algorithms", None, sys.argv),
+    }
     if a.only in (None, "maglev"):
         tuples = flows(FLOWS, SEED)
         shares = share_figures(tuples)
@@ -465,7 +482,13 @@ def main(argv: list[str] | None = None) -> int:
         write_json(
             a.out / "maglev.json",
             {
-                "meta": {**meta, "flows": FLOWS, "seed": SEED, "hash": "zlib.crc32"},
+                "meta": {
+                    **meta,
+                    "flows": FLOWS,
+                    "seed": SEED,
+                    "hash": "maglev: p4lb.models.hashing.signature (lb.p4's flow signature); "
+                    "srchash: CRC32 of the source address",
+                },
                 "shares": shares,
                 "disruption": disr,
             },

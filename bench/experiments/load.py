@@ -190,6 +190,24 @@ def k6_requests(csv_gz: Path) -> tuple[list[float], int, float, float]:
     return durations, failed, (first if durations else 0.0), last
 
 
+def k6_outcomes(csv_gz: Path) -> list[tuple[float, bool]]:
+    """(timestamp s, failed) of every request in k6's CSV output (its http_req_failed
+    rows), for the per-second rates of bench.experiments.breakpoint."""
+    out: list[tuple[float, bool]] = []
+    if not csv_gz.exists():
+        return out
+    with gzip.open(csv_gz, "rt") as f:
+        header = f.readline().rstrip("\n").split(",")
+        i_name, i_ts, i_val = (
+            header.index(k) for k in ("metric_name", "timestamp", "metric_value")
+        )
+        for line in f:
+            cells = line.rstrip("\n").split(",")
+            if len(cells) > max(i_name, i_ts, i_val) and cells[i_name] == "http_req_failed":
+                out.append((float(cells[i_ts]), float(cells[i_val]) > 0))
+    return out
+
+
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (0..100), nearest rank; 0 for no values."""
     if not values:

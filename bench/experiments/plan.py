@@ -123,9 +123,10 @@ class Profile:
         )
 
 
+# Five repetitions: variants are compared (bench.stats' "differs" test needs five a side).
 QUICK = Profile(
     name="quick",
-    reps=3,
+    reps=5,
     ab_scenarios=("equal", "1:1:4"),
     ab_loads=(AbLoad(100, 1), AbLoad(400, 10)),
     clients_scenarios=("equal", "1:2:2"),
@@ -141,7 +142,7 @@ QUICK = Profile(
 
 FULL = Profile(
     name="full",
-    reps=3,
+    reps=5,
     ab_scenarios=("equal", "1:2:2", "1:1:4"),
     # Seed 002's 20k..100k and seed 003's 3k..12k, divided by 10: with servers that answer
     # 240 requests/s in all, 100k requests would take 7 minutes per run.

@@ -1,9 +1,9 @@
 """Every table and plot of the experiment suite, rebuilt from the raw files alone.
 
 Reads results/experiments/raw/**/run.json and the load generators' files beside each, writes
-results/experiments/{summary.md, runs.json, *.png} and the generated block of
-results/README.md (between its `experiments:begin` / `experiments:end` markers): the seeds'
-figures next to ours, and the claimed / found table with its verdicts.
+results/experiments/{summary.md, runs.json, *.png}; `readme_block` is results/README.md's
+experiments region (bench.readme_figures fills it): the seeds' figures next to ours, and the
+claimed / found table with its verdicts, each naming the bench and the test that decided it.
 Points are medians over the repetitions with min and max."""
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from bench import ab as abparse
+from bench import stats
+from bench.experiments import breakpoint
 from bench.experiments import load as loadgen
 from p4lb.stats.fairness import jain, weighted_jain
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "results" / "experiments"
-README = ROOT / "results" / "README.md"
-BEGIN, END = "<!-- experiments:begin -->", "<!-- experiments:end -->"
 
 # Seed 002 Table 4 (throughput, kbit/s) and Table 5 / TIPHON (delay, ms) bands.
 THROUGHPUT_BANDS = [(338, "Bad"), (700, "Poor"), (1200, "Fair"), (2100, "Good")]
@@ -69,6 +69,8 @@ def metrics(run_dir: Path) -> dict[str, Any]:
         "switch_agrees": rec["algorithm"] is None  # no VIP, nothing for the switch to count
         or all(rec["switch_connections"].get(k, 0) == rec["connections"].get(k, 0) for k in names),
         "syn_per_server": [rec["syn_connections"].get(k, 0) for k in names],
+        "draw": (rec.get("sources_drawn") or {}).get("seed"),
+        "other_cpu": rec.get("other_cpu"),
         "elapsed_s": rec["elapsed_s"],
     }
     times: list[float] = []
@@ -115,7 +117,8 @@ def metrics(run_dir: Path) -> dict[str, Any]:
                 for t in metric.get("thresholds", {}).values()
             ),
         }
-        m["breakpoint_rps"] = breakpoint_rate(rec, summaries)
+        if rec["load"]["name"] == "breakpoint":
+            m |= breakpoint_figures(rec, summaries, sorted(run_dir.glob("k6-*.csv.gz")))
     m |= {
         "mean_ms": statistics.fmean(times) if times else 0.0,
         "p50_ms": loadgen.percentile(times, 50),
@@ -127,15 +130,25 @@ def metrics(run_dir: Path) -> dict[str, Any]:
     return m
 
 
-def breakpoint_rate(rec: dict[str, Any], summaries: list[dict[str, Any]]) -> float:
-    """The total arrival rate (all clients) k6 had reached when the first client stopped:
-    each ramps linearly from 1 to `rate` requests/s over `ramp_s`."""
+def breakpoint_figures(
+    rec: dict[str, Any], summaries: list[dict[str, Any]], csvs: list[Path]
+) -> dict[str, Any]:
+    """The breakpoint run's measured figure, the highest completed rate (all clients) over
+    a window whose failures stay below k6's threshold, and beside it the arrival rate k6
+    had been asked for (planned) when the first client stopped."""
     ld = rec["load"]
-    if ld["name"] != "breakpoint" or not summaries:
-        return 0.0
-    t = min(s["state"]["testRunDurationMs"] for s in summaries) / 1000
-    per_client = 1 + (ld["rate"] - 1) * min(1.0, t / ld["ramp_s"])
-    return per_client * len(summaries)
+    counts = breakpoint.merge(breakpoint.per_second(loadgen.k6_outcomes(p)) for p in csvs)
+    done = breakpoint.completed_rate(counts)
+    planned = 0.0
+    if summaries:
+        t = min(s["state"]["testRunDurationMs"] for s in summaries) / 1000
+        planned = breakpoint.planned_rate(ld["rate"], ld["ramp_s"], t, len(summaries))
+    return {
+        "breakpoint_completed_rps": done["completed_rps"] or 0.0,
+        "breakpoint_window_s": done["window_s"],
+        "breakpoint_max_fail": done["max_fail"],
+        "breakpoint_planned_rps": planned,
+    }
 
 
 def load_runs(root: Path) -> list[dict[str, Any]]:
@@ -250,7 +263,7 @@ def clients_table(g: dict[Key, list[dict[str, Any]]], algorithms: list[str]) -> 
 def k6_table(g: dict[Key, list[dict[str, Any]]], algorithms: list[str]) -> str:
     rows = [
         "| scenario | shape | variant | requests | req/s | avg ms | med ms | p90 ms | p95 ms | "
-        "max ms | failed % | breakpoint (req/s, all clients) |",
+        "max ms | failed % | breakpoint: completed req/s (planned) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     shapes = ["average", "stress", "breakpoint"]
@@ -265,7 +278,7 @@ def k6_table(g: dict[Key, list[dict[str, Any]]], algorithms: list[str]) -> str:
         for n in names:
             rs = g[("k6", sc, n, ld)]
             fail = tuple(100 * x for x in stat(rs, "fail_rate"))
-            bp = fmt(stat(rs, "breakpoint_rps")) if ld == "breakpoint" else ""
+            bp = bp_cell(rs) if ld == "breakpoint" else ""
             rows.append(
                 f"| {sc} | {ld} | {n} | {fmt(stat(rs, 'complete'))} | {fmt(stat(rs, 'rps'))} | "
                 f"{fmt(stat(rs, 'mean_ms'))} | {fmt(stat(rs, 'p50_ms'))} | "
@@ -276,6 +289,15 @@ def k6_table(g: dict[Key, list[dict[str, Any]]], algorithms: list[str]) -> str:
     return "\n".join(rows) + "\n"
 
 
+def bp_cell(rs: list[dict[str, Any]]) -> str:
+    """The breakpoint: the highest rate of completed requests (3 s window, failures below
+    1 %), and the arrival rate k6 had planned when it stopped, labelled."""
+    return (
+        f"{fmt(stat(rs, 'breakpoint_completed_rps'))} "
+        f"(planned {fmt(stat(rs, 'breakpoint_planned_rps'))})"
+    )
+
+
 def med(g: dict[Key, list[dict[str, Any]]], key: Key, field: str) -> float | None:
     rs = g.get(key)
     return stat(rs, field)[0] if rs else None
@@ -283,8 +305,42 @@ def med(g: dict[Key, list[dict[str, Any]]], key: Key, field: str) -> float | Non
 
 def spread_overlaps(g: dict[Key, list[dict[str, Any]]], a: Key, b: Key, field: str) -> bool:
     """Whether the min–max ranges of two points overlap (no difference beyond the noise)."""
-    sa, sb = stat(g[a], field), stat(g[b], field)
-    return not (sa[2] < sb[1] or sb[2] < sa[1])
+    return stats.ranges_overlap(values(g[a], field), values(g[b], field))
+
+
+def values(rs: list[dict[str, Any]], field: str) -> list[float]:
+    return [float(r[field]) for r in rs if field in r]
+
+
+def decided(g: dict[Key, list[dict[str, Any]]], a: Key, b: Key, field: str) -> str:
+    """Which bench and test decided a comparison of two points: bench.stats' differs test
+    on the repetitions' values, provisional below its five repetitions a side."""
+    d = stats.differs(values(g[a], field), values(g[b], field))
+    few = d["differs"] == "too few repetitions"
+    return (
+        f"`make bench` ({a[0]}, {a[1]}, {a[3]}): {a[2]} vs {b[2]} {field}, "
+        f"{stats.DIFFERS_TEST} → "
+        f"{'ranges overlap' if spread_overlaps(g, a, b, field) else 'differ'}"
+        f" ({d['n'][0]} / {d['n'][1]} repetitions"
+        + (f"; provisional: the test needs {stats.MIN_REPS_TO_COMPARE}" if few else "")
+        + ")"
+    )
+
+
+def draws_text(g: dict[Key, list[dict[str, Any]]], scenario: str) -> str:
+    """How many independent draws of client addresses the many-source runs cover."""
+    draws = {r.get("draw") for k, rs in g.items() if k[:2] == ("clients", scenario) for r in rs}
+    if draws == {None}:
+        return "1 draw of client addresses: not redrawn per repetition (runs before issue 33)"
+    return f"{len(draws - {None})} independent draws of client addresses"
+
+
+def by_median(g: dict[Key, list[dict[str, Any]]], key: Key, field: str, rule: str) -> str:
+    rs = g.get(key, [])
+    return (
+        f"`make bench` ({key[0]}, {key[1]}, {key[3]}): median {field} of {len(rs)} "
+        f"repetitions, {rule}"
+    )
 
 
 NOISE = " (within the repetitions' spread)"
@@ -309,7 +365,7 @@ def seed_tables(
         default="",
     )
     lines = []
-    found: list[tuple[str, str, str, str]] = []
+    found: list[tuple[str, str, str, str, str]] = []
 
     # ---- seed 002: WRR vs IP hash
     lines += [
@@ -423,6 +479,8 @@ def seed_tables(
                     else "not reproduced"
                 ),
                 "; ".join(why),
+                decided(g, ("ab", "equal", "wrr", c10), ("ab", "equal", "iphash", c10), "rps")
+                + " (and > 5 % apart)",
             )
         )
     wm, im = (
@@ -448,6 +506,7 @@ def seed_tables(
                 "algorithm's own cost never shows; what shows is queueing at the servers, which "
                 "WRR's rotation avoids. ab's mean is concurrency / throughput and only mirrors "
                 "the throughput difference; the per-request p95 shows the queueing directly",
+                decided(g, ("ab", "equal", "wrr", c10), ("ab", "equal", "iphash", c10), "mean_ms"),
             )
         )
     ji = med(g, ("ab", "equal", "iphash", c10), "jain")
@@ -460,6 +519,7 @@ def seed_tables(
                 "with ports in the hash, one client's connections spread like random draws: the "
                 "imbalance is binomial noise, shrinking with the request count; the strong "
                 "imbalance needs a hash over few inputs (source address, few clients)",
+                by_median(g, ("ab", "equal", "iphash", c10), "jain", "reproduced when < 0.995"),
             )
         )
 
@@ -524,6 +584,8 @@ def seed_tables(
                     if "srchash" in lumped
                     else ""
                 ),
+                decided(g, ("ab", "equal", "wrr", c10), ("ab", "equal", "single", c10), "rps")
+                + " (and wrr's median > 1.5× single's)",
             )
         )
     lc = med(g, ("ab", "1:1:4", "leastconn", c10), "p95_ms")
@@ -547,6 +609,11 @@ def seed_tables(
                 "closed-loop load and least connections has nothing left to fix; against "
                 "capacity-blind configs (rr, iphash) it wins, which is the seed's comparison "
                 "(its round robin had no weights)",
+                by_median(g, ("ab", "1:1:4", "leastconn", c10), "p95_ms", "lowest of every variant")
+                + "; "
+                + decided(
+                    g, ("ab", "1:1:4", "leastconn", c10), ("ab", "1:1:4", "wrr", c10), "p95_ms"
+                ),
             )
         )
 
@@ -565,7 +632,7 @@ def seed_tables(
     if k6keys:
         lines += [
             "| scenario | shape | variant | avg ms | med ms | p90 ms | p95 ms | max ms | "
-            "failed % | breakpoint req/s |",
+            "failed % | breakpoint: completed req/s (planned) |",
             "|---|---|---|---|---|---|---|---|---|---|",
             "| seed 001 | average | round robin | 109.32 | 114.79 | 199.14 | 226.37 | 2390 | "
             "0.00 | – |",
@@ -583,12 +650,14 @@ def seed_tables(
                     f"{fmt(stat(rs, 'p90_ms'))} | {fmt(stat(rs, 'p95_ms'))} | "
                     f"{fmt(stat(rs, 'max_ms'))} | "
                     f"{100 * stat(rs, 'fail_rate')[0]:.2f} | "
-                    f"{fmt(stat(rs, 'breakpoint_rps')) if ld == 'breakpoint' else '–'} |"
+                    f"{bp_cell(rs) if ld == 'breakpoint' else '–'} |"
                 )
         rr_p95 = med(g, ("k6", "1:2:2", "rr", "average"), "p95_ms")
         ip_p95 = med(g, ("k6", "1:2:2", "iphash", "average"), "p95_ms")
-        rr_bp = med(g, ("k6", "1:2:2", "rr", "breakpoint"), "breakpoint_rps")
-        ip_bp = med(g, ("k6", "1:2:2", "iphash", "breakpoint"), "breakpoint_rps")
+        rr_bp = med(g, ("k6", "1:2:2", "rr", "breakpoint"), "breakpoint_completed_rps")
+        ip_bp = med(g, ("k6", "1:2:2", "iphash", "breakpoint"), "breakpoint_completed_rps")
+        rr_plan = med(g, ("k6", "1:2:2", "rr", "breakpoint"), "breakpoint_planned_rps")
+        ip_plan = med(g, ("k6", "1:2:2", "iphash", "breakpoint"), "breakpoint_planned_rps")
         rr_key = ("k6", "1:2:2", "rr", "average")
         ip_key = ("k6", "1:2:2", "iphash", "average")
         if rr_p95 and ip_p95:
@@ -599,7 +668,9 @@ def seed_tables(
                     f"average load, 1:2:2: rr p95 {fmt(stat(g[rr_key], 'p95_ms'))} ms, iphash "
                     f"{fmt(stat(g[ip_key], 'p95_ms'))} ms"
                     + (
-                        f"; breakpoint rr {rr_bp:.0f}, iphash {ip_bp:.0f} req/s"
+                        f"; breakpoint (highest completed rate, failures < 1 %) rr {rr_bp:.0f}, "
+                        f"iphash {ip_bp:.0f} req/s (planned arrival rate when k6 stopped: "
+                        f"{rr_plan or 0:.0f} and {ip_plan or 0:.0f})"
                         if rr_bp and ip_bp
                         else ""
                     ),
@@ -616,12 +687,13 @@ def seed_tables(
                         "where strict rotation spaces them out: a tail (p95) effect"
                     )
                     + (
-                        "; both break at the same rate: each sends the 1-worker server a third, "
-                        "which saturates it at 3 × 40 = 120 req/s (k6 stops later, when the p95 "
-                        "of the whole run passes the bound)"
+                        "; both complete about the same rate at their breakpoint: each sends "
+                        "the 1-worker server a third, which saturates it at 3 × 40 = 120 req/s "
+                        "(k6 stops later, when the p95 of the whole run passes the bound)"
                         if rr_bp and ip_bp and abs(rr_bp - ip_bp) < 0.1 * ip_bp
                         else ""
                     ),
+                    decided(g, rr_key, ip_key, "p95_ms"),
                 )
             )
     else:
@@ -663,9 +735,12 @@ def seed_tables(
                 "000: hash mod N ignores capacity; weighted buckets follow 1:2:2",
                 f"small server's share: iphash {min(ip_s):.0f}–{max(ip_s):.0f} %, wrr "
                 f"{min(w_s):.0f}–{max(w_s):.0f} % (capacity 20 %)",
-                "reproduced",
+                "reproduced" if min(ip_s) > max(w_s) else "not reproduced",
                 "iphash has no weights (each server a third); wrr, maglev and srchash read the "
                 "weights, srchash only as far as its few source addresses let it",
+                f"`make bench` (clients, 1:2:2, every source count): the small server's share, "
+                f"iphash's lowest above wrr's highest over {len(ip_s)} / {len(w_s)} runs "
+                f"({draws_text(g, '1:2:2')})",
             )
         )
     # srchash fairness with few / many sources
@@ -674,7 +749,7 @@ def seed_tables(
         key=lambda x: int(x.split("-")[0][1:]),
     )
     if eq and ("clients", "equal", "srchash", eq[0]) in g:
-        few, many = eq[0], eq[-1]
+        few, many = eq[0], eq[-1]  # a partial run may lack iphash: its figure is left out
         jf = med(g, ("clients", "equal", "srchash", few), "jain")
         jm = med(g, ("clients", "equal", "srchash", many), "jain")
         ji_f = med(g, ("clients", "equal", "iphash", few), "jain")
@@ -683,22 +758,26 @@ def seed_tables(
                 "002's problem statement: IP hash imbalances load",
                 f"equal servers: srchash Jain {jf:.3f} with {3 * int(few.split('-')[0][1:])} "
                 f"sources, "
-                f"{jm:.3f} with {3 * int(many.split('-')[0][1:])}; 5-tuple iphash {ji_f:.3f} "
-                f"with the fewest",
-                "reproduced for the source-address hash with few clients",
+                f"{jm or 0.0:.3f} with {3 * int(many.split('-')[0][1:])}"
+                + (f"; 5-tuple iphash {ji_f:.3f} with the fewest" if ji_f is not None else ""),
+                "reproduced for the source-address hash with few clients"
+                if (jf or 1.0) < 0.9
+                else "not reproduced",
                 "a hash of the source address puts all of one client's requests on one server, so "
                 "with few clients (or clients behind NAT) shares are lumpy; hashing the ports too "
                 "spreads even one client's connections",
+                by_median(g, ("clients", "equal", "srchash", few), "jain", "reproduced when < 0.9")
+                + f" ({draws_text(g, 'equal')})",
             )
         )
 
     lines += [
         "### Claimed / found",
         "",
-        "| seed claim | what we found | verdict | why |",
-        "|---|---|---|---|",
+        "| seed claim | what we found | verdict | why | decided by |",
+        "|---|---|---|---|---|",
     ]
-    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in found]
+    lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in found]
     return "\n".join(lines) + "\n"
 
 
@@ -877,19 +956,21 @@ def plots(
 SCEN_CAP = [20.0, 40.0, 40.0]
 
 
-def switch_ceiling() -> tuple[float | None, str]:
-    """The standard build's measured zero-loss rate for wrr (results/switch/switch.json)."""
-    p = ROOT / "results" / "switch" / "switch.json"
+def switch_ceiling(results: Path | None = None) -> tuple[float | None, str]:
+    """The standard build's measured zero-loss rate for wrr (switch/switch.json beside the
+    experiments), and when that file was measured."""
+    p = (results or ROOT / "results") / "switch" / "switch.json"
     try:
         d = json.loads(p.read_text())
         z = d["builds"]["standard"]["programs"]["wrr"]["zero_loss_pps"]
         s = d["builds"]["standard"]["programs"]["wrr"]["saturation_pps"]
         return float(z["median"]), (
             f"{z['median']:.0f} pps zero-loss ({z['min']:.0f}–{z['max']:.0f}); it delivers only "
-            f"{s['median']:.0f} pps once overloaded"
+            f"{s['median']:.0f} pps once overloaded (switch/switch.json, measured "
+            f"{d.get('when', '?')}, not in the same run as these experiments)"
         )
     except (OSError, KeyError, ValueError):
-        return None, "unknown (results/switch/switch.json missing)"
+        return None, f"unknown ({p} missing)"
 
 
 OURS = ("topology.server", "bench.experiments", "ab -r", "k6 run", "127.0.0.1:9559", "ps -eo")
@@ -913,6 +994,21 @@ def others_text(root: Path) -> str:
     if not seen:
         return f"none in {n} runs"
     return "; ".join(f"{k} (after {v} of {n} runs)" for k, v in sorted(seen.items()))
+
+
+def other_cpu_text(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    """Other processes' share of all cores during each run (issue 33: sampled per run)."""
+    xs = [r["other_cpu"] for r in runs if r.get("other_cpu") is not None]
+    if not xs:
+        return "Other processes' CPU share during each run: not recorded (runs before issue 33)."
+    limit = (meta.get("provenance") or {}).get("load", {}).get("limit", 0.25)
+    over = sum(x > limit for x in xs)
+    return (
+        "Other processes' share of the CPU during each run: median "
+        f"{100 * statistics.median(xs):.0f} %, max {100 * max(xs):.0f} %; "
+        f"{over} of {len(xs)} runs above the limit of "
+        f"{100 * limit:.0f} %."
+    )
 
 
 def drop_text(runs: list[dict[str, Any]]) -> str:
@@ -946,29 +1042,39 @@ def mismatch_text(runs: list[dict[str, Any]]) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.experiments.report")
-    p.add_argument("--out", default=str(OUT))
-    p.add_argument("--readme", default=str(README), help="README whose generated block to refresh")
-    a = p.parse_args(argv)
-    root = Path(a.out)
-    runs = load_runs(root)
-    if not runs:
-        print(f"report: no runs under {root / 'raw'}", file=sys.stderr)
-        return 1
-    meta = json.loads((root / "meta.json").read_text()) if (root / "meta.json").exists() else {}
-    algorithms = meta.get("algorithms") or sorted({r["variant"] for r in runs})
+PLOTS = (
+    "ab_rps.png",
+    "ab_p95.png",
+    "clients_jain.png",
+    "shares_1-2-2.png",
+    "k6_p95.png",
+    "switch_pps.png",
+)
+
+
+def head_lines(root: Path, runs: list[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
+    """The paragraph that says how the experiments were measured (from meta.json)."""
+    from bench import provenance
+
     g = groups(runs)
-    ceiling, ceiling_text = switch_ceiling()
-    made = plots(g, algorithms, root, ceiling)
+    _, ceiling_text = switch_ceiling(root.parent)
     pps = [r["switch_pps"] for r in runs]
     reps = sorted({len(v) for v in g.values()})
-    head = [
+    return [
         f"Profile **{meta.get('profile', '?')}**, {len(runs)} runs, {'/'.join(map(str, reps))} "
         f"repetitions per point; medians with (min–max). Measured {meta.get('started', '?')} → "
         f"{meta.get('finished', '?')} on {meta.get('cpus', '?')} CPUs, kernel "
-        f"{meta.get('kernel', '?')}; "
-        f"BMv2 `{meta.get('bmv2', '?')}`; {meta.get('ab', '')}; k6 {meta.get('k6', '?')}.",
+        f"{meta.get('kernel', '?')}, commit {str(meta.get('commit', '?'))[:10]}, P4 program "
+        f"{str(meta.get('p4_program', '?'))[:10]}; "
+        f"BMv2 `{meta.get('bmv2', '?')}`; {meta.get('ab', '')}; k6 {meta.get('k6', '?')}. "
+        f"Provenance (issue 33): {provenance.describe(meta)}. Variants' order within a "
+        "repetition: "
+        + (
+            f"shuffled per repetition (seed {meta['order_seed']})"
+            if "order_seed" in meta
+            else "not interleaved (each point's repetitions ran back to back; runs before issue 33)"
+        )
+        + ".",
         "",
         f"Machine load: load average {meta.get('loadavg_at_start', [0.0])[0]:.2f} at the start, "
         f"{meta.get('loadavg_at_end', [0.0])[0]:.2f} at the end; busiest processes at the start: "
@@ -984,17 +1090,56 @@ def main(argv: list[str] | None = None) -> int:
         f"connection counters differ from the servers' access logs: "
         f"{mismatch_text(runs)}.",
         "",
-        f"Other work on the machine, busy (> 20 % CPU) right after a run: {others_text(root)}.",
+        f"Other work on the machine, busy (> 20 % CPU) right after a run: {others_text(root)}. "
+        f"{other_cpu_text(runs, meta)}",
         "",
         "tc queueing disciplines on this kernel: "
         + ", ".join(f"{q} {'yes' if ok else 'missing'}" for q, ok in meta.get("qdiscs", {}).items())
         + ".",
         "",
     ]
+
+
+def readme_block(root: Path) -> str | None:
+    """results/README.md's experiments region, from the raw files under `root` alone."""
+    runs = load_runs(root)
+    if not runs:
+        return None
+    meta = json.loads((root / "meta.json").read_text()) if (root / "meta.json").exists() else {}
+    algorithms = meta.get("algorithms") or sorted({r["variant"] for r in runs})
+    g = groups(runs)
+    ab_loads = sorted({k[3] for k in g if k[0] == "ab"})
+    made = [m for m in PLOTS if (root / m).exists()]
+    return (
+        "\n".join(head_lines(root, runs, meta))
+        + "\n"
+        + seed_tables(g, algorithms, ab_loads)
+        + "\nPlots (in experiments/): "
+        + ", ".join(f"[{m}](experiments/{m})" for m in made)
+        + ". Every run's table: "
+        "[experiments/summary.md](experiments/summary.md).\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.experiments.report")
+    p.add_argument("--out", default=str(OUT))
+    p.add_argument("--readme", default=None, help="ignored: bench.readme_figures fills READMEs")
+    a = p.parse_args(argv)
+    root = Path(a.out)
+    runs = load_runs(root)
+    if not runs:
+        print(f"report: no runs under {root / 'raw'}", file=sys.stderr)
+        return 1
+    meta = json.loads((root / "meta.json").read_text()) if (root / "meta.json").exists() else {}
+    algorithms = meta.get("algorithms") or sorted({r["variant"] for r in runs})
+    g = groups(runs)
+    ceiling, _ = switch_ceiling(root.parent)
+    made = plots(g, algorithms, root, ceiling)
     summary = (
         "# Experiments (issue 15)\n\nGenerated by `python -m bench.experiments.report` from raw/; "
         "do not edit.\n\n"
-        + "\n".join(head)
+        + "\n".join(head_lines(root, runs, meta))
         + "\n## ab, one client (seeds 002, 003)\n\n"
         + ab_table(g, algorithms)
         + "\n## Many sources: 3 clients × k addresses, one ab -c 1 each (seed 000, hash "
@@ -1007,23 +1152,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     (root / "summary.md").write_text(summary)
     (root / "runs.json").write_text(json.dumps(runs, indent=1))
-    ab_loads = sorted({k[3] for k in g if k[0] == "ab"})
-    block = (
-        "\n".join(head)
-        + "\n"
-        + seed_tables(g, algorithms, ab_loads)
-        + "\nPlots (in experiments/): "
-        + ", ".join(f"[{m}](experiments/{m})" for m in made)
-        + ". Every run's table: "
-        "[experiments/summary.md](experiments/summary.md).\n"
-    )
-    readme = Path(a.readme)
-    if readme.exists():
-        text = readme.read_text()
-        if BEGIN in text and END in text:
-            pre, rest = text.split(BEGIN, 1)
-            post = rest.split(END, 1)[1]
-            readme.write_text(f"{pre}{BEGIN}\n{block}{END}{post}")
     print(f"report: {len(runs)} runs -> {root / 'summary.md'}, {', '.join(made)}")
     return 0
 

@@ -18,6 +18,7 @@ import dataclasses
 import json
 import os
 import platform
+import random
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bench import outdir, provenance
 from bench.experiments import load as loadgen
 from bench.experiments.plan import (
     PROFILES,
@@ -42,6 +44,7 @@ from bench.experiments.plan import (
 from p4lb.intent import reader, writer
 from p4lb.pipeline.p4info import compiled_limits
 from p4lb.service import operations
+from topology.bmv2 import switch_binary
 from topology.net import (
     ROOT,
     VIP_ADDR,
@@ -90,39 +93,52 @@ def algorithms() -> tuple[str, ...]:
     return compiled_limits().algorithms
 
 
-def jobs(profile: Profile, algs: tuple[str, ...], k6: bool, only: set[str]) -> list[Job]:
-    """The whole matrix, grouped by scenario (one network each), then variant (one config
-    each), then load and repetition."""
+def jobs(
+    profile: Profile, algs: tuple[str, ...], k6: bool, only: set[str], seed: int = 0
+) -> list[Job]:
+    """The whole matrix, grouped by scenario (one network each), then repetition: within a
+    repetition every variant runs once, in an order shuffled per repetition (seeded by
+    `seed`, recorded in meta.json), each with all its loads; so a drift of the machine
+    falls on every variant alike (issue 33)."""
     out: list[Job] = []
     names = dict.fromkeys(
         profile.ab_scenarios + profile.clients_scenarios + (profile.k6_scenarios if k6 else ())
     )
     for sname in names:
         sc = SCENARIOS[sname]
-        vs = variants(algs, sc)
-        for v in [*vs, SINGLE]:
-            if "ab" in only and sname in profile.ab_scenarios:
-                out += [
-                    Job("ab", sc, v, ld, r) for ld in profile.ab_loads for r in range(profile.reps)
-                ]
-            if v is SINGLE:
-                continue
-            if "clients" in only and sname in profile.clients_scenarios:
-                out += [
-                    Job("clients", sc, v, ld, r)
-                    for ld in profile.clients_loads
-                    for r in range(profile.reps)
-                ]
-            if (
-                "k6" in only
-                and k6
-                and sname in profile.k6_scenarios
-                and (profile.k6_variants is None or v.name in profile.k6_variants)
-            ):
-                out += [
-                    Job("k6", sc, v, sh, r) for sh in profile.k6_shapes for r in range(profile.reps)
-                ]
+        vs = [*variants(algs, sc), SINGLE]
+        orders = provenance.interleaved(
+            [v.name for v in vs], profile.reps, seed + list(SCENARIOS).index(sname)
+        )
+        by_name = {v.name: v for v in vs}
+        for r, order in enumerate(orders):
+            for v in (by_name[n] for n in order):
+                if "ab" in only and sname in profile.ab_scenarios:
+                    out += [Job("ab", sc, v, ld, r) for ld in profile.ab_loads]
+                if v is SINGLE:
+                    continue
+                if "clients" in only and sname in profile.clients_scenarios:
+                    out += [Job("clients", sc, v, ld, r) for ld in profile.clients_loads]
+                if (
+                    "k6" in only
+                    and k6
+                    and sname in profile.k6_scenarios
+                    and (profile.k6_variants is None or v.name in profile.k6_variants)
+                ):
+                    out += [Job("k6", sc, v, sh, r) for sh in profile.k6_shapes]
     return out
+
+
+# Each repetition of a many-source load draws its client addresses anew from a pool this
+# many times larger than it needs, so its repetitions are independent placements (issue
+# 33: srchash's figure had been one placement reported three times). Within a repetition
+# every variant gets the same draw: they are compared on the same addresses.
+DRAW_POOL = 4
+
+
+def draw_sources(pool: list[str], k: int, seed: int) -> list[str]:
+    """`k` addresses of `pool`, a seeded draw (sorted, for the record)."""
+    return sorted(random.Random(seed).sample(pool, min(k, len(pool))))
 
 
 # ---------------------------------------------------------------- measurements
@@ -247,8 +263,15 @@ def single_server(lab: Lab, scenario: Scenario) -> tuple[Any, Path]:
     return host, log
 
 
-def one_run(lab: Lab, job: Job, root: Path, k6: str | None) -> dict[str, Any]:
+def draw_seed(job: Job) -> int:
+    """The draw of a many-source run: one per scenario and repetition."""
+    return 1000 * (list(SCENARIOS).index(job.scenario.name) + 1) + job.rep
+
+
+def one_run(lab: Lab, job: Job, root: Path, k6: str | None, k6_sources: int = 1) -> dict[str, Any]:
     out = job.path(root)
+    drawn: dict[str, Any] | None = None
+    sample0 = provenance.sample_now()
     out.mkdir(parents=True, exist_ok=True)
     hosts = [*lab.clients, *lab.servers]
     lines0 = log_lines(lab)
@@ -270,17 +293,23 @@ def one_run(lab: Lab, job: Job, root: Path, k6: str | None) -> dict[str, Any]:
         timeout = 60 + ld.n / 5
         loadgen.run_ab(lab.clients[0], url, ld.n, ld.concurrency, out, timeout)
     elif isinstance(ld, ClientsLoad):
-        sources = {c: lab.sources[c.name][: ld.addresses] for c in lab.clients}
+        seed = draw_seed(job)
+        sources = {
+            c: draw_sources(lab.sources[c.name], ld.addresses, seed + i)
+            for i, c in enumerate(lab.clients)
+        }
+        drawn = {"seed": seed, "addresses": {c.name: a for c, a in sources.items()}}
         loadgen.run_ab_sources(sources, url, ld.per_address, out, 60 + ld.per_address * 5)
     else:
         assert k6 is not None
-        sources = {c: lab.sources[c.name] for c in lab.clients}
+        sources = {c: lab.sources[c.name][:k6_sources] for c in lab.clients}
         span = ld.ramp_s + ld.hold_s + ld.down_s
         loadgen.run_k6(k6, sources, ld, url, out, 90 + 2 * span)
     elapsed = time.monotonic() - t0
     pkts1 = switch_packets(lab)
     swcpu1 = cpu_ticks(lab.pids.get("switch", 0))
     busy1, total1 = machine_ticks()
+    other_cpu = provenance.other_share(sample0, provenance.sample_now())
     wait_servers_idle(lab)
     served, conns, by_source = log_since(lab, lines0)
     if single:  # what the one server answered (the pool's servers saw nothing)
@@ -308,6 +337,8 @@ def one_run(lab: Lab, job: Job, root: Path, k6: str | None) -> dict[str, Any]:
         "loadavg_after": list(os.getloadavg()),
         "busiest_processes_after": busiest()[:4],
         "machine_cpu_busy": (busy1 - busy0) / max(1, total1 - total0),
+        "other_cpu": other_cpu,
+        "sources_drawn": drawn,
         "switch_packets": pkts1 - pkts0,
         "switch_pps": (pkts1 - pkts0) / elapsed if elapsed else 0.0,
         "switch_cpu": (swcpu1 - swcpu0) / hz / elapsed if elapsed else 0.0,
@@ -377,7 +408,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenarios", nargs="*", default=None, help="limit to these scenarios")
     p.add_argument("--variants", nargs="*", default=None, help="limit to these variants")
     p.add_argument("--reps", type=int, default=None, help="repetitions (default: the profile's)")
-    p.add_argument("--out", default=str(OUT))
+    p.add_argument("--out", default=None, help=f"default: {OUT} (full profile) or scratch")
+    p.add_argument("--order-seed", type=int, default=None, help="seed of the variants' order")
+    p.add_argument("--readme", default=None, help="README whose generated block the report fills")
     p.add_argument("--keep", action="store_true", help="keep raw runs of earlier invocations")
     p.add_argument("--no-report", action="store_true")
     a = p.parse_args(argv)
@@ -385,9 +418,17 @@ def main(argv: list[str] | None = None) -> int:
         print("bench.experiments: needs root (Mininet and BMv2 on veths)", file=sys.stderr)
         return 2
     profile = PROFILES[a.profile]
+    partial = bool(a.scenarios or a.variants or set(a.only) != {"ab", "clients", "k6"})
+    committed = profile.name == "full" and not partial and (a.reps or profile.reps) >= profile.reps
     if a.reps:
         profile = dataclasses.replace(profile, reps=a.reps)
-    root = Path(a.out)
+    root = outdir.destination("experiments", committed, Path(a.out) if a.out else None)
+    seed = a.order_seed if a.order_seed is not None else int(time.time()) % 1_000_000
+    from bench.switch import start_run
+
+    run = start_run("bench-experiments", {"standard": switch_binary()}, argv)
+    if run is None:
+        return 2
     k6 = loadgen.k6_binary()
     if k6 is None and "k6" in a.only:
         print(
@@ -396,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     algs = algorithms()
-    todo = jobs(profile, algs, k6 is not None, set(a.only))
+    todo = jobs(profile, algs, k6 is not None, set(a.only), seed)
     if a.scenarios:
         todo = [j for j in todo if j.scenario.name in a.scenarios]
     if a.variants:
@@ -414,6 +455,8 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_at_start": list(os.getloadavg()),
         "busiest_processes_at_start": busiest(),
         "runs_planned": len(todo),
+        "order_seed": seed,
+        "order": [[j.scenario.name, j.rep, j.variant.name, j.load.name] for j in todo],
     }
     print(f"{len(todo)} runs ({profile.name} profile, algorithms {', '.join(algs)})", flush=True)
     started = time.monotonic()
@@ -427,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
                 clients=profile.clients,
                 capacities=sc.capacities(),
                 weights=list(sc.workers),
-                addresses_per_client=max(2, profile.max_addresses()),
+                addresses_per_client=max(2, DRAW_POOL * profile.max_addresses()),
             )
         )
         try:
@@ -448,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
                 try:
-                    rec = one_run(lab, job, root, k6)
+                    rec = one_run(lab, job, root, k6, max(2, profile.max_addresses()))
                 except Exception as e:  # noqa: BLE001 - one failed run is recorded, not fatal
                     failures.append(f"{job.path(root)}: {e}")
                     print(f"    FAILED: {e}", flush=True)
@@ -472,12 +515,14 @@ def main(argv: list[str] | None = None) -> int:
         meta["started"] = earlier["started"]
         meta["loadavg_at_start"] = earlier["loadavg_at_start"]
         meta["busiest_processes_at_start"] = earlier.get("busiest_processes_at_start", [])
+    meta["provenance"] = run.finish(profile.reps, order="meta.json's `order`", order_seed=seed)
     (root / "meta.json").write_text(json.dumps(meta, indent=1))
+    print(outdir.said(root))
     print(f"done: {done} runs, {len(failures)} failed, {fmt_s(time.monotonic() - started)}")
     if not a.no_report:
         from bench.experiments import report
 
-        report.main(["--out", str(root)])
+        report.main(["--out", str(root), *(["--readme", a.readme] if a.readme else [])])
     return 1 if failures else 0
 
 

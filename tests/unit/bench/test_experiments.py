@@ -1,5 +1,7 @@
 """The experiment suite's pure parts (bench/experiments), run everywhere: every algorithm of
-the program joins the plan by name, and the report's percentiles, bands and breakpoint rate."""
+the program joins the plan by name, variants take turns within each repetition in a
+shuffled order, many-source runs draw their addresses anew per repetition, and the report's
+percentiles and bands."""
 
 from __future__ import annotations
 
@@ -18,12 +20,40 @@ def test_every_algorithm_of_the_program_joins_by_name() -> None:
     assert ("clients", "some_new_algorithm") in planned
     assert ("ab", "single") in planned and ("clients", "single") not in planned
     reps = [j.rep for j in jobs(QUICK, algs, False, {"ab"})]
-    assert set(reps) == set(range(QUICK.reps)) and QUICK.reps >= 3
+    assert set(reps) == set(range(QUICK.reps)) and QUICK.reps >= 5
 
 
-def test_percentiles_bands_and_breakpoint_rate() -> None:
+def test_variants_take_turns_within_each_repetition_in_a_seeded_shuffled_order() -> None:
+    from bench.experiments.plan import QUICK
+    from bench.experiments.run import jobs
+
+    algs = ("iphash", "wrr", "srchash", "maglev")
+    todo = [j for j in jobs(QUICK, algs, False, {"ab"}, seed=7) if j.scenario.name == "equal"]
+    orders = []
+    for r in range(QUICK.reps):
+        in_rep = [j for j in todo if j.rep == r]
+        # a repetition is contiguous: every variant's loads, then the next variant
+        assert todo[r * len(in_rep) : (r + 1) * len(in_rep)] == in_rep
+        order = list(dict.fromkeys(j.variant.name for j in in_rep))
+        assert sorted(order) == sorted([*algs, "single"])
+        orders.append(order)
+    assert len({tuple(o) for o in orders}) > 1
+    assert jobs(QUICK, algs, False, {"ab"}, seed=7) == jobs(QUICK, algs, False, {"ab"}, seed=7)
+
+
+def test_each_repetition_draws_other_client_addresses() -> None:
+    from bench.experiments.run import draw_sources
+
+    pool = [f"10.1.0.{i}" for i in range(1, 33)]
+    draws = {tuple(draw_sources(pool, 8, seed)) for seed in range(5)}
+    assert len(draws) == 5 and all(len(d) == 8 and set(d) <= set(pool) for d in draws)
+    assert draw_sources(pool, 8, 3) == draw_sources(pool, 8, 3)
+    assert draw_sources(pool[:2], 8, 0) == sorted(pool[:2])
+
+
+def test_percentiles_and_bands() -> None:
     from bench.experiments.load import percentile
-    from bench.experiments.report import breakpoint_rate, delay_band, throughput_band
+    from bench.experiments.report import delay_band, throughput_band
 
     xs = [float(x) for x in range(1, 101)]
     assert (percentile(xs, 50), percentile(xs, 95), percentile(xs, 100)) == (50.0, 95.0, 100.0)
@@ -31,6 +61,3 @@ def test_percentiles_bands_and_breakpoint_rate() -> None:
     assert delay_band(149) == "Excellent / TIPHON very good"
     assert (delay_band(150), delay_band(449), delay_band(450)) == ("Good", "Fair / medium", "Poor")
     assert (throughput_band(100), throughput_band(2100)) == ("Bad", "Excellent")
-    rec = {"load": {"name": "breakpoint", "rate": 101, "ramp_s": 10}}
-    half = [{"state": {"testRunDurationMs": 5000.0}}] * 3
-    assert breakpoint_rate(rec, half) == 3 * 51.0

@@ -62,7 +62,13 @@ def run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[dict[str, Any]
         sw, "pcap_for", lambda shape, direct, wd: wd / ("direct" if direct else "vip")
     )
     args = argparse.Namespace(
-        reps=3, levels=["floor-nat"], algorithms=[], instr_flows=10, flows=10, timed=True
+        reps=3,
+        levels=["floor-nat"],
+        algorithms=[],
+        instr_flows=10,
+        flows=10,
+        timed=True,
+        order_seed=1,
     )
     return floor.measure("fast", "simple_switch_grpc", args, tmp_path), order
 
@@ -70,9 +76,13 @@ def run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[dict[str, Any]
 def test_programs_take_turns_and_only_the_baseline_is_sent_to_the_servers(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    _, order = run(monkeypatch, tmp_path)
-    one_rep = ["instr baseline direct", "instr floor-nat vip", "timed baseline", "timed floor-nat"]
-    assert order == one_rep * 3
+    res, order = run(monkeypatch, tmp_path)
+    assert len(res["order"]) == 3
+    for rep, names in enumerate(res["order"]):
+        assert sorted(names) == ["baseline", "floor-nat"]
+        kind = {"baseline": "direct", "floor-nat": "vip"}
+        want = [f"instr {n} {kind[n]}" for n in names] + [f"timed {n}" for n in names]
+        assert order[4 * rep : 4 * rep + 4] == want
 
 
 def test_ratios_are_per_repetition_and_inverted_for_instructions(

@@ -55,19 +55,28 @@ def fake_run(rps: float, complete: int = 100) -> Run:
 def ab_args(monkeypatch: pytest.MonkeyPatch, **kw: Any) -> argparse.Namespace:
     # measure() points the topology at the build's binary; undo that after the test.
     monkeypatch.setenv("P4LB_SIMPLE_SWITCH", "unused")
-    return argparse.Namespace(reps=2, n=100, c=10, algorithms=["wrr"], **kw)
+    return argparse.Namespace(reps=2, n=100, c=10, algorithms=["wrr"], order_seed=0, **kw)
 
 
 def test_ab_ratios_pair_each_repetition_with_its_own_baseline(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # Repetition 1: baseline 1000, wrr 500; repetition 2: the machine is twice as fast.
-    results = iter([fake_run(1000), fake_run(500), fake_run(2000), fake_run(1000)])
-    monkeypatch.setattr(ab_overhead, "one_run", lambda case, n, c, raw: next(results))
+    # Whatever the shuffled order within a repetition, each pairs with its own baseline.
+    rps = {("baseline", 0): 1000, ("wrr", 0): 500, ("baseline", 1): 2000, ("wrr", 1): 1000}
+    seen: list[str] = []
+
+    def one_run(case: Any, n: int, c: int, raw: Path) -> Run:
+        seen.append(case.name)
+        return fake_run(rps[(case.name, (len(seen) - 1) // 2)])
+
+    monkeypatch.setattr(ab_overhead, "one_run", one_run)
     out = ab_overhead.measure("/bin/switch", ab_args(monkeypatch), tmp_path)
     ratio = out["programs"]["wrr"]["vs_baseline_per_rep"]
     assert ratio["min"] == ratio["max"] == 0.5
     assert out["programs"]["baseline"]["rps"]["median"] == 1500
+    assert out["programs"]["baseline"]["rps"]["values"] == [1000.0, 2000.0]
+    assert [n for order in out["order"] for n in order] == seen
 
 
 def test_ab_run_that_did_not_finish_is_an_error(

@@ -1,0 +1,418 @@
+"""What every results file says about how it was measured (issue 33): when, on which code
+(commit, dirty flag, the P4 sources' stamp), with which tools (p4c, each BMv2 binary's
+version and build flags), on which machine, how loaded the machine was while it ran, and
+how many repetitions ran in which order.
+
+A bench calls `start(...)` before its first measurement: it refuses to start when other
+processes use more than a set share of the CPU (P4LB_MAX_OTHER_CPU, a fraction of all
+cores; default 0.25), unless P4LB_ALLOW_BUSY=1, in which case the file is marked busy. A
+sampler thread then reads /proc/stat for the whole run; `Run.finish()` returns the
+`provenance` block to store in the file. The pure parts (parsing, shares, the verdict) are
+functions below so tests can hold them to their arithmetic."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import random
+import re
+import shlex
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+STAMP = ROOT / "p4src" / "compiled" / "SOURCES.sha256"
+MAX_OTHER_CPU_DEFAULT = 0.25
+SAMPLE_S = 1.0  # the sampler's period
+PROBE_S = 2.0  # how long the machine is watched before a run may start
+# Where scripts/build-from-source.sh keeps its build trees (each with .p4lb-configure).
+SOURCE_DIRS = ("/usr/local/src/p4lb", "/opt/p4lb-src")
+NOT_RECORDED = "not recorded"
+
+
+class BusyMachine(RuntimeError):
+    """Other processes use more of the CPU than a measurement allows."""
+
+
+# ---------------------------------------------------------------- pure parts
+
+
+def parse_proc_stat(text: str) -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs from /proc/stat's first line; idle and iowait are
+    not busy."""
+    first = text.splitlines()[0].split()
+    if first[0] != "cpu":
+        raise ValueError(f"/proc/stat: first line is not the cpu total: {first[0]!r}")
+    cells = [int(x) for x in first[1:]]
+    # guest and guest_nice (cells 8, 9) are already inside user and nice.
+    cells = cells[:8]
+    idle = cells[3] + (cells[4] if len(cells) > 4 else 0)
+    return sum(cells) - idle, sum(cells)
+
+
+def parse_pid_stat(text: str) -> tuple[int, int]:
+    """(parent pid, utime + stime jiffies) from /proc/PID/stat (the name may hold spaces
+    and parentheses: the fields are read after its last ')')."""
+    fields = text.rsplit(")", 1)[1].split()
+    return int(fields[1]), int(fields[11]) + int(fields[12])
+
+
+def tree_ticks(procs: dict[int, tuple[int, int]], root: int, *more: int) -> int:
+    """CPU jiffies of `root` (and of `more` roots: processes a bench started that
+    daemonized away from its tree) and all their descendants, each counted once, from
+    {pid: (ppid, ticks)}."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo, seen = 0, [root, *more], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += procs.get(pid, (0, 0))[1]
+        todo += children.get(pid, [])
+    return total
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One reading: the machine's busy and total jiffies, and our process tree's."""
+
+    busy: int
+    total: int
+    ours: int
+
+
+def other_share(a: Sample, b: Sample) -> float:
+    """Share of all cores (0..1) that processes other than ours kept busy between two
+    samples. Our tree's jiffies can only be counted while its processes live, so a child
+    that ended in between makes it read a little high: the safe side for a refusal."""
+    total = b.total - a.total
+    if total <= 0:
+        return 0.0
+    return max(0.0, min(1.0, ((b.busy - a.busy) - max(0, b.ours - a.ours)) / total))
+
+
+def load_verdict(share: float, limit: float, allow_busy: bool) -> tuple[bool, str | None]:
+    """(may start, marker). Above `limit` a run is refused, or with `allow_busy` it starts
+    and carries a marker saying how busy the machine was."""
+    if share <= limit:
+        return True, None
+    text = f"other processes used {share:.0%} of the CPU (limit {limit:.0%})"
+    return (True, f"BUSY: {text}") if allow_busy else (False, text)
+
+
+def max_other_cpu(env: dict[str, str] | None = None) -> float:
+    """The limit from P4LB_MAX_OTHER_CPU (a fraction, or a percentage with %)."""
+    raw = (env if env is not None else os.environ).get("P4LB_MAX_OTHER_CPU", "")
+    if not raw:
+        return MAX_OTHER_CPU_DEFAULT
+    try:
+        value = float(raw.rstrip("%")) / (100 if raw.endswith("%") else 1)
+    except ValueError as e:
+        raise ValueError(f"P4LB_MAX_OTHER_CPU={raw!r}: want a fraction (0.25) or 25%") from e
+    if not 0 <= value <= 1:
+        raise ValueError(f"P4LB_MAX_OTHER_CPU={raw!r}: want 0..1 (or 0%..100%)")
+    return value
+
+
+def configure_flags(stamp_text: str) -> tuple[str, list[str]]:
+    """(prefix, configure arguments) from a .p4lb-configure stamp of the source route
+    ("PREFIX ARG ..."; arguments as the script passed them, quoting lost)."""
+    words = stamp_text.strip().split(" ")
+    return words[0], words[1:]
+
+
+def configure_from_log(log_text: str) -> list[str] | None:
+    """The configure arguments, quoting kept, from autoconf's config.log ("  $ PATH/configure
+    ARGS"); the --prefix is left out (the binary's path says it). None without that line."""
+    for line in log_text.splitlines()[:40]:
+        if line.startswith("  $ ") and "configure" in line:
+            words = shlex.split(line[4:])
+            return [w for w in words[1:] if not w.startswith("--prefix=")]
+    return None
+
+
+def build_kind(flags: list[str] | None) -> str:
+    """speed (no logging macros), standard, or unknown (flags not recovered)."""
+    if flags is None:
+        return "unknown"
+    return "speed" if "--disable-logging-macros" in flags else "standard"
+
+
+def summarize_load(shares: list[float]) -> dict[str, Any]:
+    if not shares:
+        return {"samples": 0}
+    s = sorted(shares)
+    return {
+        "samples": len(s),
+        "other_cpu_median": s[len(s) // 2],
+        "other_cpu_max": s[-1],
+        "other_cpu_mean": sum(s) / len(s),
+    }
+
+
+def interleaved(variants: list[str], reps: int, seed: int, salt: str = "") -> list[list[str]]:
+    """Each repetition's order of `variants`: every variant once per repetition, the order
+    shuffled by a generator seeded with `seed` and `salt` (a build's name: each build gets
+    its own orders from one recorded seed, so a run can be replayed)."""
+    rng = random.Random(f"{seed}/{salt}")
+    out = []
+    for _ in range(reps):
+        order = list(variants)
+        rng.shuffle(order)
+        out.append(order)
+    return out
+
+
+# ---------------------------------------------------------------- the machine
+
+
+def _out(cmd: list[str], timeout: float = 15) -> str | None:
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (r.stdout or r.stderr).strip() or None
+
+
+def git_state(root: Path = ROOT) -> dict[str, Any]:
+    commit = _out(["git", "-C", str(root), "rev-parse", "HEAD"])
+    status = _out(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
+    return {"commit": commit or "unknown", "dirty": bool(status)}
+
+
+def p4_stamp(path: Path = STAMP) -> dict[str, str]:
+    """The committed P4 sources' SHA-256 and the p4c that compiled them (SOURCES.sha256)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {"sources_sha256": "unknown", "compiled_by": "unknown"}
+    return {
+        "sources_sha256": lines[0].split()[0] if lines else "unknown",
+        "compiled_by": lines[1].strip() if len(lines) > 1 else NOT_RECORDED,
+    }
+
+
+def p4c_version(p4c: str = "p4c-bm2-ss") -> str:
+    text = _out([p4c, "--version"])
+    if not text:
+        return "missing"
+    m = re.search(r"\d+(?:\.\d+)+(?:[-\w.]*)?", text)
+    return m.group(0) if m else text.splitlines()[-1]
+
+
+def bmv2_build(binary: str, source_dirs: tuple[str, ...] = SOURCE_DIRS) -> dict[str, Any]:
+    """A simple_switch_grpc's version and, where the source route built it, its configure
+    flags (from the build tree's .p4lb-configure whose prefix holds the binary)."""
+    path = Path(binary)
+    info: dict[str, Any] = {"path": str(path), "version": _out([str(path), "--version"])}
+    prefix = str(path.resolve().parent.parent)
+    dirs = [os.environ.get("P4LB_SRC_DIR", ""), *source_dirs]
+    for d in filter(None, dirs):
+        for stamp in sorted(Path(d).glob("build/*/.p4lb-configure")):
+            with contextlib.suppress(OSError):
+                p, flags = configure_flags(stamp.read_text())
+                if p == prefix and stamp.parent.name.startswith("bmv2"):
+                    log = stamp.parent / "config.log"
+                    exact = configure_from_log(log.read_text()) if log.exists() else None
+                    flags = exact or flags
+                    info |= {"configure": flags, "configure_from": str(log if exact else stamp)}
+                    info["kind"] = build_kind(flags)
+                    return info
+    info |= {
+        "configure": "unknown",
+        "configure_from": f"no .p4lb-configure for prefix {prefix} under {', '.join(dirs[1:])}",
+        "kind": build_kind(None),
+    }
+    return info
+
+
+def machine() -> dict[str, Any]:
+    mem_kib = 0
+    with contextlib.suppress(OSError):
+        m = re.search(r"^MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text(), re.M)
+        mem_kib = int(m.group(1)) if m else 0
+    model = "unknown"
+    with contextlib.suppress(OSError):
+        m = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
+        model = m.group(1).strip() if m else model
+    return {
+        "cores": os.cpu_count(),
+        "cpu": model,
+        "memory_gib": round(mem_kib / 1024**2, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
+
+
+def _sample(root_pid: int, *adopted: int) -> Sample:
+    busy, total = parse_proc_stat(Path("/proc/stat").read_text())
+    procs: dict[int, tuple[int, int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                procs[int(entry.name)] = parse_pid_stat(Path(entry.path, "stat").read_text())
+    return Sample(busy, total, tree_ticks(procs, root_pid, *adopted))
+
+
+def sample_now() -> Sample:
+    """The machine's and this process tree's CPU jiffies now (see other_share)."""
+    return _sample(os.getpid())
+
+
+def busiest_others(n: int = 4) -> list[str]:
+    """The processes using most CPU right now, for the record."""
+    text = _out(["ps", "-eo", "pcpu,pid,args", "--sort=-pcpu"]) or ""
+    me = os.getpid()
+    rows = []
+    for line in text.splitlines()[1:]:
+        parts = line.split(None, 2)
+        if len(parts) == 3 and int(parts[1]) != me:
+            rows.append(f"{parts[0]} % {parts[2][:100]}")
+    return rows[:n]
+
+
+# ---------------------------------------------------------------- a run
+
+
+@dataclass
+class Run:
+    """A bench's run: the facts collected at its start, the load sampled while it runs."""
+
+    bench: str
+    argv: list[str]
+    facts: dict[str, Any]
+    limit: float
+    marker: str | None = None
+    shares: list[float] = field(default_factory=list)
+    order: list[Any] = field(default_factory=list)
+    adopted: set[int] = field(default_factory=set)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def _loop(self) -> None:
+        last = _sample(os.getpid(), *self.adopted)
+        while not self._stop.wait(SAMPLE_S):
+            now = _sample(os.getpid(), *self.adopted)
+            self.shares.append(other_share(last, now))
+            last = now
+
+    def adopt(self, pids: list[int]) -> None:
+        """Count these processes (and their children) as the run's own: daemons it started
+        that left its process tree (FRR's)."""
+        self.adopted |= set(pids)
+
+    def record_order(self, rep: int, order: list[str]) -> None:
+        """Which variants ran, in which order, in repetition `rep` (0-based)."""
+        self.order.append({"rep": rep, "order": list(order)})
+
+    def finish(
+        self, reps: int | dict[str, int], order: str | None = None, **more: Any
+    ) -> dict[str, Any]:
+        """The provenance block: facts, load while running, repetitions and their order
+        (recorded here with record_order, or `order` saying where the results keep it)."""
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=5)
+        load = summarize_load(self.shares)
+        load |= {"limit": self.limit, "busiest_at_end": busiest_others()}
+        if self.marker or any(s > self.limit for s in self.shares):
+            load["marker"] = self.marker or (
+                f"BUSY during the run: other processes peaked at {max(self.shares):.0%} "
+                f"of the CPU (limit {self.limit:.0%})"
+            )
+        return (
+            self.facts
+            | {
+                "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "load": load,
+                "repetitions": reps,
+                "order": self.order or order or NOT_RECORDED,
+            }
+            | more
+        )
+
+
+def collect(
+    bench: str, binaries: dict[str, str] | None = None, argv: list[str] | None = None
+) -> dict[str, Any]:
+    """The facts of a run that do not depend on the load: when, which code, which tools,
+    which machine. Computed figures (no timing) carry only these."""
+    return {
+        "bench": bench,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": shlex.join(argv if argv is not None else []),
+        "git": git_state(),
+        "p4_stamp": p4_stamp(),
+        "p4c": p4c_version(os.environ.get("P4C", "p4c-bm2-ss")),
+        "bmv2": {name: bmv2_build(path) for name, path in (binaries or {}).items()},
+        "machine": machine(),
+    }
+
+
+def start(
+    bench: str,
+    binaries: dict[str, str] | None = None,
+    argv: list[str] | None = None,
+    probe_s: float = PROBE_S,
+) -> Run:
+    """Collect the facts, watch the machine for `probe_s`, refuse (BusyMachine) or mark a
+    busy start, then sample the load in a thread until `finish()`."""
+    limit = max_other_cpu()
+    allow = os.environ.get("P4LB_ALLOW_BUSY", "") not in ("", "0")
+    a = _sample(os.getpid())
+    time.sleep(probe_s)
+    b = _sample(os.getpid())
+    share = other_share(a, b)
+    ok, marker = load_verdict(share, limit, allow)
+    if not ok:
+        raise BusyMachine(
+            f"{bench}: {marker}; {'; '.join(busiest_others(3))}. Wait, or set "
+            "P4LB_ALLOW_BUSY=1 to measure anyway (the results file will say so)"
+        )
+    facts = collect(bench, binaries, argv) | {
+        "other_cpu_at_start": share,
+        "busiest_at_start": busiest_others(),
+    }
+    run = Run(bench, argv or [], facts, limit, marker)
+    run._thread = threading.Thread(target=run._loop, name="p4lb-load-sampler", daemon=True)
+    run._thread.start()
+    return run
+
+
+def describe(doc: dict[str, Any]) -> str:
+    """One line for a generated table: how a results file was measured, or that its
+    provenance was not recorded (files written before issue 33)."""
+    p = doc.get("provenance") if isinstance(doc, dict) else None
+    if not isinstance(p, dict) or "git" not in p:
+        return f"provenance {NOT_RECORDED} (written before issue 33; rerun to record it)"
+    git = p["git"]
+    builds = ", ".join(
+        f"{n} {b.get('version') or '?'} ({b.get('kind', 'unknown')})"
+        for n, b in p.get("bmv2", {}).items()
+    )
+    if "load" not in p:  # computed, not timed (algorithms/)
+        return (
+            f"computed {p.get('started', '?')} at {str(git.get('commit', '?'))[:10]}"
+            f"{' (dirty)' if git.get('dirty') else ''}, P4 sources "
+            f"{p.get('p4_stamp', {}).get('sources_sha256', '?')[:10]}; no timing, so no load "
+            "or repetitions"
+        )
+    load = p.get("load", {})
+    busy = f"; {load['marker']}" if load.get("marker") else ""
+    other = load.get("other_cpu_median")
+    return (
+        f"measured {p.get('started', '?')} at {str(git.get('commit', '?'))[:10]}"
+        f"{' (dirty)' if git.get('dirty') else ''}, P4 sources "
+        f"{p.get('p4_stamp', {}).get('sources_sha256', '?')[:10]}, p4c {p.get('p4c', '?')}"
+        f"{', BMv2 ' + builds if builds else ''}; {p.get('machine', {}).get('cores', '?')} cores; "
+        f"other processes {'?' if other is None else f'{other:.0%}'} of the CPU (median)"
+        f"{busy}; repetitions {p.get('repetitions', '?')}"
+    )

@@ -1,0 +1,170 @@
+"""`make results`: every figure of results/ rebuilt on this tree, in order, then the tables,
+plots and README regions generated from the files written (issue 33).
+
+    python -m bench.results [--profile quick|full] [--results-dir DIR] [--build NAME=PATH ...]
+                            [--dry-run]
+
+quick (the default) is a smoke profile: one short repetition of each bench, written into
+the scratch tree build/results-quick/ (never results/ unless --results-dir results). full
+is the committed profile: each bench's defaults, written into results/. The tier
+(`make bench-tier`) is not part of it: it needs FRR and GoBGP and a machine of its own for
+a while. Must run as root, alone on the machine (the benches refuse a busy one), e.g.
+`flock /tmp/p4lb-bmv2.lock make results`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import outdir
+
+PROFILES = ("quick", "full")
+SPEED = ("speed", "fast")  # the speed build's names (results/ has used both)
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    argv: list[str]
+    switch: bool = True  # starts BMv2 (needs root and a quiet machine)
+
+
+def plan(profile: str, results_dir: Path, builds: dict[str, str], python: str) -> list[Step]:
+    """The commands `make results` runs, in order, for `profile`: measurements first, then
+    the generators that read only the files the measurements wrote."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile {profile!r}: want one of {', '.join(PROFILES)}")
+    quick = profile == "quick"
+    py = [python, "-m"]
+    b = [a for name, path in builds.items() for a in ("--build", f"{name}={path}")]
+    steps = [
+        Step(
+            "experiments",
+            [*py, "bench.experiments.run", "--profile", profile, "--no-report"],
+        ),
+        Step(
+            "switch",
+            [*py, "bench.switch", *b]
+            + (
+                ["--reps", "1", "--flows", "300", "--latency-rounds", "50", "--live", "1000"]
+                + ["--vips", "1", "--backends", "3"]
+                if quick
+                # Each path's cost, as committed: the speed build, three algorithms (all
+                # of them on both builds would add some four hours).
+                else ["--path-instructions", "--path-builds", *[n for n in builds if n in SPEED]]
+                + ["--path-algorithms", "iphash", "wrr", "leastconn"]
+            ),
+        ),
+        Step(
+            "ab", [*py, "bench.ab_overhead", *b] + (["--reps", "1", "-n", "500"] if quick else [])
+        ),
+        Step("floor", [*py, "bench.floor", *b] + (["--reps", "1", "--no-timed"] if quick else [])),
+    ]
+    for name, path in builds.items() or {"standard": ""}.items():
+        steps.append(
+            Step(
+                f"flood {name}",
+                [*py, "bench.flood", "--name", name]
+                + (["--binary", path] if path else [])
+                + (["--reps", "1", "--syns", "5000"] if quick else []),
+            )
+        )
+    steps += [
+        Step(
+            "controller",
+            [*py, "bench.controller"] + (["--vips", "10", "--trials", "5"] if quick else []),
+        ),
+        Step("algorithms", [python, "scripts/algorithms_figures.py"], switch=False),
+        Step("switch tables", [*py, "bench.report", "--dir", str(results_dir / "switch")], False),
+        Step(
+            "experiments tables",
+            [*py, "bench.experiments.report", "--out", str(results_dir / "experiments")],
+            False,
+        ),
+        Step("README regions", [*py, "bench.readme_figures", "--results", str(results_dir)], False),
+    ]
+    return steps
+
+
+SPEED_PREFIXES = ("/opt/p4lb/bmv2-speed", "/usr/local/bmv2-speed", "/usr/local/bmv2-fast")
+
+
+def default_builds(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The standard simple_switch_grpc on PATH and the speed build where the source route
+    (or an earlier install) put it, as the Makefile finds them."""
+    env = env if env is not None else dict(os.environ)
+    out = {}
+    std = shutil.which("simple_switch_grpc", path=env.get("PATH"))
+    if std:
+        out["standard"] = std
+    prefixes = [env.get("P4LB_SPEED_PREFIX", ""), *SPEED_PREFIXES]
+    for prefix in filter(None, prefixes):
+        cand = Path(prefix) / "bin" / "simple_switch_grpc"
+        if cand.is_file():
+            out["speed"] = str(cand)
+            break
+    return out
+
+
+def default_dir(profile: str, explicit: str | None) -> Path:
+    if explicit:
+        p = Path(explicit)
+        return p if p.is_absolute() else outdir.ROOT / p
+    return outdir.RESULTS if profile == "full" else outdir.SCRATCH
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="make results", description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", default="quick", help="quick (default) or full")
+    ap.add_argument("--results-dir", default=None, help="default: scratch (quick), results/ (full)")
+    ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan only")
+    a = ap.parse_args(argv)
+    if a.profile not in PROFILES:
+        print(f"make results: PROFILE={a.profile!r}: want quick or full", file=sys.stderr)
+        return 2
+    builds = {}
+    for v in a.build:
+        name, _, path = v.partition("=")
+        if not path:
+            print(f"make results: --build {v!r}: want NAME=PATH", file=sys.stderr)
+            return 2
+        builds[name] = path
+    builds = builds or default_builds()
+    root = default_dir(a.profile, a.results_dir)
+    steps = plan(a.profile, root, builds, sys.executable)
+    env = os.environ | {"P4LB_RESULTS_DIR": str(root)}
+    print(f"make results ({a.profile}): {len(steps)} steps into {root}")
+    for i, s in enumerate(steps, 1):
+        print(f"  {i:2}. {s.name}: P4LB_RESULTS_DIR={root} {shlex.join(s.argv)}")
+    if a.dry_run:
+        return 0
+    if os.geteuid() != 0 and any(s.switch for s in steps):
+        print("make results: the benches start BMv2 and Mininet: run as root", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    for i, s in enumerate(steps, 1):
+        t0 = time.monotonic()
+        print(f"[{i}/{len(steps)}] {s.name}", flush=True)
+        r = subprocess.run(s.argv, cwd=outdir.ROOT, env=env)
+        print(f"[{i}/{len(steps)}] {s.name}: exit {r.returncode}, {time.monotonic() - t0:.0f} s")
+        if r.returncode != 0:
+            print(
+                f"make results: {s.name} failed (exit {r.returncode}); what it wrote so far "
+                f"is in {root}",
+                file=sys.stderr,
+            )
+            return 1
+    print(f"make results: done in {(time.monotonic() - started) / 60:.0f} min; {outdir.said(root)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,216 @@
+"""bench.provenance's pure parts: /proc parsing, the other processes' CPU share, the
+refusal or marker when the machine is busy, BMv2's build flags, the variants' order, and
+the block a results file carries."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from bench import provenance as pv
+
+PROC_STAT = "cpu  100 5 50 800 20 0 5 0 0 0\ncpu0 50 2 25 400 10 0 2 0 0 0\n"
+
+
+def test_proc_stat_counts_idle_and_iowait_as_not_busy() -> None:
+    busy, total = pv.parse_proc_stat(PROC_STAT)
+    assert total == 100 + 5 + 50 + 800 + 20 + 5
+    assert busy == total - 800 - 20
+
+
+def test_proc_stat_without_the_total_line_is_an_error() -> None:
+    with pytest.raises(ValueError, match="cpu total"):
+        pv.parse_proc_stat("cpu0 1 2 3 4\n")
+
+
+def test_pid_stat_name_with_spaces_and_parentheses() -> None:
+    # pid (name) state ppid ... utime(14th) stime(15th)
+    fields = ["S", "42"] + ["0"] * 9 + ["7", "3"] + ["0"] * 5
+    text = "1234 (a (weird) name) " + " ".join(fields)
+    assert pv.parse_pid_stat(text) == (42, 10)
+
+
+def test_tree_ticks_sums_a_process_and_all_its_descendants_only() -> None:
+    procs = {1: (0, 1000), 10: (1, 5), 11: (10, 7), 12: (11, 11), 20: (1, 100)}
+    assert pv.tree_ticks(procs, 10) == 5 + 7 + 11
+    assert pv.tree_ticks(procs, 99) == 0
+    # a daemon that left the tree (parent 1), adopted: counted once, even named twice
+    assert pv.tree_ticks(procs, 10, 20, 11) == 5 + 7 + 11 + 100
+
+
+def test_other_share_subtracts_our_own_tree() -> None:
+    a = pv.Sample(busy=1000, total=4000, ours=100)
+    b = pv.Sample(busy=1600, total=5000, ours=400)  # 600 busy of 1000, 300 of it ours
+    assert pv.other_share(a, b) == pytest.approx(0.3)
+    assert pv.other_share(a, a) == 0.0
+
+
+def test_busy_machine_refused_or_marked_and_quiet_one_passes() -> None:
+    assert pv.load_verdict(0.10, 0.25, allow_busy=False) == (True, None)
+    ok, why = pv.load_verdict(0.40, 0.25, allow_busy=False)
+    assert not ok and "40%" in str(why) and "25%" in str(why)
+    ok, marker = pv.load_verdict(0.40, 0.25, allow_busy=True)
+    assert ok and str(marker).startswith("BUSY")
+
+
+def test_limit_from_the_environment() -> None:
+    assert pv.max_other_cpu({}) == pv.MAX_OTHER_CPU_DEFAULT
+    assert pv.max_other_cpu({"P4LB_MAX_OTHER_CPU": "0.1"}) == pytest.approx(0.1)
+    assert pv.max_other_cpu({"P4LB_MAX_OTHER_CPU": "40%"}) == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="P4LB_MAX_OTHER_CPU"):
+        pv.max_other_cpu({"P4LB_MAX_OTHER_CPU": "lots"})
+    with pytest.raises(ValueError, match="0..1"):
+        pv.max_other_cpu({"P4LB_MAX_OTHER_CPU": "2"})
+
+
+def fake_switch(prefix: Path, version: str) -> Path:
+    binary = prefix / "bin" / "simple_switch_grpc"
+    binary.parent.mkdir(parents=True)
+    binary.write_text(f"#!/bin/sh\necho {version}\n")
+    binary.chmod(binary.stat().st_mode | stat.S_IEXEC)
+    return binary
+
+
+def test_bmv2_build_flags_from_the_source_routes_stamp(tmp_path: Path) -> None:
+    speed = fake_switch(tmp_path / "speed", "1.15.5-abc")
+    plain = fake_switch(tmp_path / "plain", "1.15.5-def")
+    src = tmp_path / "src"
+    for name, prefix, extra in (
+        ("bmv2-speed", tmp_path / "speed", " --disable-logging-macros CXXFLAGS=-O3"),
+        ("bmv2", tmp_path / "plain", ""),
+    ):
+        (src / "build" / name).mkdir(parents=True)
+        (src / "build" / name / ".p4lb-configure").write_text(f"{prefix} --with-pi{extra}\n")
+    s = pv.bmv2_build(str(speed), (str(src),))
+    assert s["version"] == "1.15.5-abc" and s["kind"] == "speed"
+    assert "--disable-logging-macros" in s["configure"]
+    p = pv.bmv2_build(str(plain), (str(src),))
+    assert p["kind"] == "standard" and p["configure"] == ["--with-pi"]
+
+
+def test_configure_arguments_keep_their_quoting_from_config_log(tmp_path: Path) -> None:
+    speed = fake_switch(tmp_path / "speed", "1.15.5-abc")
+    build = tmp_path / "src" / "build" / "bmv2-speed"
+    build.mkdir(parents=True)
+    (build / ".p4lb-configure").write_text(f"{tmp_path / 'speed'} CPPFLAGS=-Ia -Ib\n")
+    (build / "config.log").write_text(
+        "This file contains any messages produced by compilers\n\n"
+        f"  $ /src/configure --prefix={tmp_path / 'speed'} 'CPPFLAGS=-Ia -Ib' "
+        "--disable-logging-macros\n"
+    )
+    info = pv.bmv2_build(str(speed), (str(tmp_path / "src"),))
+    assert info["configure"] == ["CPPFLAGS=-Ia -Ib", "--disable-logging-macros"]
+    assert info["configure_from"].endswith("config.log") and info["kind"] == "speed"
+    assert pv.configure_from_log("no such line\n") is None
+
+
+def test_bmv2_build_without_a_stamp_says_unknown_and_where_it_looked(tmp_path: Path) -> None:
+    b = fake_switch(tmp_path / "elsewhere", "1.15.5-x")
+    info = pv.bmv2_build(str(b), (str(tmp_path / "nothing"),))
+    assert info["configure"] == "unknown" and info["kind"] == "unknown"
+    assert str(tmp_path / "elsewhere") in info["configure_from"]
+
+
+def test_interleaved_runs_every_variant_once_per_repetition_reproducibly() -> None:
+    variants = ["baseline", "iphash", "wrr", "leastconn"]
+    orders = pv.interleaved(variants, 6, seed=5)
+    assert len(orders) == 6 and all(sorted(o) == sorted(variants) for o in orders)
+    assert len({tuple(o) for o in orders}) > 1  # shuffled, not one fixed order
+    assert pv.interleaved(variants, 6, seed=5) == orders
+    assert pv.interleaved(variants, 6, 5, "speed") != orders  # each build its own orders
+
+
+def test_collected_facts_name_code_tools_and_machine() -> None:
+    facts = pv.collect("test", {"standard": "/nonexistent/simple_switch_grpc"}, ["x", "--y"])
+    assert set(facts) >= {"started", "git", "p4_stamp", "p4c", "bmv2", "machine", "command"}
+    assert len(facts["git"]["commit"]) == 40 and isinstance(facts["git"]["dirty"], bool)
+    assert len(facts["p4_stamp"]["sources_sha256"]) == 64
+    assert facts["machine"]["cores"] == os.cpu_count() and facts["machine"]["memory_gib"] > 0
+    assert facts["bmv2"]["standard"]["version"] is None  # no such binary: nothing invented
+    assert facts["command"] == "x --y"
+
+
+def test_finish_records_load_order_and_marks_a_busy_run() -> None:
+    run = pv.Run("t", [], {"git": {}}, limit=0.25, shares=[0.1, 0.5, 0.2])
+    run.record_order(0, ["b", "a"])
+    block = run.finish(3)
+    assert block["load"]["other_cpu_max"] == 0.5 and block["load"]["samples"] == 3
+    assert "BUSY" in block["load"]["marker"] and block["repetitions"] == 3
+    assert block["order"] == [{"rep": 0, "order": ["b", "a"]}]
+    quiet = pv.Run("t", [], {"git": {}}, limit=0.25, shares=[0.1]).finish(1)
+    assert "marker" not in quiet["load"]
+
+
+def test_describe_says_not_recorded_for_files_before_issue_33() -> None:
+    assert pv.NOT_RECORDED in pv.describe({"when": "2026-11-23T00:00:00Z"})
+    doc = {
+        "provenance": {
+            "started": "2026-11-27T00:00:00Z",
+            "git": {"commit": "a" * 40, "dirty": True},
+            "p4_stamp": {"sources_sha256": "b" * 64},
+            "p4c": "1.2.5.16",
+            "bmv2": {"speed": {"version": "1.15.5", "kind": "speed"}},
+            "machine": {"cores": 2},
+            "load": {"other_cpu_median": 0.05, "marker": "BUSY: x"},
+            "repetitions": 5,
+        }
+    }
+    text = pv.describe(doc)
+    assert "aaaaaaaaaa (dirty)" in text and "speed 1.15.5 (speed)" in text
+    assert "BUSY: x" in text and "repetitions 5" in text and "5%" in text
+
+
+def scripted_samples(monkeypatch: pytest.MonkeyPatch, other: float) -> None:
+    """_sample() returns a machine on which other processes use `other` of the CPU."""
+    state = {"n": 0}
+
+    def sample(root_pid: int) -> pv.Sample:
+        state["n"] += 1
+        k = state["n"]
+        return pv.Sample(busy=int(1000 * other * k), total=1000 * k, ours=0)
+
+    monkeypatch.setattr(pv, "_sample", sample)
+    monkeypatch.setattr(pv, "SAMPLE_S", 0.01)
+
+
+def test_start_refuses_a_busy_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    scripted_samples(monkeypatch, 0.6)
+    monkeypatch.delenv("P4LB_ALLOW_BUSY", raising=False)
+    monkeypatch.setenv("P4LB_MAX_OTHER_CPU", "0.3")
+    with pytest.raises(pv.BusyMachine, match="60%.*limit 30%.*P4LB_ALLOW_BUSY"):
+        pv.start("bench-x", None, [], probe_s=0)
+
+
+def test_start_on_a_busy_machine_when_allowed_marks_the_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scripted_samples(monkeypatch, 0.6)
+    monkeypatch.setenv("P4LB_ALLOW_BUSY", "1")
+    run = pv.start("bench-x", None, ["bench-x"], probe_s=0)
+    block = run.finish(5)
+    assert block["load"]["marker"].startswith("BUSY") and block["other_cpu_at_start"] == 0.6
+    assert block["bench"] == "bench-x" and block["repetitions"] == 5
+
+
+def test_start_on_a_quiet_machine_samples_the_load_until_finish(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scripted_samples(monkeypatch, 0.05)
+    monkeypatch.delenv("P4LB_ALLOW_BUSY", raising=False)
+    run = pv.start("bench-x", None, [], probe_s=0)
+    for _ in range(200):  # bounded: the sampler's first readings
+        if len(run.shares) >= 2:
+            break
+        run._stop.wait(0.01)
+    block = run.finish(1)
+    assert block["load"]["samples"] >= 2 and "marker" not in block["load"]
+    assert block["load"]["other_cpu_max"] == pytest.approx(0.05)
+
+
+def test_describe_a_computed_file_without_load() -> None:
+    doc = {"provenance": pv.collect("algorithms")}
+    text = pv.describe(doc)
+    assert text.startswith("computed") and "no timing" in text

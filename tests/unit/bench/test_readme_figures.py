@@ -1,0 +1,56 @@
+"""Every figure README.md and results/README.md quote from a results file sits in a
+generated region (bench.readme_figures); regenerated from the committed results files,
+the committed READMEs come out unchanged, and a hand-edited figure is caught."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bench import outdir
+from bench import readme_figures as rf
+
+
+@pytest.mark.parametrize("rel", list(rf.READMES))
+def test_committed_readme_regions_match_their_results_files(rel: str) -> None:
+    text = rf.READMES[rel].read_text()
+    new, missing = rf.regenerate(text, outdir.RESULTS, rel)
+    assert missing == []
+    old_r, new_r = rf.regions(text), rf.regions(new)
+    differ = [name for name in old_r if old_r[name] != new_r[name]]
+    assert differ == [], f"{rel}: regions {differ} differ from results/ (make readme-figures)"
+
+
+def test_a_hand_edited_figure_is_caught() -> None:
+    text = rf.READMES["results/README.md"].read_text()
+    body = rf.regions(text)["tier-scaling"]
+    figure = re.search(r"\| 1 \| (\d+) ", body)
+    assert figure is not None
+    edited = text.replace(figure.group(0), f"| 1 | {int(figure.group(1)) + 1} ", 1)
+    new, _ = rf.regenerate(edited, outdir.RESULTS)
+    assert rf.regions(new)["tier-scaling"] == body != rf.regions(edited)["tier-scaling"]
+
+
+def test_every_region_is_known_and_every_generator_is_used() -> None:
+    used = set()
+    for rel, path in rf.READMES.items():
+        names = rf.regions(path.read_text())
+        assert set(names) <= set(rf.REGIONS), rel
+        used |= set(names)
+    assert used == set(rf.REGIONS)
+    with pytest.raises(KeyError, match="unknown region"):
+        rf.regenerate("<!-- results:nope -->\nx\n<!-- /results:nope -->\n", outdir.RESULTS)
+
+
+def test_verdicts_name_what_decided_them() -> None:
+    body = rf.regions(rf.READMES["README.md"].read_text())["verdicts"]
+    lines = [ln for ln in body.splitlines() if ln.startswith("* ")]
+    assert lines and all("Decided by `make bench`" in ln for ln in lines)
+
+
+def test_files_without_provenance_are_marked_not_recorded() -> None:
+    assert "not recorded" in rf.describe_file({"when": "x", "builds": {}})
+    assert "not recorded" in rf.describe_file({"standard": {"exactness": []}})
+    partial = rf.describe_file({"provenance": {"when": "w", "commit": "c" * 40, "bmv2": {}}})
+    assert partial.startswith("partial") and "not recorded" in partial

@@ -1,0 +1,43 @@
+"""`make results` runs its steps in order with P4LB_RESULTS_DIR set, and stops at the first
+that fails, saying where the output so far is (steps replaced by small Python commands)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import results
+
+
+def test_steps_run_in_order_and_the_first_failure_stops_the_rest(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "log"
+
+    def step(name: str, code: int) -> results.Step:
+        body = (
+            f"import os; open({str(log)!r}, 'a').write("
+            f"{name!r} + ' ' + os.environ['P4LB_RESULTS_DIR'] + '\\n'); raise SystemExit({code})"
+        )
+        return results.Step(name, [sys.executable, "-c", body], switch=False)
+
+    steps = [step("first", 0), step("second", 3), step("third", 0)]
+    monkeypatch.setattr(results, "plan", lambda *a: steps)
+    assert results.main(["--results-dir", str(tmp_path / "out")]) == 1
+    assert log.read_text().splitlines() == [
+        f"first {tmp_path / 'out'}",
+        f"second {tmp_path / 'out'}",
+    ]
+    assert "second failed (exit 3)" in capsys.readouterr().err
+
+
+def test_dry_run_prints_the_plan_and_runs_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ran = tmp_path / "ran"
+    steps = [results.Step("x", [sys.executable, "-c", f"open({str(ran)!r}, 'w')"], False)]
+    monkeypatch.setattr(results, "plan", lambda *a: steps)
+    assert results.main(["--dry-run"]) == 0
+    assert not ran.exists() and "1. x:" in capsys.readouterr().out

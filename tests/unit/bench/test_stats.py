@@ -1,0 +1,34 @@
+"""bench.stats: the raw values kept beside the summary, and the stated test for 'differs'."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import stats
+
+
+def test_summary_keeps_every_value_in_order() -> None:
+    s = stats.summary([3, 1, 2])
+    assert (s["median"], s["min"], s["max"], s["n"]) == (2.0, 1.0, 3.0, 3)
+    assert s["values"] == [3.0, 1.0, 2.0]
+    with pytest.raises(ValueError):
+        stats.summary([])
+
+
+def test_differs_by_non_overlapping_ranges_with_five_repetitions() -> None:
+    a = [10, 11, 12, 11, 10]
+    assert stats.differs(a, [13, 14, 15, 13, 14])["differs"] == "yes"
+    assert stats.differs(a, [12, 14, 15, 13, 14])["differs"] == "no"  # 12 touches a's max
+    assert stats.differs(a, [20, 21, 22])["differs"] == "too few repetitions"
+    assert stats.differs(a, [20, 20, 20, 20, 20])["median_ratio"] == pytest.approx(11 / 20)
+
+
+def test_bootstrap_interval_of_the_median_difference() -> None:
+    a = [10.0, 10.5, 11.0, 10.2, 10.8]
+    b = [20.0, 19.5, 21.0, 20.2, 20.4]
+    lo, hi = stats.bootstrap_interval(a, b)
+    assert lo <= hi < 0  # a's median is below b's: the interval excludes 0
+    assert lo > -11 and hi > -10.5
+    assert stats.bootstrap_interval(a, b) == (lo, hi)  # seeded
+    lo2, hi2 = stats.bootstrap_interval(a, [10.1, 10.6, 10.9, 10.3, 10.7])
+    assert lo2 <= 0 <= hi2
