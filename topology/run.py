@@ -26,7 +26,7 @@ p4lb is running: VIP {vip}:{port} over {servers} ({algorithm}).
 From another terminal:
   .venv/bin/p4lb -c {config} weight set web h2 3
   .venv/bin/p4lb -c {config} stats     # health column: kill a server to see it go DOWN
-Controller log: {log}.  Type 'exit' to stop everything.
+{metrics}Controller log: {log}.  Type 'exit' to stop everything.
 """
 
 
@@ -38,6 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--delay", default=None, help="link delay, e.g. 1ms")
     p.add_argument("--algorithm", default="wrr", choices=sorted(schema().algorithms()))
     p.add_argument("--no-health", action="store_true", help="no health checks in p4lb run")
+    p.add_argument(
+        "--metrics",
+        default="127.0.0.1:9100",
+        metavar="IP:PORT",
+        help="p4lb run's [metrics] listener: /metrics and the stats page (default %(default)s)",
+    )
+    p.add_argument("--no-metrics", action="store_true", help="no [metrics] listener")
     p.add_argument("--threaded", action="store_true", help="threaded HTTP servers")
     p.add_argument("--switch-log", action="store_true", help="BMv2 logging on (slow)")
     p.add_argument("--no-cli", action="store_true", help="start, check one request, stop")
@@ -61,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
             namespace = name_server_namespaces(lab)
             with open(lab.config_path, "a") as f:
                 f.write(f'\n[vip.web.health]\nhttp_path = "/"\nnamespace = "{namespace}"\n')
+        if not a.no_metrics:  # loopback only: the listener has no authentication
+            with open(lab.config_path, "a") as f:
+                f.write(f'\n[metrics]\nlisten = "{a.metrics}"\n')
         subprocess.run(p4lb_cmd(lab, "apply"), check=True)
         log = RUN_DIR / "controller.log"
         with open(log, "w") as out:
@@ -81,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
                 servers=", ".join(s.name for s in lab.servers),
                 config=lab.config_path,
                 log=log,
+                metrics=""
+                if a.no_metrics
+                else f"  curl -s {a.metrics}/metrics | grep ^p4lb_backend   # Prometheus metrics\n"
+                f"  stats page: http://{a.metrics}/ (e.g. chromium http://{a.metrics}/)\n",
             )
         )
         CLI(lab.net)
