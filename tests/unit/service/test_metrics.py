@@ -321,3 +321,47 @@ def test_run_refuses_a_listen_address_in_use(
         f"p4lb: {fake_cfg}: metrics.listen: cannot listen on 127.0.0.1:{port}: "
         "Address already in use"
     )
+
+
+def test_a_tier_is_labelled_per_balancer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each balancer's counts under its own `switch` label, as `p4lb stats --json` gives
+    them per balancer; the controller's own metrics per balancer too."""
+    from p4lb.service.tier import TierController
+    from tests.unit.tier.test_tier_controller import tier_config
+
+    a, b = FakeSwitch(device_id=1).start(), FakeSwitch(device_id=2).start()
+    try:
+        path = tmp_path / "tier.toml"
+        writer.save(tier_config(a, b), path)
+        own = ControllerMetrics()
+        ctl = TierController(lambda: reader.load(path), str(path), check_s=0.2, metrics=own)
+        settings = MetricsSettings("127.0.0.1:0")
+        with (
+            MetricsServer(settings, lambda: reader.load(path), str(path), own) as server,
+            run_in_thread(ctl, 60),  # type: ignore[arg-type]  # a TierController runs alike
+        ):
+            assert poll_until(
+                lambda: (
+                    len(ctl.members) == 2 and all(m.ready.is_set() for m in ctl.members.values())
+                )
+            )
+            for fake, n in ((a, 5), (b, 7)):
+                for name, bid in bids(fake).items():
+                    fake.set_counter("backend_conns", bid, n * int(name[1:]))
+            got = samples(scrape(server.port))
+            doc = stats_json(path, capsys)
+        for lb in ("lb1", "lb2"):
+            assert value(got, "p4lb_primary", switch=lb) == 1
+            web = next(v for v in doc["balancers"][lb]["vips"] if v["name"] == "web")
+            for row in web["backends"]:
+                at = {"switch": lb, "vip": "web", "backend": row["name"]}
+                assert value(got, "p4lb_backend_connections_total", **at) == row["connections"]
+        assert (
+            value(got, "p4lb_backend_connections_total", switch="lb2", vip="web", backend="h3")
+            == 21
+        )
+    finally:
+        a.stop()
+        b.stop()
