@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import socket
 import subprocess
 import sys
+import time
 
 from p4lb.pipeline.p4info import schema
 from topology.net import (
@@ -28,6 +30,20 @@ From another terminal:
   .venv/bin/p4lb -c {config} stats     # health column: kill a server to see it go DOWN
 {metrics}Controller log: {log}.  Type 'exit' to stop everything.
 """
+
+
+def listening(address: str, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> bool:
+    """Whether `p4lb run` (`proc`) listens on its metrics address within `timeout_s` (it
+    binds before it starts; False at once if it exits, e.g. the port is taken)."""
+    host, _, port = address.rpartition(":")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.2)
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         with open(log, "w") as out:
             ctl = subprocess.Popen(p4lb_cmd(lab, "run"), stdout=out, stderr=subprocess.STDOUT)
         lab.pids["controller"] = ctl.pid
+        if not a.no_metrics and not listening(a.metrics, ctl):
+            tail = log.read_text().strip().splitlines()[-1:] or ["(no output)"]
+            print(f"make run: p4lb run did not start: {tail[0]}", file=sys.stderr)
+            return 1
         start_servers(lab, a.threaded)
         lab.save_state()
         client = lab.clients[0]

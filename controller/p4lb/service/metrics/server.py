@@ -8,7 +8,6 @@ import json
 import socket
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import asdict
 from importlib import resources
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -51,9 +50,6 @@ def page_document(
             for s in sample.switches
         ],
         "effective": effective,
-        "health": {
-            v.name: asdict(v.health) if v.health is not None else None for v in sample.config.vips
-        },
         "history": history,
     }
 
