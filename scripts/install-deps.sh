@@ -42,6 +42,7 @@
 #   P4LB_K6_APT           k6's apt repository, "" to skip it    (https://dl.k6.io/deb)
 #   P4LB_GO               the go command for `go install` of k6  (go)
 #   P4LB_K6=0             skip k6
+#   P4LB_CHROMIUM=0       skip chromium (optional: the stats page's browser test)
 #   P4LB_TOOLCHAIN_ENV    the minimum versions and pins        (scripts/toolchain.env)
 # apt itself honours APT_CONFIG, so tests can run all of this against a throwaway root.
 set -euo pipefail
@@ -395,6 +396,20 @@ else
     if [ "$k6_done" -ne 0 ] || ! k6_ok; then
         NOTES+=("k6 ${P4LB_K6_VERSION}: neither k6's apt repository nor 'go install' gave it \
 (install Go, or k6 from https://k6.io); make bench skips seed 001's load shapes without it")
+    fi
+fi
+
+# 3b. Optional test tools: Chromium (headless) for the stats page's browser test, which
+# skips, naming it, where it is absent. A failure here is a note, never an error.
+if [ "${P4LB_CHROMIUM:-1}" = 0 ] || [ "$HAVE_APT" -eq 0 ]; then
+    :
+elif PATH="$TOOL_PATH" command -v chromium >/dev/null 2>&1; then
+    log "chromium already installed"
+else
+    log "installing chromium (optional: the stats page's browser test)"
+    [ "$UPDATED" -eq 1 ] || apt_get update -qq || true
+    if ! apt_get install -y -qq --no-install-recommends chromium >/dev/null 2>&1; then
+        NOTES+=("chromium: not installed (the stats page's browser test will be skipped)")
     fi
 fi
 

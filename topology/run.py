@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import socket
 import subprocess
 import sys
+import time
 
 from p4lb.pipeline.p4info import schema
 from topology.net import (
@@ -26,8 +28,22 @@ p4lb is running: VIP {vip}:{port} over {servers} ({algorithm}).
 From another terminal:
   .venv/bin/p4lb -c {config} weight set web h2 3
   .venv/bin/p4lb -c {config} stats     # health column: kill a server to see it go DOWN
-Controller log: {log}.  Type 'exit' to stop everything.
+{metrics}Controller log: {log}.  Type 'exit' to stop everything.
 """
+
+
+def listening(address: str, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> bool:
+    """Whether `p4lb run` (`proc`) listens on its metrics address within `timeout_s` (it
+    binds before it starts; False at once if it exits, e.g. the port is taken)."""
+    host, _, port = address.rpartition(":")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.2)
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--delay", default=None, help="link delay, e.g. 1ms")
     p.add_argument("--algorithm", default="wrr", choices=sorted(schema().algorithms()))
     p.add_argument("--no-health", action="store_true", help="no health checks in p4lb run")
+    p.add_argument(
+        "--metrics",
+        default="127.0.0.1:9100",
+        metavar="IP:PORT",
+        help="p4lb run's [metrics] listener: /metrics and the stats page (default %(default)s)",
+    )
+    p.add_argument("--no-metrics", action="store_true", help="no [metrics] listener")
     p.add_argument("--threaded", action="store_true", help="threaded HTTP servers")
     p.add_argument("--switch-log", action="store_true", help="BMv2 logging on (slow)")
     p.add_argument("--no-cli", action="store_true", help="start, check one request, stop")
@@ -61,11 +84,18 @@ def main(argv: list[str] | None = None) -> int:
             namespace = name_server_namespaces(lab)
             with open(lab.config_path, "a") as f:
                 f.write(f'\n[vip.web.health]\nhttp_path = "/"\nnamespace = "{namespace}"\n')
+        if not a.no_metrics:  # loopback only: the listener has no authentication
+            with open(lab.config_path, "a") as f:
+                f.write(f'\n[metrics]\nlisten = "{a.metrics}"\n')
         subprocess.run(p4lb_cmd(lab, "apply"), check=True)
         log = RUN_DIR / "controller.log"
         with open(log, "w") as out:
             ctl = subprocess.Popen(p4lb_cmd(lab, "run"), stdout=out, stderr=subprocess.STDOUT)
         lab.pids["controller"] = ctl.pid
+        if not a.no_metrics and not listening(a.metrics, ctl):
+            tail = log.read_text().strip().splitlines()[-1:] or ["(no output)"]
+            print(f"make run: p4lb run did not start: {tail[0]}", file=sys.stderr)
+            return 1
         start_servers(lab, a.threaded)
         lab.save_state()
         client = lab.clients[0]
@@ -81,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
                 servers=", ".join(s.name for s in lab.servers),
                 config=lab.config_path,
                 log=log,
+                metrics=""
+                if a.no_metrics
+                else f"  curl -s {a.metrics}/metrics | grep ^p4lb_backend   # Prometheus metrics\n"
+                f"  stats page: http://{a.metrics}/ (e.g. chromium http://{a.metrics}/)\n",
             )
         )
         CLI(lab.net)

@@ -180,6 +180,7 @@ def machine(site: Site, tmp_path: Path) -> Machine:
         "STANDIN_VERSIONS": "1.2.5.16 1.15.5",
         "STANDIN_FAIL": "",
         "P4LB_K6": "0",
+        "P4LB_CHROMIUM": "0",
         "P4LB_DISTRO_PKGS": "p4lb-standin-tools",
         "P4LB_RETRIES": "4",
         "P4LB_BACKOFF": "0",

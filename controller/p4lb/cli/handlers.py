@@ -16,12 +16,14 @@ from p4lb.intent.lock import config_lock
 from p4lb.intent.model import Config, switch_configs
 from p4lb.pipeline import capacity
 from p4lb.pipeline.p4info import Limits
-from p4lb.service import operations
+from p4lb.service import observe, operations
 from p4lb.service.daemon import Controller
 from p4lb.service.health import state_file
 from p4lb.service.health.overlay import overlay_from_file
+from p4lb.service.metrics.exposition import ControllerMetrics
+from p4lb.service.metrics.server import MetricsServer
 from p4lb.service.tier import TierController
-from p4lb.stats import baselines, windows
+from p4lb.stats import windows
 from p4lb.stats.counters import Stats, tier_total
 from p4lb.switch.errors import SwitchError
 
@@ -75,16 +77,12 @@ def stats(args: argparse.Namespace, limits: Limits) -> int:
         while True:
             lifetime = operations.read_stats(sw, cfg)
             now = time.monotonic()
-            shown = lifetime
-            if not args.lifetime:
-                kept = baselines.load_baselines(args.config)
-                shown = replace(
-                    lifetime,
-                    vips=tuple(
-                        windows.since(v, kept[v.name]) if v.name in kept else v
-                        for v in lifetime.vips
-                    ),
+            if args.lifetime:
+                shown = windows.with_health(
+                    lifetime, state_file.load_state(args.config), time.time()
                 )
+            else:
+                shown = observe.shown(lifetime, args.config, time.time())
             if previous is not None:
                 before = {v.name: v for v in previous[1].vips}
                 shown = replace(
@@ -96,8 +94,6 @@ def stats(args: argparse.Namespace, limits: Limits) -> int:
                         for v in shown.vips
                     ),
                 )
-            health = state_file.load_state(args.config)
-            shown = windows.with_health(shown, health, time.time())
             text = json.dumps(shown.to_json()) if args.json else output.render_stats(shown)
             print(text, flush=True)
             previous = (now, lifetime)
@@ -113,9 +109,28 @@ def run(args: argparse.Namespace, limits: Limits) -> int:
         return capacity.load(args.config, limits)
 
     cfg = load()  # a bad config is a one-line error before anything starts
-    if cfg.tier:
-        return TierController(load, config_path=args.config).run(args.duration)
-    return Controller(load, config_path=args.config).run(args.duration)
+    own = ControllerMetrics()
+    # [metrics]: listening (or failing, in one line) before the controller starts.
+    served = (
+        MetricsServer(cfg.metrics, load, args.config, own, source=args.config)
+        if cfg.metrics is not None
+        else None
+    )
+    try:
+        if served is not None:
+            served.start()
+            print(
+                f"{args.config}: metrics at http://{served.listen}/metrics, "
+                f"stats page at http://{served.listen}/",
+                file=sys.stderr,
+                flush=True,
+            )
+        if cfg.tier:
+            return TierController(load, config_path=args.config, metrics=own).run(args.duration)
+        return Controller(load, config_path=args.config, metrics=own).run(args.duration)
+    finally:
+        if served is not None:
+            served.close()
 
 
 def tier_stats(args: argparse.Namespace, cfg: Config) -> int:

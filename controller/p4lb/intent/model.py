@@ -43,6 +43,17 @@ class SwitchConfig:
 
 
 @dataclass(frozen=True)
+class MetricsSettings:
+    """`[metrics]`: `p4lb run` serves Prometheus metrics at /metrics and a live stats page at
+    / on `listen` (HOST:PORT). Neither has authentication, so a non-loopback address needs
+    `insecure = true`. `history_s`: how far back the page's plot goes (kept in memory)."""
+
+    listen: str = "127.0.0.1:9100"
+    insecure: bool = False
+    history_s: int = 300
+
+
+@dataclass(frozen=True)
 class Host:
     """A machine the switch routes to that is not a backend (a client, a router)."""
 
@@ -183,6 +194,8 @@ class Config:
     tier_state_ttl_s: float = 3600.0
     # This intent is one balancer's of a tier: its stateful VIPs share their connections.
     shared: bool = False
+    # `[metrics]`: Prometheus metrics and the stats page from `p4lb run`; None: off.
+    metrics: MetricsSettings | None = None
 
     def balancer(self, name: str) -> Balancer:
         for b in self.tier:

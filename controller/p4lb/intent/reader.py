@@ -27,6 +27,7 @@ from p4lb.intent.model import (
     ConfigError,
     HealthSettings,
     Host,
+    MetricsSettings,
     SwitchConfig,
     TlsSettings,
     Vip,
@@ -59,7 +60,7 @@ def load(path: str | os.PathLike[str]) -> Config:
 
 def parse(data: dict[str, Any], source: str = "<config>") -> Config:
     """Turn decoded TOML into a Config valid as an intent."""
-    _only(data, {"switch", "host", "vip", "tier"}, source, "")
+    _only(data, {"switch", "host", "vip", "tier", "metrics"}, source, "")
     sw = _switch(data.get("switch", {}), source, "switch")
     hosts = tuple(
         parse_host(h, source, f"host[{i}]") for i, h in enumerate(_list(data, "host", source, ""))
@@ -77,6 +78,7 @@ def parse(data: dict[str, Any], source: str = "<config>") -> Config:
         tier=tier,
         tier_announce=announce,
         tier_state_ttl_s=ttl,
+        metrics=_metrics(data.get("metrics"), source),
     )
     validate(cfg)
     for name, member in switch_configs(cfg):
@@ -104,6 +106,42 @@ def _refuse_clear_text(sw: SwitchConfig, src: str, where: str) -> None:
             f"would be clear text: give {where}.tls = {{ ca = ..., cert = ..., key = ... }} "
             f"(or insecure = true to accept that anyone on the network can program it)"
         )
+
+
+def _metrics(t: Any, src: str) -> MetricsSettings | None:
+    """`[metrics]`: listen (an IP address or localhost, and a port), insecure, history_s. The
+    metrics and the stats page have no authentication: a listen address other than loopback
+    is refused unless `insecure = true` says the operator accepts that."""
+    if t is None:
+        return None
+    if not isinstance(t, dict):
+        raise ConfigError(f"{src}: metrics: must be a table ([metrics])")
+    _only(t, {"listen", "insecure", "history_s"}, src, "metrics")
+    d = MetricsSettings()
+    listen = _get(t, "listen", str, src, "metrics", d.listen)
+    host, sep, port = listen.rpartition(":")
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        ok_host = bare == "localhost" or bool(ipaddress.ip_address(bare))
+    except ValueError:
+        ok_host = False
+    if not sep or not ok_host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(
+            f"{src}: metrics.listen: expected IP:PORT (an address of this host, e.g. "
+            f"127.0.0.1:9100 or [::1]:9100), got {listen!r}"
+        )
+    insecure = _get(t, "insecure", bool, src, "metrics", False)
+    if not insecure and not is_loopback(listen):
+        raise ConfigError(
+            f"{src}: metrics.listen: {listen} is not a loopback address and the metrics and "
+            f"stats page have no authentication: listen on 127.0.0.1 (scrape through a proxy "
+            f"that authenticates) or set metrics.insecure = true to let anyone on the network "
+            f"read them"
+        )
+    history = _range(
+        _get(t, "history_s", int, src, "metrics", d.history_s), 30, 3600, src, "metrics.history_s"
+    )
+    return MetricsSettings(listen=listen, insecure=insecure, history_s=history)
 
 
 def _tls(t: Any, src: str, where: str) -> TlsSettings | None:

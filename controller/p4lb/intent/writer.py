@@ -20,6 +20,7 @@ from p4lb.intent.model import (
     Config,
     HealthSettings,
     Host,
+    MetricsSettings,
     SwitchConfig,
     TlsSettings,
 )
@@ -103,6 +104,28 @@ def update(doc: tomlkit.TOMLDocument, cfg: Config) -> None:
         _sync_aot(t, "backend", v.backends, _backend_table, lambda b: parse_backend(b, "", ""))
         _sync_health(t, v.health)
     _sync_tier(doc, cfg)
+    _sync_metrics(doc, cfg.metrics)
+
+
+def _sync_metrics(doc: tomlkit.TOMLDocument, metrics: MetricsSettings | None) -> None:
+    """Make `[metrics]` say `metrics`: keys left at their defaults stay implicit."""
+    if metrics is None:
+        if "metrics" in doc:
+            del doc["metrics"]
+        return
+    t = doc.get("metrics")
+    if not isinstance(t, Table):
+        t = tomlkit.table()
+        doc["metrics"] = t
+    d = MetricsSettings()
+    current = MetricsSettings(
+        listen=str(t.get("listen", d.listen)),
+        insecure=bool(t.get("insecure", d.insecure)),
+        history_s=int(t.get("history_s", d.history_s)),
+    )
+    _set_fields(t, current, metrics)
+    if "listen" not in t:  # where it listens is worth seeing in the file
+        t["listen"] = metrics.listen
 
 
 def _sync_tier(doc: tomlkit.TOMLDocument, cfg: Config) -> None:

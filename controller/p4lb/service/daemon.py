@@ -37,6 +37,7 @@ from p4lb.service.health.overlay import overlay, targets_of
 from p4lb.service.health.probes import Probe, default_probe
 from p4lb.service.health.state import Key, State, Target
 from p4lb.service.health.state_file import Programmed
+from p4lb.service.metrics.exposition import ControllerMetrics
 from p4lb.service.operations import ApplyResult, apply, connect
 from p4lb.switch.client import Switch
 from p4lb.switch.errors import NotPrimaryError, SwitchError
@@ -45,6 +46,7 @@ log = logging.getLogger("p4lb")
 
 CONN_IDLE_TIMEOUT_NS = 120 * 1_000_000_000
 HEALTH_JOIN_S = 10.0  # longer than any probe (timeout_s + the subprocess grace)
+SWITCH_LABEL = "switch"  # the one switch's name in the metrics (a tier's are its balancers')
 
 
 class Controller:
@@ -58,8 +60,12 @@ class Controller:
         config_path: str | None = None,
         retry_s: float = 1.0,
         probe: Probe = default_probe,
+        metrics: ControllerMetrics | None = None,
     ) -> None:
         self.load_config = load_config
+        # Reconcile time, write errors, digests, mastership (served when [metrics] is set).
+        self.metrics = metrics if metrics is not None else ControllerMetrics()
+        self.metrics.primary.labels(SWITCH_LABEL).set(0)
         self.config_path = config_path
         self.poll_s = poll_s
         self.check_s = check_s
@@ -126,10 +132,11 @@ class Controller:
                     if self._reconcile(sw, "took the switch"):
                         sw.enable_digest()
                         self.ready.set()
+                        self.metrics.primary.labels(SWITCH_LABEL).set(1)
                         log.info("primary on %s, digests on", sw.address)
                     next_check = time.monotonic() + self.check_s
                 elif not sw.is_primary and self.ready.is_set():
-                    self.ready.clear()
+                    self._not_ready()
                     log.info("another controller is primary on %s; waiting", sw.address)
                 self._handle_stream(sw)
                 if not sw.alive:
@@ -142,7 +149,7 @@ class Controller:
                     if health_changed and not done:  # a command holds the lock: again soon
                         self.health_dirty.set()
             except NotPrimaryError as e:
-                self.ready.clear()
+                self._not_ready()
                 if sw is None:  # refused a session (our election id is in use): retry later
                     log.warning("switch: %s; retrying", e)
                     self._stop.wait(self.retry_s)
@@ -151,7 +158,7 @@ class Controller:
                 self._config_problem(str(e))
                 self._stop.wait(self.retry_s)
             except SwitchError as e:
-                self.ready.clear()
+                self._not_ready()
                 log.warning("switch: %s; reconnecting", e)
                 if sw is not None:
                     with contextlib.suppress(Exception):  # the session is gone anyway
@@ -160,9 +167,13 @@ class Controller:
                 self._stop.wait(self.retry_s)
         if sw is not None:
             sw.close()
-        self.ready.clear()
+        self._not_ready()
         log.info("stopped")
         return 0
+
+    def _not_ready(self) -> None:
+        self.ready.clear()
+        self.metrics.primary.labels(SWITCH_LABEL).set(0)
 
     def _reconcile(self, sw: Switch, what: str) -> bool:
         """Apply the config file to the switch under the config lock; False when a runtime
@@ -177,7 +188,17 @@ class Controller:
                 cfg = self._current_config()
                 if cfg is None:
                     return False
-                result = self._apply(sw, cfg)
+                started = time.monotonic()
+                try:
+                    result = self._apply(sw, cfg)
+                except NotPrimaryError:
+                    raise
+                except SwitchError:
+                    self.metrics.write_errors.labels(SWITCH_LABEL).inc()
+                    raise
+                self.metrics.reconcile_seconds.labels(SWITCH_LABEL).observe(
+                    time.monotonic() - started
+                )
         except ConfigLocked:
             return False
         if result.writes or result.pipeline_pushed:
@@ -302,6 +323,7 @@ class Controller:
                 self.installed.add(entry.key)
                 self.pending.append(Update("INSERT", entry))
                 log.info("collision flow %s: installing conn entry", dict(entry.match))
+            self.metrics.digests.labels(SWITCH_LABEL, "collision").inc(len(msg.data))
             sw.ack_digest(msg.digest_id, msg.list_id)
         if self.pending and sw.is_primary:
             batch, self.pending = self.pending, []
@@ -311,6 +333,7 @@ class Controller:
                 self.pending = batch + self.pending
                 raise
             except SwitchError as e:
+                self.metrics.write_errors.labels(SWITCH_LABEL).inc()
                 log.warning("conn entries not installed: %s", e)
         rep = sw.next_stream_message("idle_timeout_notification", timeout=0)
         if rep is not None:
@@ -328,4 +351,5 @@ class Controller:
                 self.pending_deletes = batch + self.pending_deletes
                 raise
             except SwitchError as e:  # e.g. already gone: nothing left to remove
+                self.metrics.write_errors.labels(SWITCH_LABEL).inc()
                 log.warning("idle conn entries not removed: %s", e)

@@ -48,6 +48,7 @@ from p4lb.pipeline.shared import (
 from p4lb.service.health.checker import HealthChecker
 from p4lb.service.health.overlay import overlay, targets_of
 from p4lb.service.health.probes import Probe, default_probe
+from p4lb.service.metrics.exposition import ControllerMetrics
 from p4lb.service.operations import ApplyResult, connect
 from p4lb.service.speaker import Speaker, SpeakerError
 from p4lb.switch.client import Switch
@@ -96,8 +97,11 @@ class TierController:
         check_s: float = 10.0,
         retry_s: float = 0.5,
         probe: Probe = default_probe,
+        metrics: ControllerMetrics | None = None,
     ) -> None:
         self.load_config = load_config
+        # Per balancer: reconcile time, write errors, digests, mastership.
+        self.metrics = metrics if metrics is not None else ControllerMetrics()
         self.config_path = config_path
         self.poll_s = poll_s
         self.check_s = check_s
@@ -228,6 +232,7 @@ class TierController:
                     # A runtime command writes as election id + 1 for a moment: the switch
                     # keeps forwarding and announcing; this loop waits to be primary again.
                     m.ready.clear()
+                    self.metrics.primary.labels(m.name).set(0)
                 self._handle_stream(m, sw)
                 if not sw.alive:
                     raise SwitchError("stream to the switch closed")
@@ -240,6 +245,7 @@ class TierController:
                         next_check = time.monotonic() + self.check_s
             except NotPrimaryError as e:
                 m.ready.clear()
+                self.metrics.primary.labels(m.name).set(0)
                 log.info("%s: not primary (%s); waiting", m.name, e)
                 self._stop.wait(self.retry_s)
             except SwitchError as e:
@@ -278,6 +284,7 @@ class TierController:
         self._insert_copies(m, sw, todo, timed=False)
         m.fresh = False
         m.ready.set()
+        self.metrics.primary.labels(m.name).set(1)
         log.info("%s: in the tier (%d shared connections copied)", m.name, len(todo))
         self._speakers_due.set()
 
@@ -285,6 +292,7 @@ class TierController:
         if m.ready.is_set() or m.announced:
             log.warning("%s: out of the tier: %s", m.name, why)
         m.ready.clear()
+        self.metrics.primary.labels(m.name).set(0)
         with self.lock:
             self.shared.lost(m.name)
         self._speakers_due.set()
@@ -371,7 +379,15 @@ class TierController:
                     return False
                 states = {k: h.state for k, h in self.checker.health().items()}
                 over = overlay(cfg, states)
-                result = self._apply(sw, member_config(over.config, m.balancer))
+                started = time.monotonic()
+                try:
+                    result = self._apply(sw, member_config(over.config, m.balancer))
+                except NotPrimaryError:
+                    raise
+                except SwitchError:
+                    self.metrics.write_errors.labels(m.name).inc()
+                    raise
+                self.metrics.reconcile_seconds.labels(m.name).observe(time.monotonic() - started)
         except ConfigLocked:
             return False
         finally:
@@ -410,6 +426,9 @@ class TierController:
         while rep is not None:
             msg = rep.digest
             name = digest_name(sw, msg.digest_id)
+            self.metrics.digests.labels(
+                m.name, "conn_event" if name == CONN_EVENT_DIGEST else "collision"
+            ).inc(len(msg.data))
             if name == CONN_EVENT_DIGEST:
                 events = conn_events(sw)
                 now = time.monotonic()
@@ -451,6 +470,7 @@ class TierController:
             except NotPrimaryError:
                 raise
             except SwitchError as e:
+                self.metrics.write_errors.labels(m.name).inc()
                 log.warning("%s: collision pins not written: %s", m.name, e)
         self._insert_copies(m, sw, todo)
         # Removing copies can wait; writing them cannot (it is the window in which a
@@ -497,6 +517,7 @@ class TierController:
                         if "exist" not in str(one).lower() or not self._overwrite(sw, f, b, ttl):
                             failed.append((f, b))
                 if failed:
+                    self.metrics.write_errors.labels(m.name).inc(len(failed))
                     log.warning("%s: %d copies not written; again next round", m.name, len(failed))
                     with self.lock:
                         self.shared.retry(m.name, failed)

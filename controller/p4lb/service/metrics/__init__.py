@@ -1,0 +1,1 @@
+"""Metrics: what `p4lb run` serves on `[metrics] listen` — Prometheus metrics, the stats page."""
