@@ -350,6 +350,41 @@ def floor_tables() -> list[str]:
     return [*lines, "", "![the floor](floor.png)", ""]
 
 
+def provenance(data: dict[str, Any]) -> str:
+    """Commit, p4c and BMv2 versions of a bench-peers file (besides `measured`)."""
+    bmv2 = ", ".join(f"{b} {v.get('bmv2')}" for b, v in data["builds"].items())
+    return f"commit {data['commit']}, p4c {data['p4c']}, BMv2 {bmv2}. "
+
+
+def peers_tables() -> list[str]:
+    raw = OUT / "peers.json"
+    if not raw.exists():
+        return []
+    data = json.loads(raw.read_text())
+    lines = [
+        "## Beside a public stateful NAT balancer (`bench/peers.py`)",
+        "",
+        f"{measured(data)}{provenance(data)}{data['reps']} repetitions, programs taking "
+        "turns; median (min–max) of the instructions per delivered packet (callgrind, all "
+        f"threads), {data['flows']} client-direction TCP connections (SYN, data, FIN) at "
+        f"{data['instr_pps']} packets/s; ratios per repetition. `peer`: the course L4 "
+        "balancer (`PEER_P4`, compiled at run time, never committed) as published; "
+        "`peer-log-free`: the same without its log_msg calls. Ratios: the program's "
+        "instructions over the other's (below 1: cheaper).",
+        "",
+        "| build | program | k instructions/packet | vs baseline | vs peer | vs peer log-free |",
+        "|---|---|---|---|---|---|",
+    ]
+    for build, b in data["builds"].items():
+        for name, p in b["programs"].items():
+            cells = [fmt(p["all_threads"], 1000, 1)]
+            for other in ("baseline", "peer", "peer-log-free"):
+                r = p.get(f"all_vs_{other}_per_rep")
+                cells.append(fmt(r, digits=2) if r else ("1" if name == other else "–"))
+            lines.append(f"| {build} | {name} | {' | '.join(cells)} |")
+    return [*lines, ""]
+
+
 def ab_tables() -> list[str]:
     raw = OUT / "ab.json"
     if not raw.exists():
@@ -433,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
         ]
     lines += floor_tables()
+    lines += peers_tables()
     lines += ab_tables()
     lines += flood_tables()
     (OUT / "README.md").write_text("\n".join(lines))
