@@ -370,7 +370,9 @@ def peers_tables() -> list[str]:
         f"{data['instr_pps']} packets/s; ratios per repetition. `peer`: the course L4 "
         "balancer (`PEER_P4`, compiled at run time, never committed) as published; "
         "`peer-log-free`: the same without its log_msg calls. Ratios: the program's "
-        "instructions over the other's (below 1: cheaper).",
+        "instructions over the other's (below 1: cheaper). Other work shared the machine "
+        "(other agents' switches and tests, under the same lock as their BMv2 runs, not at "
+        "once); an instruction count does not depend on it.",
         "",
         "| build | program | k instructions/packet | vs baseline | vs peer | vs peer log-free |",
         "|---|---|---|---|---|---|",
