@@ -369,7 +369,10 @@ def breakdown_markdown(result: dict[str, Any], before: dict[str, Any] | None = N
         "of 50, each group's SYNs, data segments, replies and FINs counted in a dump of "
         f"their own at {result['instr_pps']} packets/s; counts are exact, so one "
         "repetition. Thousands of instructions per packet of the path, all threads; "
-        "phases from callgrind_annotate's inclusive costs (bench/peers.py, PHASES).",
+        "phases from callgrind_annotate's inclusive costs (bench/peers.py, PHASES)."
+        + (
+            f" Before: the total at commit {before['commit']} ({before['when']})." if before else ""
+        ),
         "",
     ]
     for build, b in result["builds"].items():
