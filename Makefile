@@ -23,7 +23,7 @@ QUICK ?=
 FULL ?=
 PY_DIRS := $(wildcard controller tests topology bench scripts)
 
-.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench bench-report bench-ab bench-switch bench-floor bench-tier bench-choices bench-restore-peer results readme-figures shell clean
+.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench bench-report bench-ab bench-switch bench-floor bench-peers bench-cost bench-tier bench-choices bench-restore-peer results readme-figures shell clean
 
 help:
 	@echo "p4lb make targets:"
@@ -47,6 +47,11 @@ help:
 	@echo "             ALGORITHMS='iphash wrr ...', default every algorithm of the program)"
 	@echo "  bench-floor  the least a stateful NAT load balancer costs on each build (p4src/floor.p4),"
 	@echo "             beside plain forwarding and lb.p4's WRR (BUILDS as above; QUICK=1; needs p4c)"
+	@echo "  bench-peers  lb.p4 (WRR, IP hash) beside a public stateful NAT balancer (PEER_P4=path to"
+	@echo "             its l4_loadbalancer.p4, fetched by you; published and log-free), the baseline"
+	@echo "             and the floor: instructions per packet, client-direction TCP (BUILDS as above)"
+	@echo "  bench-cost the same programs' instructions per path and BMv2 phase (callgrind inclusive"
+	@echo "             costs): results/switch/cost_breakdown.json"
 	@echo "  bench-tier the tier (TOPO=scaleout): req/s and switch CPU with 1-3 balancers, failover"
 	@echo "             figures per event kind; then what sharing costs per packet (instructions, per"
 	@echo "             build as BUILDS); results/tier/ (QUICK=1: one short repetition)"
@@ -189,6 +194,15 @@ results: $(VPY)
 
 readme-figures: $(VPY)
 	$(VPY) -m bench.readme_figures --results $(or $(RESULTS_DIR),results)
+
+# PEER_P4: the peer's source, fetched by whoever runs the bench (never committed).
+PEER_P4 ?=
+PEER_ARGS = $(if $(PEER_P4),--peer $(PEER_P4),)
+bench-peers: $(VPY)
+	$(VPY) -m bench.peers $(foreach b,$(BUILDS),--build $(b)) $(PEER_ARGS) $(if $(QUICK),--reps 1,)
+
+bench-cost: $(VPY)
+	$(VPY) -m bench.peers --breakdown $(foreach b,$(BUILDS),--build $(b)) $(PEER_ARGS) $(if $(QUICK),--flows 50,)
 
 clean:
 	rm -rf $(BUILD) .pytest_cache .mypy_cache .ruff_cache

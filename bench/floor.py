@@ -1,8 +1,10 @@
 """`make bench-floor`: what BMv2 charges any NAT load balancer with connection state,
 measured on the least such program (p4src/floor.p4), beside plain forwarding and lb.p4.
 
-floor.p4 is baseline.p4 plus, level by level, the steps every stateful NAT load balancer
-takes per packet, and nothing else (one backend per VIP, nothing expires):
+floor.p4 is plain forwarding with lb.p4's parser and checksums (the transport header
+parsed, as a NAT balancer must; baseline.p4 parses none) plus, level by level, the steps
+every stateful NAT load balancer takes per packet, and nothing else (one backend per VIP,
+nothing expires):
   nat    a VIP table rewrites the client's TCP packets to a backend, a reverse table
          rewrites the replies to the VIP, and the TCP checksum is recomputed both ways;
   hash   + a CRC32 of the client's address and port on every client packet;

@@ -664,6 +664,33 @@ def restore_peer(root: Path) -> str:
     return f"{'–'.join(map(str, got))} of {total} ({len(runs)} runs)"
 
 
+def peers(root: Path) -> str:
+    """lb.p4 beside the public course balancer (results/switch/peers.json), per build."""
+    doc = load(root, "switch/peers.json")
+    lines = [
+        f"Measured at {str(doc['commit'])[:10]} on {doc['when']}, p4c {doc['p4c']}, "
+        f"{doc['reps']} repetitions (median; ratios per repetition).",
+        "",
+        "| build | lb.p4 WRR / IP hash, k instructions | peer as published / log-free, k "
+        "| lb.p4 WRR vs peer / log-free | plain forwarding, k | its share of lb.p4 WRR |",
+        "|---|---|---|---|---|---|",
+    ]
+    for build, b in doc["builds"].items():
+        p = b["programs"]
+
+        def k(name: str, p: dict[str, Any] = p) -> str:
+            return f"{p[name]['all_threads']['median'] / 1000:.1f}"
+
+        wrr = p["wrr"]
+        lines.append(
+            f"| {build} ({b['bmv2']}) | {k('wrr')} / {k('iphash')} | {k('peer')} / "
+            f"{k('peer-log-free')} | {wrr['all_vs_peer_per_rep']['median']:.2f} / "
+            f"{wrr['all_vs_peer-log-free_per_rep']['median']:.2f} | {k('baseline')} | "
+            f"{p['baseline']['all_threads']['median'] / wrr['all_threads']['median']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 PROVENANCE_FILES = (
     "experiments/meta.json",
     "switch/switch.json",
@@ -675,6 +702,7 @@ PROVENANCE_FILES = (
     "algorithms/leastconn.json",
     "algorithms/choices.json",
     "algorithms/restore.json",
+    "switch/peers.json",
     "tier/tier.json",
     "tier/cookie.json",
     "meta.json",
@@ -735,6 +763,7 @@ REGIONS: dict[str, Callable[[Path], str]] = {
     "leastconn-exact": leastconn_exact,
     "choices-cost": choices_cost,
     "restore-peer": restore_peer,
+    "peers": peers,
     "tier-summary": tier_summary,
     "controller-summary": controller_summary,
     "switch-prose": switch_prose,

@@ -354,6 +354,43 @@ def floor_tables(out: Path) -> list[str]:
     return [*lines, "", "![the floor](floor.png)", ""]
 
 
+def peers_provenance(data: dict[str, Any]) -> str:
+    """Commit, p4c and BMv2 versions of a bench-peers file (besides `measured`)."""
+    bmv2 = ", ".join(f"{b} {v.get('bmv2')}" for b, v in data["builds"].items())
+    return f"commit {data['commit']}, p4c {data['p4c']}, BMv2 {bmv2}. "
+
+
+def peers_tables(out: Path) -> list[str]:
+    raw = out / "peers.json"
+    if not raw.exists():
+        return []
+    data = json.loads(raw.read_text())
+    lines = [
+        "## Beside a public stateful NAT balancer (`bench/peers.py`)",
+        "",
+        f"{measured(data)}{peers_provenance(data)}{data['reps']} repetitions, programs taking "
+        "turns; median (min–max) of the instructions per delivered packet (callgrind, all "
+        f"threads), {data['flows']} client-direction TCP connections (SYN, data, FIN) at "
+        f"{data['instr_pps']} packets/s; ratios per repetition. `peer`: the course L4 "
+        "balancer (`PEER_P4`, compiled at run time, never committed) as published; "
+        "`peer-log-free`: the same without its log_msg calls. Ratios: the program's "
+        "instructions over the other's (below 1: cheaper). Other work shared the machine "
+        "(other agents' switches and tests, under the same lock as their BMv2 runs, not at "
+        "once); an instruction count does not depend on it.",
+        "",
+        "| build | program | k instructions/packet | vs baseline | vs peer | vs peer log-free |",
+        "|---|---|---|---|---|---|",
+    ]
+    for build, b in data["builds"].items():
+        for name, p in b["programs"].items():
+            cells = [fmt(p["all_threads"], 1000, 1)]
+            for other in ("baseline", "peer", "peer-log-free"):
+                r = p.get(f"all_vs_{other}_per_rep")
+                cells.append(fmt(r, digits=2) if r else ("1" if name == other else "–"))
+            lines.append(f"| {build} | {name} | {' | '.join(cells)} |")
+    return [*lines, ""]
+
+
 def ab_tables(out: Path) -> list[str]:
     raw = out / "ab.json"
     if not raw.exists():
@@ -448,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
         ]
     lines += floor_tables(out)
+    lines += peers_tables(out)
     lines += ab_tables(out)
     lines += flood_tables(out)
     (out / "README.md").write_text("\n".join(lines))

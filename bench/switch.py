@@ -63,7 +63,10 @@ from topology.bmv2 import terminate, wait_listening
 ROOT = Path(__file__).resolve().parents[1]
 COMPILED = ROOT / "p4src" / "compiled"
 OUT = ROOT / "results" / "switch"
-N_PORTS = 4
+# Port 1: the clients; 2..4: the backends (BACKEND_PORTS of them); 5: idle but for a peer
+# program with four backends on ports 2..5 (bench/peers.py).
+N_PORTS = 5
+BACKEND_PORTS = 3
 GRPC_PORT = 39559
 THRIFT_PORT = 39090
 SWITCH_MAC = "00:00:00:00:01:00"
@@ -108,7 +111,7 @@ def backend_addr(v: int, k: int, n_backends: int) -> str:
 
 
 def backend_port_of(k: int) -> int:
-    return 2 + k % (N_PORTS - 1)
+    return 2 + k % BACKEND_PORTS
 
 
 @dataclass(frozen=True)
@@ -374,11 +377,11 @@ def settled_rx(start: int) -> int:
     return last - start
 
 
-def replay(pcap: Path, pps: int | None) -> tuple[int, float]:
-    """Send the pcap on port 1; returns (packets sent, seconds)."""
+def replay(pcap: Path, pps: int | None, port: int = 1) -> tuple[int, float]:
+    """Send the pcap on `port`; returns (packets sent, seconds)."""
     rate = ["--pps", str(pps)] if pps else ["--topspeed"]
     r = subprocess.run(
-        ["tcpreplay", "-q", "--preload-pcap", *rate, "-i", host_if(1), str(pcap)],
+        ["tcpreplay", "-q", "--preload-pcap", *rate, "-i", host_if(port), str(pcap)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,5 +1,6 @@
 /* The floor: the least work a NAT load balancer with connection state can do per packet,
- * on top of baseline.p4. Not a load balancer (one backend per VIP, nothing expires); it
+ * on top of plain forwarding with lb.p4's parser and checksums (a NAT balancer parses the
+ * transport header; baseline.p4 need not). Not a load balancer (one backend per VIP, nothing expires); it
  * measures what BMv2 charges for the steps every such program takes (bench/floor.py).
  * FLOOR_LEVEL picks how many steps, each adding to the one before:
  *   1  NAT: a VIP table rewrites a client's TCP packet to its backend, a reverse table
@@ -14,7 +15,7 @@
 #ifndef FLOOR_LEVEL
 #define FLOOR_LEVEL 4
 #endif
-#define P4LB_BASELINE  // the baseline's metadata, plus the fields below
+#define P4LB_BASELINE  // the parser's and routing's metadata only, plus the fields below
 #if FLOOR_LEVEL >= 2
 #define P4LB_FLOOR_META bit<32> sig; bit<64> slot;
 #endif
@@ -32,25 +33,25 @@ control FloorIngress(inout headers_t hdr,
 
     action dnat(ipv4_addr_t addr, bit<16> port) {
         hdr.ipv4.dst_addr = addr;
-        hdr.tcp.dst_port = port;
+        hdr.l4.dst_port = port;
         meta.l4_rewritten = 1;
     }
 
     action snat(ipv4_addr_t addr, bit<16> port) {
         hdr.ipv4.src_addr = addr;
-        hdr.tcp.src_port = port;
+        hdr.l4.src_port = port;
         meta.l4_rewritten = 1;
     }
 
     table floor_vip {
-        key = { hdr.ipv4.dst_addr: exact; hdr.tcp.dst_port: exact; }
+        key = { hdr.ipv4.dst_addr: exact; hdr.l4.dst_port: exact; }
         actions = { dnat; NoAction; }
         default_action = NoAction();
         size = 1024;
     }
 
     table floor_reverse {
-        key = { hdr.ipv4.src_addr: exact; hdr.tcp.src_port: exact; }
+        key = { hdr.ipv4.src_addr: exact; hdr.l4.src_port: exact; }
         actions = { snat; NoAction; }
         default_action = NoAction();
         size = 1024;
@@ -65,7 +66,7 @@ control FloorIngress(inout headers_t hdr,
                 if (floor_vip.apply().hit) {
 #if FLOOR_LEVEL >= 2
                     hash(meta.sig, HashAlgorithm.crc32, 32w0,
-                         { hdr.ipv4.src_addr, hdr.tcp.src_port }, 32w0xffffffff);
+                         { hdr.ipv4.src_addr, hdr.l4.src_port }, 32w0xffffffff);
 #endif
 #if FLOOR_LEVEL >= 3
                     floor_conn.read(meta.slot, meta.sig & 0xffff);

@@ -11,9 +11,9 @@
 #include "include/load.p4"
 #include "include/selection.p4"
 #include "include/affinity.p4"
-#include "include/vip.p4"
 #include "include/nat.p4"
 #include "include/l3.p4"
+#include "include/vip.p4"
 #include "include/ingress.p4"
 #include "include/egress.p4"
 

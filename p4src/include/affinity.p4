@@ -63,8 +63,9 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // addresses differ within 32 bits, which CRC32 always tells apart).
 // A signature is in at most one way (a flow is always stored where it was), so the
 // first way holding it is the one: a flow in way 0, the commonest, costs one
-// comparison. If-statements, not conditional expressions: BMv2 jumps over what a packet
-// does not need, and p4c turns a conditional expression into several primitives. A
+// comparison and no shift. If-statements, not conditional expressions: BMv2 jumps over
+// what a packet does not need, and p4c turns a conditional expression into several
+// primitives. A
 // macro, not an action: calling an action with the headers and metadata copies them
 // whole, in and out. hit_shift starts at 0: BMv2 zeroes metadata per packet.
 // The hash's input is one concatenation: p4c's BMv2 back end copies each component of
@@ -76,12 +77,14 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
     meta.bucket_index = meta.sig & (CONN_BUCKETS - 1); \
     meta.sig = meta.sig ^ (bit<32>)(client_port); \
     conn_state.read(meta.bucket, meta.bucket_index); \
-    if ((flow_sig_t)meta.bucket != meta.sig) { \
+    if ((flow_sig_t)meta.bucket == meta.sig) { \
+        meta.slot = (conn_slot_t)meta.bucket; \
+    } else { \
         if (meta.bucket[106:75] == meta.sig) { meta.hit_shift = 75; } \
         else if (meta.bucket[181:150] == meta.sig) { meta.hit_shift = 150; } \
         else if (meta.bucket[256:225] == meta.sig) { meta.hit_shift = 225; } \
-    } \
-    meta.slot = (conn_slot_t)(meta.bucket >> meta.hit_shift)
+        meta.slot = (conn_slot_t)(meta.bucket >> meta.hit_shift); \
+    }
 
 // Whether the slot CONN_LOOKUP took holds the flow: when no way does, the shift is 0 and
 // way 0 holds another flow's signature (or none).
@@ -100,7 +103,7 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 #define CONN_EVENT(event) \
     digest<conn_event_t>((bit<32>)1, \
         { (event) ++ hdr.ipv4.src_addr ++ hdr.ipv4.dst_addr ++ hdr.ipv4.protocol \
-          ++ meta.l4_src_port ++ meta.l4_dst_port ++ meta.backend_id })
+          ++ hdr.l4.src_port ++ hdr.l4.dst_port ++ meta.backend_id })
 
 // The client sent data (a request the backend has yet to answer).
 #define CLIENT_DATA (hdr.tcp.isValid() && meta.l4_len != ((bit<16>)hdr.tcp.data_offset) << 2)
@@ -109,7 +112,7 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // flow is known, its slot takes the packet's effect on the connection and the packet
 // leaves by the slot's switch port for the slot's backend. Nothing else runs in the
 // ingress for a known flow; what the packet did to the connection is counted in the
-// egress (ConnectionEvents).
+// egress (CONNECTION_EVENTS).
 // Known: the way is live, and this is not a SYN for a slot past its handshake (that is a
 // new connection reusing the 5-tuple; a SYN for a half-open slot is a retransmission and
 // keeps its backend).
@@ -121,7 +124,8 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // transitions costs every packet all of its operations. On a shared VIP (`shared`, the
 // VIP entry's) the client's RST or FIN tells the tier's controller the connection ended,
 // whether or not the backend's FIN came first (a retransmitted FIN says it again): only
-// those packets pay for it.
+// those packets pay for it, in one place for both (the parser drops a FIN or RST with a
+// SYN, so neither takes the SYN's branch; each digest call costs a PHV field).
 // Awaiting: data from the client is a request, until the backend pushes its answer.
 // The commonest packet, an established connection's packet without SYN, FIN or RST,
 // changes nothing but the expiry: it writes the slot only when the stored expiry is over
@@ -137,17 +141,18 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
         meta.next_state = SLOT_STATE(meta.slot); \
         if ((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)) != 0 \
                 || meta.next_state != CONN_ESTABLISHED) { \
+            if ((shared) == 1 && (meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) { \
+                CONN_EVENT(CONN_CLOSED); \
+            } \
             if ((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN \
                     && meta.next_state != CONN_EMBRYONIC) { \
                 meta.flow_status = FLOW_UNKNOWN; \
                 meta.backend_id = 0; \
             } else if ((meta.tcp_flags & TCP_FLAG_RST) != 0) { \
-                if ((shared) == 1) { CONN_EVENT(CONN_CLOSED); } \
                 if (meta.next_state == CONN_ESTABLISHED) { meta.flow_status = FLOW_KNOWN_TURNS; } \
                 meta.next_state = CONN_FREE; \
                 CONN_STORE(1w0, NOW); \
             } else if ((meta.tcp_flags & TCP_FLAG_FIN) != 0 || meta.next_state == CONN_CLOSING) { \
-                if ((shared) == 1 && (meta.tcp_flags & TCP_FLAG_FIN) != 0) { CONN_EVENT(CONN_CLOSED); } \
                 if (meta.next_state == CONN_ESTABLISHED) { meta.flow_status = FLOW_KNOWN_TURNS; } \
                 meta.next_state = CONN_CLOSING; \
                 CONN_STORE(SLOT_AWAITING(meta.slot) | (bit<1>)CLIENT_DATA, \
@@ -190,6 +195,10 @@ control ConnectionState(inout headers_t hdr,
     // Statements, not conditional expressions: p4c gives each conditional expression a
     // PHV field of its own (one more field BMv2 resets for every packet).
     // The way taken replaces hit_shift (NO_WAY: the bucket is full).
+    // The way it took held an established connection that never closed (aged out: its
+    // FIN was lost; or its 5-tuple is reused): that one ends now, counted. All in one
+    // action: each action after it would be a table of its own in BMv2, and each choice
+    // between them a condition, far dearer than an `if` within an action.
     action new_connection() {
         backend_conns.count(meta.backend_id);
         if (!CONN_HIT) {
@@ -209,25 +218,18 @@ control ConnectionState(inout headers_t hdr,
                                     ++ meta.next_state ++ EXPIRY(meta.next_state, NOW)
                                     ++ 1w0 ++ meta.sig);
             conn_state.write(meta.bucket_index, meta.bucket);
+            meta.index = 0;
+            if (SLOT_STATE(meta.slot) == CONN_ESTABLISHED) {
+                meta.index = (bit<32>)SLOT_BACKEND(meta.slot);
+            }
+            backend_closes.count(meta.index);
+            ADD_ACTIVE(meta.index, 0, 1);
+        } else {
+            collisions.count(meta.service_id);
+            digest<conn_digest_t>((bit<32>)1,
+                { hdr.ipv4.src_addr ++ hdr.ipv4.dst_addr ++ hdr.ipv4.protocol
+                  ++ hdr.l4.src_port ++ hdr.l4.dst_port ++ meta.backend_id });
         }
-    }
-
-    // The way a new connection took held an established connection that never closed
-    // (aged out: its FIN was lost; or its 5-tuple is reused): that one ends now.
-    action reclaim() {
-        meta.index = 0;
-        if (SLOT_STATE(meta.slot) == CONN_ESTABLISHED) {
-            meta.index = (bit<32>)SLOT_BACKEND(meta.slot);
-        }
-        backend_closes.count(meta.index);
-        ADD_ACTIVE(meta.index, 0, 1);
-    }
-
-    action report_collision() {
-        collisions.count(meta.service_id);
-        digest<conn_digest_t>((bit<32>)1,
-            { hdr.ipv4.src_addr ++ hdr.ipv4.dst_addr ++ hdr.ipv4.protocol
-              ++ meta.l4_src_port ++ meta.l4_dst_port ++ meta.backend_id });
     }
 
     @name(".use_backend")
@@ -245,9 +247,12 @@ control ConnectionState(inout headers_t hdr,
         }
     }
 
+    // Not when the bucket was full: the collision's digest tells the controller.
     @name(".share_connection")
     action share_connection() {
-        CONN_EVENT(CONN_OPENED);
+        if (meta.hit_shift != NO_WAY) {
+            CONN_EVENT(CONN_OPENED);
+        }
     }
 
     // Matches a service id. Hit: the VIP's connections are shared by a tier of balancers,
@@ -281,8 +286,8 @@ control ConnectionState(inout headers_t hdr,
             hdr.ipv4.src_addr: exact @name("src_addr");
             hdr.ipv4.dst_addr: exact @name("dst_addr");
             hdr.ipv4.protocol: exact @name("protocol");
-            meta.l4_src_port:  exact @name("src_port");
-            meta.l4_dst_port:  exact @name("dst_port");
+            hdr.l4.src_port:   exact @name("src_port");
+            hdr.l4.dst_port:   exact @name("dst_port");
         }
         actions = { use_backend; use_shared_backend; @defaultonly not_pinned; }
         const default_action = not_pinned();
@@ -371,14 +376,12 @@ control ConnectionState(inout headers_t hdr,
             }
             // Backend id 0 is none: no pool member or slot matched, or the port is unknown.
             if (meta.backend_id != 0) {
-                backend_port_table.apply();
-                if (meta.flow_status == FLOW_STARTS && meta.backend_id != 0) {
-                    new_connection();
-                    if (meta.hit_shift == NO_WAY) {
-                        report_collision();
-                    } else {
-                        reclaim();
-                        conn_share_table.apply();
+                switch (backend_port_table.apply().action_run) {
+                    set_backend_port: {
+                        if (meta.flow_status == FLOW_STARTS) {
+                            new_connection();
+                            conn_share_table.apply();
+                        }
                     }
                 }
             } else if (meta.drop_reason == DropReason.NONE) {
@@ -390,44 +393,32 @@ control ConnectionState(inout headers_t hdr,
 
 // A known connection's packet in the egress: what it did to the connection (handshake
 // done, connection ended) and, for LEASTPKT, the packet itself, counted for its backend.
-// Done here, not in the ingress: BMv2 runs the egress in threads of its own.
-control ConnectionEvents(inout headers_t hdr,
-                         inout metadata_t meta,
-                         inout standard_metadata_t std_meta) {
-    // The handshake completed (only a half-open slot becomes established), or an
-    // established connection ended (FIN or RST).
-    action count_event() {
-        if (meta.next_state == CONN_ESTABLISHED) {
-            backend_established.count(meta.backend_id);
-        } else {
-            backend_closes.count(meta.backend_id);
-        }
-        ADD_ACTIVE(meta.backend_id, (bit<1>)(meta.next_state == CONN_ESTABLISHED),
-                   (bit<1>)(SLOT_STATE(meta.slot) == CONN_ESTABLISHED));
+// Done in the egress, not the ingress: BMv2 runs the egress in threads of its own. A
+// macro in the NAT's actions (nat.p4's backend_table), not a control of its own: an `if`
+// inside an action costs BMv2 far less than a condition between tables.
+// The handshake completed (only a half-open slot becomes established), or an established
+// connection ended (FIN or RST): the ingress found that this packet establishes or ends it.
+// LEASTPKT: one more packet to this connection's backend in the current window (a window
+// later than the stored one starts over; the one after it keeps the stored count as the
+// previous window's).
+#define CONNECTION_EVENTS() \
+    if (meta.flow_status == FLOW_KNOWN_TURNS) { \
+        if (meta.next_state == CONN_ESTABLISHED) { \
+            backend_established.count(meta.backend_id); \
+        } else { \
+            backend_closes.count(meta.backend_id); \
+        } \
+        ADD_ACTIVE(meta.backend_id, (bit<1>)(meta.next_state == CONN_ESTABLISHED), \
+                   (bit<1>)(SLOT_STATE(meta.slot) == CONN_ESTABLISHED)); \
+    } \
+    if (meta.algorithm == Algorithm.LEASTPKT && meta.flow_status >= FLOW_KNOWN) { \
+        packet_window.read(meta.window, meta.backend_id); \
+        meta.window = WINDOW_ID \
+            ++ (meta.window[47:24] * (bit<24>)(bit<1>)(meta.window[63:48] == WINDOW_ID) \
+                + meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] + 1 == WINDOW_ID)) \
+            ++ (meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] == WINDOW_ID) + 1); \
+        packet_window.write(meta.backend_id, meta.window); \
     }
-
-    // LEASTPKT: one more packet to this connection's backend in the current window (a
-    // window later than the stored one starts over; the one after it keeps the stored
-    // count as the previous window's).
-    action count_packet() {
-        packet_window.read(meta.window, meta.backend_id);
-        meta.window = WINDOW_ID
-            ++ (meta.window[47:24] * (bit<24>)(bit<1>)(meta.window[63:48] == WINDOW_ID)
-                + meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] + 1 == WINDOW_ID))
-            ++ (meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] == WINDOW_ID) + 1);
-        packet_window.write(meta.backend_id, meta.window);
-    }
-
-    apply {
-        // The ingress found that this packet establishes or ends the connection.
-        if (meta.flow_status == FLOW_KNOWN_TURNS) {
-            count_event();
-        }
-        if (meta.algorithm == Algorithm.LEASTPKT && meta.flow_status >= FLOW_KNOWN) {
-            count_packet();
-        }
-    }
-}
 
 // A backend's FIN, RST or (when its VIP balances on response time) pushed segment, on its
 // way back to the client: the connection's slot learns that the backend closed (the
@@ -446,7 +437,7 @@ control ConnectionEvents(inout headers_t hdr,
      && (meta.tcp_flags & TCP_FLAG_PSH) != 0)
 
 #define REPLY_STATE() \
-    CONN_LOOKUP(hdr.ipv4.dst_addr, meta.l4_dst_port, service_id); \
+    CONN_LOOKUP(hdr.ipv4.dst_addr, hdr.l4.dst_port, service_id); \
     if (CONN_HIT && SLOT_LIVE(meta.slot, NOW)) { \
         meta.next_state = SLOT_STATE(meta.slot); \
         if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) { \

@@ -40,9 +40,17 @@ header ipv4_options_t {
     varbit<320> options;
 }
 
-header tcp_t {
+// The transport ports, first in TCP and UDP alike: one header for both, so the stages
+// read them where the parser put them (a copy into metadata costs a parser operation and
+// a PHV field, reset for every packet). A table keyed on them sees 0 when neither
+// header was parsed (BMv2 matches an invalid header's fields as 0), as no service port is.
+header l4_ports_t {
     bit<16> src_port;
     bit<16> dst_port;
+}
+
+// TCP after its ports (l4_ports_t).
+header tcp_t {
     bit<32> seq_no;
     bit<32> ack_no;
     bit<4>  data_offset;
@@ -70,18 +78,26 @@ header tcp_mss_t {
     bit<32> option;
 }
 
+// UDP after its ports (l4_ports_t).
 header udp_t {
-    bit<16> src_port;
-    bit<16> dst_port;
     bit<16> length;
     bit<16> checksum;
 }
 
+#ifdef P4LB_FORWARDING_ONLY
+// baseline.p4's: what plain forwarding parses.
+struct headers_t {
+    ethernet_t     ethernet;
+    ipv4_t         ipv4;
+    ipv4_options_t ipv4_options;
+}
+#else
 struct headers_t {
     ethernet_t     ethernet;
     arp_t          arp;
     ipv4_t         ipv4;
     ipv4_options_t ipv4_options;
+    l4_ports_t     l4;
     tcp_t          tcp;
 #ifndef P4LB_BASELINE
     tcp_mss_t       tcp_mss;
@@ -89,6 +105,7 @@ struct headers_t {
 #endif
     udp_t          udp;
 }
+#endif
 
 // Sent to the controller when a new flow cannot be kept in the state registers: the
 // conn_table entry to write, its key fields then use_backend's parameter, concatenated
@@ -108,17 +125,20 @@ struct conn_event_t {
     bit<144> event_entry;
 }
 
-#ifdef P4LB_BASELINE
-// The baseline's own metadata: what the shared parser, checksums and routing use. BMv2
-// resets every metadata field of every packet, so plain forwarding must not carry the
-// load balancer's.
+#if defined(P4LB_FORWARDING_ONLY)
+// baseline.p4's: what routing uses. BMv2 resets every metadata field of every packet, so
+// plain forwarding must not carry the load balancer's.
+struct metadata_t {
+    DropReason    drop_reason;
+}
+#elif defined(P4LB_BASELINE)
+// floor.p4's: what the shared parser, checksums and routing use.
 struct metadata_t {
     bit<16>       l4_len;
-    bit<16>       l4_src_port;
-    bit<16>       l4_dst_port;
     bit<1>        l4_rewritten;
     bit<8>        tcp_flags;
     DropReason    drop_reason;
+    bit<1>        checks;
 #ifdef P4LB_FLOOR_META
     P4LB_FLOOR_META                // floor.p4's state fields
 #endif
@@ -126,10 +146,9 @@ struct metadata_t {
 #else
 struct metadata_t {
     bit<16>       l4_len;        // TCP/UDP length for the pseudo-header
-    bit<16>       l4_src_port;
-    bit<16>       l4_dst_port;
     bit<1>        l4_rewritten;  // recompute TCP/UDP checksums on the way out
     DropReason    drop_reason;
+    bit<1>        checks;        // whether the parser's checks pass (parser.p4)
     // VIP lookup
     service_id_t  service_id;    // not 0: the packet is to this VIP
     Algorithm     algorithm;

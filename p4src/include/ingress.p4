@@ -9,10 +9,7 @@ control LbIngress(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t std_meta) {
     VipLookup() vip_lookup;
-    ConnectionState() connection_state;
-    FromBackend() from_backend;
     VipAddresses() vip_addresses;
-    Routing() routing;
 
     action count_drop() {
         COUNT_DROP();
@@ -31,26 +28,8 @@ control LbIngress(inout headers_t hdr,
     apply {
         if (std_meta.parser_error == error.NoError && hdr.ipv4.isValid()
                 && std_meta.checksum_error == 0 && hdr.ipv4.ttl > 1) {
+            // The VIP lookup takes it from here (vip.p4).
             vip_lookup.apply(hdr, meta, std_meta);
-            // Drops are counted where they can happen, so a known connection's packet,
-            // the commonest, evaluates three conditions in all.
-            if (meta.service_id != 0) {
-                // To a VIP: a known connection already has its backend and port; an
-                // unknown flow gets them here (or is dropped).
-                if (meta.flow_status == FLOW_UNKNOWN) {
-                    connection_state.apply(hdr, meta, std_meta);
-                    if (meta.drop_reason != DropReason.NONE) {
-                        count_drop();
-                    }
-                }
-            } else {
-                // A backend's reply becomes the VIP's; then everything is routed.
-                from_backend.apply(hdr, meta, std_meta);
-                routing.apply(hdr, meta, std_meta);
-                if (meta.drop_reason != DropReason.NONE) {
-                    count_drop();
-                }
-            }
         } else {
             if (std_meta.parser_error == error.NoError && hdr.arp.isValid()) {
                 vip_addresses.apply(hdr, meta, std_meta);

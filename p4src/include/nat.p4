@@ -4,8 +4,8 @@
 #ifndef P4LB_NAT_P4
 #define P4LB_NAT_P4
 
-// In the egress: the ingress chose the backend and its port; the rewrite runs here, in a
-// thread of its own in BMv2.
+// In the egress, for every packet: the ingress chose the backend and its port; the
+// rewrite runs here, in a thread of its own in BMv2.
 control ToBackend(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t std_meta) {
@@ -14,30 +14,40 @@ control ToBackend(inout headers_t hdr,
     direct_counter(CounterType.packets_and_bytes) backend_tx;
 
     // Rewrite the destination to the backend, and the frame to its MAC: backends are on
-    // the switch's own ports, so no route lookup is needed.
+    // the switch's own ports, so no route lookup is needed. Then count what the packet did
+    // to its connection (affinity.p4).
     @name(".set_backend")
     action set_backend(ipv4_addr_t addr, bit<16> port, mac_addr_t src_mac, mac_addr_t dst_mac) {
         hdr.ipv4.dst_addr = addr;
-        if (hdr.tcp.isValid()) {
-            hdr.tcp.dst_port = port;
-        } else {
-            hdr.udp.dst_port = port;
-        }
+        hdr.l4.dst_port = port;
         meta.l4_rewritten = 1;
         hdr.ethernet.src_addr = src_mac;
         hdr.ethernet.dst_addr = dst_mac;
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        CONNECTION_EVENTS();
     }
 
+    // No backend: a packet to a VIP whose backend was removed while connections to it
+    // were open is dropped (its connection's events are counted all the same: the
+    // ingress changed its state). Any other packet (backend id 0) goes on, unless it is a
+    // flooded copy (its mcast_grp still the flood group) on the port it came in by.
+    // Conditions in the action, not around the table: BMv2 evaluates a condition between
+    // tables at a far higher cost than one inside an action.
     action unknown_backend() {
-        meta.drop_reason = DropReason.NO_BACKEND;
-        COUNT_DROP();
+        if (meta.service_id != 0) {
+            meta.drop_reason = DropReason.NO_BACKEND;
+            COUNT_DROP();
+            CONNECTION_EVENTS();
+        } else if (std_meta.mcast_grp == FLOOD_MCAST_GROUP
+                   && std_meta.egress_port == std_meta.ingress_port) {
+            mark_to_drop(std_meta);
+        }
     }
 
-    // Matches a backend id. Hit: that backend's address and port, written into the
-    // packet. The controller writes one entry per backend and keeps it while the backend
-    // is drained, so open connections to it keep working. Miss (a backend removed while
-    // connections to it were open): dropped, counted as NO_BACKEND here.
+    // Matches a backend id: every packet looks it up (0 for a packet not to a VIP). Hit:
+    // that backend's address and port, written into the packet. The controller writes one
+    // entry per backend (never id 0) and keeps it while the backend is drained, so open
+    // connections to it keep working. Miss: unknown_backend.
     @name(".backend_table")
     table backend_table {
         key = { meta.backend_id: exact @name("backend_id"); }
@@ -72,11 +82,7 @@ control FromBackend(inout headers_t hdr,
     action set_vip_source(ipv4_addr_t vip_addr, bit<16> vip_port, service_id_t service_id,
                           backend_id_t backend_id, bit<1> track_time, bit<1> cookie) {
         hdr.ipv4.src_addr = vip_addr;
-        if (hdr.tcp.isValid()) {
-            hdr.tcp.src_port = vip_port;
-        } else {
-            hdr.udp.src_port = vip_port;
-        }
+        hdr.l4.src_port = vip_port;
         meta.l4_rewritten = 1;
         // The cookie goes into the next block of 2^COOKIE_BITS ticks: a stamped TSval is
         // above the backend's own and never goes down, so the client's PAWS check (RFC
@@ -102,7 +108,7 @@ control FromBackend(inout headers_t hdr,
         key = {
             hdr.ipv4.src_addr: exact @name("addr");
             hdr.ipv4.protocol: exact @name("protocol");
-            meta.l4_src_port:  exact @name("port");
+            hdr.l4.src_port:   exact @name("port");
         }
         actions = { set_vip_source; @defaultonly NoAction; }
         default_action = NoAction();

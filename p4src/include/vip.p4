@@ -1,10 +1,19 @@
-/* VIP lookup, and the addresses the switch answers for (ARP) or guards. */
+/* VIP lookup, which sends a VIP's packet on to its connection's backend and the rest to
+ * the reverse NAT and the routes; and the addresses the switch answers for (ARP). */
 #ifndef P4LB_VIP_P4
 #define P4LB_VIP_P4
 
 control VipLookup(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t std_meta) {
+    ConnectionState() connection_state;
+    FromBackend() from_backend;
+    Routing() routing;
+
+    action count_drop() {
+        COUNT_DROP();
+    }
+
     // The per-VIP "flip" entry: which service, algorithm and version of the pool and
     // slot tables is live. Changing a pool means writing the other version's entries and
     // then modifying this one entry, so a change is never seen half-applied. The action
@@ -21,7 +30,7 @@ control VipLookup(inout headers_t hdr,
                    bit<16> pool_size, bit<16> slot_count, bit<1> shared) {
         meta.service_id = service_id;
         meta.algorithm = algorithm;
-        CONN_LOOKUP(hdr.ipv4.src_addr, meta.l4_src_port, service_id);
+        CONN_LOOKUP(hdr.ipv4.src_addr, hdr.l4.src_port, service_id);
         CONN_REFRESH(shared)
         // What choosing a backend needs: a known connection does without (in BMv2 every
         // field written costs far more than a branch). The size is what the VIP's
@@ -44,15 +53,35 @@ control VipLookup(inout headers_t hdr,
         key = {
             hdr.ipv4.dst_addr:  exact @name("addr");
             hdr.ipv4.protocol:  exact @name("protocol");
-            meta.l4_dst_port:   exact @name("port");
+            hdr.l4.dst_port:    exact @name("port");
         }
         actions = { set_vip; @defaultonly NoAction; }
         const default_action = NoAction();
         size = MAX_SERVICES;
     }
 
+    // Which branch a packet takes is the action the table ran: BMv2 goes straight to the
+    // branch, where a condition after the table costs an evaluation. Drops are counted
+    // where they can happen (the routes count their own), so a known connection's packet,
+    // the commonest, evaluates one condition here.
     apply {
-        vip_table.apply();
+        switch (vip_table.apply().action_run) {
+            set_vip: {
+                // To a VIP: a known connection already has its backend and port; an
+                // unknown flow gets them here (or is dropped).
+                if (meta.flow_status == FLOW_UNKNOWN) {
+                    connection_state.apply(hdr, meta, std_meta);
+                    if (meta.drop_reason != DropReason.NONE) {
+                        count_drop();
+                    }
+                }
+            }
+            default: {
+                // A backend's reply becomes the VIP's; then everything is routed.
+                from_backend.apply(hdr, meta, std_meta);
+                routing.apply(hdr, meta, std_meta);
+            }
+        }
     }
 }
 

@@ -1,0 +1,483 @@
+"""`make bench-peers PEER_P4=path`: lb.p4 beside a public stateful NAT load balancer for
+BMv2 (the peer), plain forwarding (baseline.p4) and the floor (floor.p4), per build.
+
+The peer is a P4_16 v1model L4 balancer published for a course (its tables virtual_ip,
+vip_to_backend, backend_to_vip; its per-connection backend in the register
+r_assigned_backend; least connections over four fixed backends on ports 2..5; NAT of
+address, port and MAC both ways; the TCP checksum recomputed). It is never part of p4lb:
+the bench compiles it from PEER_P4 at run time (p4c, the flags its authors' p4-utils
+gives), and also a log-free variant, the same source with its log_msg calls taken out.
+
+Traffic: client-direction TCP only, the peer's whole job: FLOWS connections of a SYN,
+DATA_SEGMENTS segments of DATA_BYTES bytes (PSH+ACK) and a FIN+ACK, interleaved 50 at a
+time as bench-switch does, injected on port 1 (the peer's client port). The baseline gets
+the same packets addressed straight to the servers. Each program's figure is instructions
+per delivered packet under callgrind (bench.switch.instructions_once: all threads, and the
+busiest), the programs taking turns within each repetition on one binary per build.
+
+--breakdown: instead, per program, where the instructions of each path go: one switch
+under callgrind counts the SYNs, then the data segments, then one reply per connection
+(an ACK with DATA_BYTES bytes from the backend, on its port), then the FINs, each in a
+dump of its own; callgrind_annotate's inclusive costs split each dump into BMv2's phases
+(PHASES).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import floor
+from bench import switch as sw
+from bench.toolchain import p4c_problem, tool_version
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "results" / "switch"
+FLOWS = 200
+BREAKDOWN_FLOWS = 100  # the breakdown's default: 1,100 packets a program, each path's dump
+DATA_SEGMENTS = 8
+DATA_BYTES = 100
+PEER_BACKEND_PORTS = (2, 3, 4, 5)  # the peer forwards to its backend id as a port
+# How the peer's authors compile it (p4-utils: p4c, BMv2 back end, v1model).
+PEER_P4C_FLAGS = ["--arch", "v1model", "--std", "p4-16"]
+# A log_msg statement: its arguments hold strings and braces, never a semicolon.
+LOG_MSG = re.compile(r"\blog_msg\s*\((?:\"[^\"]*\"|[^;\"])*?\)\s*;")
+PATHS = ("syn", "data", "reply", "fin")
+# BMv2's phases, by the functions whose inclusive cost each is (callgrind_annotate
+# --inclusive=yes, summed over the files an inlined function's cost is split into). The
+# parser's figure includes the checksum verification it calls and the deparser's the
+# checksum update: both are subtracted. The pipeline is the ingress in the ingress thread,
+# the egress in an egress thread. Metadata reset: every metadata field of a packet, set
+# to 0 by the receiving thread. Other: the rest of each thread (packet I/O, queues, the
+# logging calls around the phases, idle threads).
+PHASES = (
+    "parser",
+    "verify_checksum",
+    "ingress",
+    "egress",
+    "deparser",
+    "compute_checksum",
+    "metadata_reset",
+    "other",
+)
+PHASE_FUNCTIONS = {
+    "parser": "bm::Parser::parse",
+    "verify_checksum": "bm::Parser::verify_checksums",
+    "pipeline": "bm::Pipeline::apply",
+    "deparser": "bm::Deparser::deparse",
+    "compute_checksum": "bm::Deparser::update_checksums",
+    "metadata_reset": "bm::PHV::reset_metadata",
+    "ingress_thread": "SimpleSwitch::ingress_thread",
+}
+
+
+def p4c() -> str:
+    return os.environ.get("P4C", "p4c-bm2-ss")
+
+
+def strip_logs(source: str) -> str:
+    """The source without its log_msg statements (each becomes an empty statement)."""
+    return LOG_MSG.sub(";", source)
+
+
+def compile_peer(source: Path, workdir: Path, log_free: bool) -> Path:
+    name = "peer-log-free" if log_free else "peer"
+    src = workdir / f"{name}.p4"
+    text = source.read_text()
+    src.write_text(strip_logs(text) if log_free else text)
+    out = workdir / f"{name}.json"
+    r = subprocess.run(
+        [p4c(), *PEER_P4C_FLAGS, "-o", str(out), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if r.returncode != 0:
+        raise RuntimeError(f"{p4c()} failed on {source}: {r.stderr.strip()[-500:]}")
+    return out
+
+
+def peer_backend(port: int) -> str:
+    return sw.backend_addr(0, port - 2, len(PEER_BACKEND_PORTS))
+
+
+def program_peer(shape: sw.Shape) -> None:
+    """The peer's tables as its control plane writes them, for this bench's addresses:
+    the VIP's TCP port, its four backends (by id = port) and their replies back to it."""
+    vip = sw.vip_addr(0)
+    cmds = [f"table_add MyIngress.virtual_ip MyIngress.is_virtual_ip {vip} 80 => 1"]
+    cmds += [
+        f"table_add MyIngress.vip_to_backend MyIngress.update_backend_info {p} => "
+        f"{peer_backend(p)} 8000 {sw.port_mac(p)}"
+        for p in PEER_BACKEND_PORTS
+    ]
+    cmds.append(
+        "table_add MyIngress.backend_to_vip MyIngress.backend_to_vip_conversion "
+        f"10.2.0.0/16 => {vip} 80 {sw.VIP_MAC}"
+    )
+    sw.thrift_cli(cmds)
+
+
+def flow_paths(i: int, direct: bool) -> dict[str, list[bytes]]:
+    """Connection i's packets by path; `direct` addresses the server (the baseline).
+    The reply comes from the first backend (whichever one served the connection: the
+    reverse NAT of every program here matches the backend, not the connection)."""
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+
+    client, sport = sw.client_of(i)
+    server = sw.backend_addr(0, i % 3, 3)
+    dst, dport = (server, 8000) if direct else (sw.vip_addr(0), 80)
+    up = Ether(src=sw.port_mac(1), dst=sw.VIP_MAC) / IP(src=client, dst=dst)
+    down = Ether(src=sw.port_mac(2), dst=sw.SWITCH_MAC) / IP(
+        src=sw.backend_addr(0, 0, 3), dst=client
+    )
+    a, b = 1000, 5000
+    data = [
+        up
+        / TCP(sport=sport, dport=dport, flags="PA", seq=a + 1 + k * DATA_BYTES, ack=b + 1)
+        / Raw(b"d" * DATA_BYTES)
+        for k in range(DATA_SEGMENTS)
+    ]
+    end = a + 1 + DATA_SEGMENTS * DATA_BYTES
+    reply = (
+        down / TCP(sport=8000, dport=sport, flags="A", seq=b + 1, ack=end) / Raw(b"r" * DATA_BYTES)
+    )
+    return {
+        "syn": [bytes(up / TCP(sport=sport, dport=dport, flags="S", seq=a))],
+        "data": [bytes(p) for p in data],
+        "reply": [bytes(reply)],
+        "fin": [bytes(up / TCP(sport=sport, dport=dport, flags="FA", seq=end, ack=b + 1))],
+    }
+
+
+def interleaved(flows: list[list[bytes]]) -> list[bytes]:
+    """Step k of 50 connections, then step k + 1 (as bench.switch.traffic)."""
+    out: list[bytes] = []
+    for g in range(0, len(flows), 50):
+        group = flows[g : g + 50]
+        for step in range(len(group[0])):
+            out += [f[step] for f in group]
+    return out
+
+
+def client_traffic(flows: int, direct: bool) -> list[bytes]:
+    per_flow = [flow_paths(i, direct) for i in range(flows)]
+    return interleaved([p["syn"] + p["data"] + p["fin"] for p in per_flow])
+
+
+def pcap(workdir: Path, name: str, packets: list[bytes]) -> Path:
+    path = workdir / f"{name}.pcap"
+    if not path.exists():
+        sw.write_pcap(packets, path)
+    return path
+
+
+def programs(args: argparse.Namespace, workdir: Path, shape: sw.Shape) -> list[sw.Program]:
+    out = [sw.Program("baseline", shape)]
+    if args.floor:
+        json_path = floor.compile_floor(floor.LEVELS["floor-state"], workdir)
+        out.append(sw.Program("floor-state", shape, json_path, floor.program_floor))
+    if args.peer:
+        out.append(sw.Program("peer", shape, compile_peer(args.peer, workdir, False), program_peer))
+        peer_lf = compile_peer(args.peer, workdir, True)
+        out.append(sw.Program("peer-log-free", shape, peer_lf, program_peer))
+    out += [sw.Program(a, shape) for a in args.algorithms]
+    return out
+
+
+def measure(build: str, binary: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    shape = sw.Shape(flows=args.flows)
+    progs = programs(args, workdir, shape)
+    mixes = {
+        d: pcap(workdir, f"client-{'direct' if d else 'vip'}", client_traffic(args.flows, d))
+        for d in (True, False)
+    }
+    busiest: dict[str, list[float]] = {}
+    total: dict[str, list[float]] = {}
+    for rep in range(args.reps):
+        for prog in progs:
+            sw.progress(f"{build} rep {rep + 1}/{args.reps} {prog.name}")
+            b, t = sw.instructions_once(
+                prog.name, binary, args, workdir, mixes[prog.name == "baseline"], prog
+            )
+            busiest.setdefault(prog.name, []).append(b)
+            total.setdefault(prog.name, []).append(t)
+    res: dict[str, Any] = {"binary": binary, "programs": {}}
+    for name in total:
+        p = res["programs"][name] = {
+            "all_threads": sw.summary(total[name]),
+            "busiest_thread": sw.summary(busiest[name]),
+        }
+        for other in ("baseline", "peer", "peer-log-free"):
+            if other in total and other != name:
+                p[f"all_vs_{other}_per_rep"] = sw.summary(
+                    [x / o for x, o in zip(total[name], total[other], strict=True)]
+                )
+    return res
+
+
+# --- the breakdown ------------------------------------------------------------------
+
+
+def annotate(dump: Path) -> dict[str, int]:
+    """Inclusive instructions per function (no arguments, summed over the files its code
+    comes from) of one callgrind dump."""
+    r = subprocess.run(
+        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", "--auto=no", str(dump)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    costs: dict[str, int] = {}
+    for line in r.stdout.splitlines():
+        # "  1,234 (12.3%)  /path/file.cpp:ns::fn(args) const [/usr/bin/obj]"
+        m = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+(.*)$", line)
+        if not m:
+            continue
+        where = re.sub(r" \[[^\]]*\]$", "", m.group(2))
+        fn = re.split(r"(?<!:):(?!:)", where, maxsplit=1)[-1]  # after "file:"
+        fn = re.sub(r"'\d+$", "", fn.split("(", 1)[0]).strip()
+        costs[fn] = costs.get(fn, 0) + int(m.group(1).replace(",", ""))
+    return costs
+
+
+def phases(dumps: list[Path]) -> dict[str, int]:
+    """BMv2's phases (PHASES), summed over the threads of one dump (a file per thread)."""
+    out = dict.fromkeys(PHASES, 0)
+    total = 0
+    for d in dumps:
+        c = (
+            {k: annotate(d).get(f, 0) for k, f in PHASE_FUNCTIONS.items()}
+            if d.stat().st_size
+            else {}
+        )
+        thread_total = sum(sw.callgrind_totals([d]))
+        total += thread_total
+        if not c:
+            continue
+        out["parser"] += c["parser"] - c["verify_checksum"]
+        out["verify_checksum"] += c["verify_checksum"]
+        out["ingress" if c["ingress_thread"] else "egress"] += c["pipeline"]
+        out["deparser"] += c["deparser"] - c["compute_checksum"]
+        out["compute_checksum"] += c["compute_checksum"]
+        out["metadata_reset"] += c["metadata_reset"]
+    out["other"] = total - sum(out.values())
+    out["total"] = total
+    return out
+
+
+def breakdown_once(
+    prog: sw.Program, binary: str, workdir: Path, groups: list[dict[str, tuple[Path, int]]]
+) -> dict[str, dict[str, float]]:
+    """Per path, instructions per packet by phase: one switch; per group of connections,
+    a dump per path (a group's SYNs, then its data, ...: a half-open connection's state
+    outlives a group's SYNs under callgrind, not all FLOWS')."""
+    out_file = workdir / f"bd-{prog.name}"
+    for old in workdir.glob(f"bd-{prog.name}*"):
+        old.unlink()
+    wrap = [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--separate-threads=yes",
+        f"--callgrind-out-file={out_file}",
+    ]
+    sent = dict.fromkeys(PATHS, 0)
+    dumps: dict[str, list[int]] = {path: [] for path in PATHS}
+    cm, pid = sw.start_program(prog, binary, workdir, None, wrap)
+    try:
+        for group in groups:
+            for path in PATHS:
+                pcap_path, port = group[path]
+                sw._run("callgrind_control", "-i", "on", str(pid))
+                start = sw.rx_total()
+                n, _ = sw.replay(pcap_path, sw.INSTR_PPS, port)
+                got = sw.settled_rx(start)
+                sw._run("callgrind_control", "-i", "off", str(pid))
+                sw._run("callgrind_control", "-d", str(pid))
+                if got < n:
+                    raise RuntimeError(f"breakdown: {prog.name} lost {n - got} of {n} {path}")
+                sent[path] += n
+                dumps[path].append(sum(len(v) for v in dumps.values()) + 1)
+    finally:
+        cm.__exit__(None, None, None)
+    res = {}
+    for path in PATHS:
+        files = [f for k in dumps[path] for f in sorted(workdir.glob(f"bd-{prog.name}.{k}-*"))]
+        res[path] = {ph: v / sent[path] for ph, v in phases(files).items()}
+    return res
+
+
+def path_groups(workdir: Path, flows: int, direct: bool) -> list[dict[str, tuple[Path, int]]]:
+    """Per group of 50 connections, each path's pcap and the port it is sent on (a reply
+    on its backend's)."""
+    per_flow = [flow_paths(i, direct) for i in range(flows)]
+    kind = "direct" if direct else "vip"
+    return [
+        {
+            path: (
+                pcap(
+                    workdir,
+                    f"{kind}-{g}-{path}",
+                    interleaved([p[path] for p in per_flow[g : g + 50]]),
+                ),
+                2 if path == "reply" else 1,
+            )
+            for path in PATHS
+        }
+        for g in range(0, flows, 50)
+    ]
+
+
+def breakdown(build: str, binary: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    shape = sw.Shape(flows=args.flows)
+    res: dict[str, Any] = {"binary": binary, "programs": {}}
+    for prog in programs(args, workdir, shape):
+        groups = path_groups(workdir, args.flows, prog.name == "baseline")
+        sw.progress(f"{build} breakdown {prog.name}")
+        res["programs"][prog.name] = breakdown_once(prog, binary, workdir, groups)
+    return res
+
+
+def breakdown_markdown(result: dict[str, Any], before: dict[str, Any] | None = None) -> str:
+    """The breakdown as tables: per build, each path's phases per program (thousands of
+    instructions per packet); with `before` (an earlier breakdown), its totals beside."""
+    m = result["machine"]
+    lines = [
+        "# Where each packet's instructions go (`make bench-cost`)",
+        "",
+        "Generated by `python -m bench.peers --breakdown` from cost_breakdown.json; edit",
+        "neither by hand.",
+        "",
+        f"Measured {result['when']} at commit {result['commit']}, p4c {result['p4c']}, "
+        + ", ".join(
+            f"{b} build BMv2 {v['bmv2']} (`{v['binary']}`)" for b, v in result["builds"].items()
+        )
+        + f"; {m['cpus']} CPUs shared with other work (instruction counts do not depend on it). "
+        f"One switch per program under callgrind; {result['flows']} connections in groups "
+        "of 50, each group's SYNs, data segments, replies and FINs counted in a dump of "
+        f"their own at {result['instr_pps']} packets/s; counts are exact, so one "
+        "repetition. Thousands of instructions per packet of the path, all threads; "
+        "phases from callgrind_annotate's inclusive costs (bench/peers.py, PHASES)."
+        + (
+            f" Before: the total at commit {before['commit']} ({before['when']})." if before else ""
+        ),
+        "",
+    ]
+    for build, b in result["builds"].items():
+        progs = b["programs"]
+        for path in PATHS:
+            lines += [
+                f"## {build} build, {path}",
+                "",
+                "| program | "
+                + " | ".join(PHASES)
+                + " | total |"
+                + (" before |" if before else ""),
+                "|---|" + "---|" * (len(PHASES) + 1 + bool(before)),
+            ]
+            for name, paths in progs.items():
+                ph = paths[path]
+                row = [f"{ph[k] / 1000:.1f}" for k in (*PHASES, "total")]
+                if before:
+                    old = before["builds"].get(build, {}).get("programs", {}).get(name)
+                    row.append(f"{old[path]['total'] / 1000:.1f}" if old else "–")
+                lines.append(f"| {name} | " + " | ".join(row) + " |")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def provenance() -> dict[str, Any]:
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--", "p4src", "bench"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": commit + ("+uncommitted" if dirty else ""),
+        "p4c": tool_version(p4c()),
+        "machine": sw.machine(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench-peers", description=__doc__.splitlines()[0])
+    ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
+    ap.add_argument("--peer", type=Path, default=None, help="the peer's P4 source (PEER_P4)")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument(
+        "--flows", type=int, default=None, help=f"{FLOWS}; {BREAKDOWN_FLOWS} broken down"
+    )
+    ap.add_argument("--algorithms", nargs="*", default=["wrr", "iphash"], help="lb.p4's")
+    ap.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--breakdown", action="store_true", help="per path and phase instead")
+    ap.add_argument("--before", type=Path, default=None, help="an earlier breakdown, beside")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    if args.flows is None:
+        args.flows = BREAKDOWN_FLOWS if args.breakdown else FLOWS
+    if args.peer is None:
+        print(
+            "bench-peers: the peer is skipped: no PEER_P4=path/to/l4_loadbalancer.p4 given; "
+            "measuring p4lb's programs alone",
+            file=sys.stderr,
+        )
+    elif not args.peer.is_file():
+        print(f"bench-peers: PEER_P4={args.peer}: no such file", file=sys.stderr)
+        return 2
+    tools = ["tcpreplay", "simple_switch_CLI", "valgrind", "callgrind_control"]
+    tools += ["callgrind_annotate"] if args.breakdown else []
+    builds = sw.builds_to_measure("bench-peers", args.build, [*tools, p4c()])
+    if builds is None:
+        return 2
+    if problem := p4c_problem(p4c()):
+        print(f"bench-peers: {problem}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {
+        **provenance(),
+        "method": __doc__,
+        "reps": 1 if args.breakdown else args.reps,
+        "flows": args.flows,
+        "instr_pps": sw.INSTR_PPS,
+        "peer": str(args.peer) if args.peer else None,
+        "builds": {},
+    }
+    for build, binary in builds.items():
+        result["builds"][build] = {"bmv2": tool_version(binary)}
+    out = args.out / ("cost_breakdown.json" if args.breakdown else "peers.json")
+    with sw.veths(), tempfile.TemporaryDirectory(prefix="p4lb-bench-peers-") as tmp:
+        workdir = Path(tmp)
+        for build, binary in builds.items():
+            run = breakdown if args.breakdown else measure
+            result["builds"][build].update(run(build, binary, args, workdir))
+            out.write_text(json.dumps(result, indent=2) + "\n")  # what is done so far
+    result["machine"]["loadavg_at_end"] = os.getloadavg()
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    if args.breakdown:
+        before = json.loads(args.before.read_text()) if args.before else None
+        if before:
+            result["before"] = {"commit": before["commit"], "when": before["when"]}
+            out.write_text(json.dumps(result, indent=2) + "\n")
+        out.with_suffix(".md").write_text(breakdown_markdown(result, before))
+    sw.progress(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
