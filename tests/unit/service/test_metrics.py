@@ -365,3 +365,36 @@ def test_a_tier_is_labelled_per_balancer(
     finally:
         a.stop()
         b.stop()
+
+
+def test_make_run_tells_whether_p4lb_run_serves_its_metrics(fake_cfg: Path) -> None:
+    """`make run` waits for `p4lb run` to say it serves its metrics, and notices at once
+    when it exited instead (a port taken by someone else would still answer a connect)."""
+    import subprocess
+    import sys
+
+    from topology.run import metrics_started
+
+    exe = Path(sys.executable).with_name("p4lb")
+    base = fake_cfg.read_text()
+    with socket.socket() as free:  # a port nobody holds once this block ends
+        free.bind(("127.0.0.1", 0))
+        free_port = free.getsockname()[1]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        for port, want in ((taken.getsockname()[1], False), (free_port, True)):
+            listen = f"127.0.0.1:{port}"
+            fake_cfg.write_text(base + f'\n[metrics]\nlisten = "{listen}"\n')
+            log = fake_cfg.with_name(f"run-{want}.log")
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(
+                    [str(exe), "-c", str(fake_cfg), "run"], stdout=out, stderr=out
+                )
+            try:
+                assert metrics_started(log, proc, timeout_s=30) is want, log.read_text()
+                if not want:
+                    assert proc.wait(10) == 1 and "cannot listen" in log.read_text()
+            finally:
+                proc.terminate()
+                proc.wait(20)
