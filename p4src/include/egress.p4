@@ -10,8 +10,10 @@ control LbEgress(inout headers_t hdr,
                  inout standard_metadata_t std_meta) {
     ToBackend() to_backend;
     ConnectionEvents() connection_events;
+    QosDequeue() qos_dequeue;
 
     apply {
+        qos_dequeue.apply(hdr, meta, std_meta);  // first: before the NAT changes the flow
         if (meta.service_id != 0) {  // to a VIP (the NAT counts its own drop)
             to_backend.apply(hdr, meta, std_meta);
             connection_events.apply(hdr, meta, std_meta);

@@ -13,6 +13,7 @@ control LbIngress(inout headers_t hdr,
     FromBackend() from_backend;
     VipAddresses() vip_addresses;
     Routing() routing;
+    QosEnqueue() qos_enqueue;
 
     action count_drop() {
         COUNT_DROP();
@@ -75,6 +76,7 @@ control LbIngress(inout headers_t hdr,
                 drop_table.apply();
             }
         }
+        qos_enqueue.apply(hdr, meta, std_meta);  // one miss unless the port has a discipline
     }
 }
 
