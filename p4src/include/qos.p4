@@ -53,6 +53,10 @@ register<bit<32>>(QOS_STATE_SIZE) codel_first_above;
 register<bit<32>>(QOS_STATE_SIZE) codel_drop_next;
 register<bit<16>>(QOS_STATE_SIZE) codel_count;
 register<bit<1>>(QOS_STATE_SIZE) codel_dropping;
+// Per slot, for measurement (read over Thrift by bench/qos.py): the sum of deq_timedelta
+// (µs each packet spent queued, rate limiter included) and the packets it sums.
+register<bit<64>>(QOS_SLOTS) qos_sojourn_us;
+register<bit<64>>(QOS_SLOTS) qos_dequeued;
 
 // The flow bucket and host bucket, the same at ingress and egress (QoS runs before the
 // egress NAT).
@@ -212,6 +216,12 @@ control QosDequeue(inout headers_t hdr,
             flow = meta.qos_base + b;
             qos_backlog.read(backlog, meta.qos_base / QOS_BUCKETS);
             qos_backlog.write(meta.qos_base / QOS_BUCKETS, backlog - 1);
+            bit<64> total;
+            qos_sojourn_us.read(total, meta.qos_base / QOS_BUCKETS);
+            qos_sojourn_us.write(meta.qos_base / QOS_BUCKETS,
+                                 total + (bit<64>)std_meta.deq_timedelta);
+            qos_dequeued.read(total, meta.qos_base / QOS_BUCKETS);
+            qos_dequeued.write(meta.qos_base / QOS_BUCKETS, total + 1);
             qos_flow_backlog.read(count, flow);
             qos_flow_backlog.write(flow, count - 1);
             QOS_HOST_HASH(b);

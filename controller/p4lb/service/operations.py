@@ -114,6 +114,20 @@ def qos_buckets(sw: Switch) -> int:
     return int(sw.schema.meters[qos.CLASS_METER].size) // sw.schema.table(qos.PORT_TABLE).size
 
 
+def qos_on_switch(sw: Switch, cfg: Config) -> dict[int, str]:
+    """Each port the switch has a discipline on: "ok" when both of its entries are what
+    `cfg` asks for, else "differs"."""
+    held = sw.read_entries((qos.PORT_TABLE, qos.EGRESS_TABLE))
+    wanted = set(qos.entries(cfg))
+    out: dict[int, str] = {}
+    for e in held:
+        if e.table in (qos.PORT_TABLE, qos.EGRESS_TABLE):
+            port = e.exact("port")
+            ok = e in wanted and out.get(port, "ok") == "ok"
+            out[port] = "ok" if ok else "differs"
+    return out
+
+
 def read_stats(sw: Switch, cfg: Config) -> Stats:
     """Lifetime counter totals for the VIPs and backends of `cfg`."""
     ids = ids_on_switch(sw.read_entries(("vip_table", "reverse_nat_table")))
