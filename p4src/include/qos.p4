@@ -16,8 +16,10 @@
  *   - a per-class packet meter (PCQ's per-address rate; a policer, not a shaper);
  *   - CoDel at egress on deq_timedelta, per port or per flow bucket (P4-CoDel style: at
  *     most one drop per dequeued packet, interval/sqrt(count) from a lookup table).
- * A port without a discipline misses qos_port_table at ingress and qos_egress_table at
- * egress and nothing else happens to its packets. */
+ * A port without a discipline misses qos_port_table at ingress; at egress one condition
+ * (the packet was not admitted) skips everything. An admitted packet releases its place
+ * with what the ingress gave it (slot, classifier), so releases always match admissions,
+ * whatever the controller changes meanwhile. */
 #ifndef P4LB_QOS_P4
 #define P4LB_QOS_P4
 
@@ -35,7 +37,7 @@ const bit<3>  QOS_SPARSE_QUEUE = 1;   // BMv2 priority 1: flows with nothing que
 const bit<4>  QOS_BY_DST = 1;         // host = destination address (else source)
 const bit<4>  QOS_POLICED = 2;        // ingress: the per-class meter applies
 const bit<4>  QOS_SPARSE = 4;         // ingress: flows with nothing queued go first
-const bit<4>  QOS_CODEL = 2;          // egress: CoDel at dequeue
+const bit<4>  QOS_ADMITTED = 8;       // ingress -> egress: the packet holds a place
 const bit<4>  QOS_PER_FLOW = 4;       // egress: CoDel state per flow bucket (else per port)
 
 // Packets admitted toward a slot's port and not yet dequeued: all, per flow bucket and
@@ -128,6 +130,7 @@ control QosEnqueue(inout headers_t hdr,
                 qos_backlog.write(meta.qos_base / QOS_BUCKETS, backlog + 1);
                 qos_flow_backlog.write(flow, flow_backlog + 1);
                 qos_host_backlog.write(host, host_backlog + 1);
+                meta.qos_flags = meta.qos_flags | QOS_ADMITTED;
                 if (meta.qos_flags & QOS_SPARSE != 0 && flow_backlog == 0) {
                     std_meta.priority = QOS_SPARSE_QUEUE;
                 } else {
@@ -141,23 +144,21 @@ control QosEnqueue(inout headers_t hdr,
 control QosDequeue(inout headers_t hdr,
                    inout metadata_t meta,
                    inout standard_metadata_t std_meta) {
-    // The port's slot, the host classifier, and its AQM: CoDel (per port or per flow
-    // bucket) with its target and interval, or none.
-    @name(".qos_release")
-    action release(bit<32> slot, bit<4> flags, bit<32> target_us, bit<32> interval_us) {
-        meta.qos_base = slot * QOS_BUCKETS;
+    // The port's AQM: CoDel (per port or per flow bucket) with its target and interval.
+    @name(".qos_codel")
+    action codel(bit<4> flags, bit<32> target_us, bit<32> interval_us) {
         meta.qos_flags = flags;
         meta.qos_limit = target_us;
         meta.qos_shares = interval_us;
     }
 
-    // Matches the port a packet leaves by. Hit: qos_port_table admitted it (same slot):
-    // release its place, then the AQM. Miss: nothing. The controller writes it together
-    // with qos_port_table.
+    // Matches the port an admitted packet leaves by. Hit: the port has CoDel (codel).
+    // Miss: nothing more. The controller writes it for codel, fq_codel-approx and
+    // cake-approx ports.
     @name(".qos_egress_table")
     table qos_egress_table {
         key = { std_meta.egress_port: exact @name("port"); }
-        actions = { release; @defaultonly NoAction; }
+        actions = { codel; @defaultonly NoAction; }
         const default_action = NoAction();
         size = QOS_SLOTS;
     }
@@ -206,29 +207,36 @@ control QosDequeue(inout headers_t hdr,
     }
 
     apply {
-        // A flooded copy was never admitted (its ingress had no egress port).
-        if (qos_egress_table.apply().hit && std_meta.mcast_grp == 0) {
+        if (meta.qos_flags & QOS_ADMITTED != 0) {
             bit<32> b;
             bit<32> flow;
             bit<32> backlog;
             bit<16> count;
+            bit<64> total;
+            // Release the packet's place: port, flow and host counts, never below zero (a
+            // slot's counts are reset when a port gets a discipline).
             QOS_FLOW_HASH(b);
             flow = meta.qos_base + b;
             qos_backlog.read(backlog, meta.qos_base / QOS_BUCKETS);
-            qos_backlog.write(meta.qos_base / QOS_BUCKETS, backlog - 1);
-            bit<64> total;
+            if (backlog != 0) {
+                qos_backlog.write(meta.qos_base / QOS_BUCKETS, backlog - 1);
+            }
+            qos_flow_backlog.read(count, flow);
+            if (count != 0) {
+                qos_flow_backlog.write(flow, count - 1);
+            }
+            QOS_HOST_HASH(b);
+            qos_host_backlog.read(count, meta.qos_base + b);
+            if (count != 0) {
+                qos_host_backlog.write(meta.qos_base + b, count - 1);
+            }
             qos_sojourn_us.read(total, meta.qos_base / QOS_BUCKETS);
             qos_sojourn_us.write(meta.qos_base / QOS_BUCKETS,
                                  total + (bit<64>)std_meta.deq_timedelta);
             qos_dequeued.read(total, meta.qos_base / QOS_BUCKETS);
             qos_dequeued.write(meta.qos_base / QOS_BUCKETS, total + 1);
-            qos_flow_backlog.read(count, flow);
-            qos_flow_backlog.write(flow, count - 1);
-            QOS_HOST_HASH(b);
-            qos_host_backlog.read(count, meta.qos_base + b);
-            qos_host_backlog.write(meta.qos_base + b, count - 1);
 
-            if (meta.qos_flags & QOS_CODEL != 0) {
+            if (qos_egress_table.apply().hit) {
                 // CoDel (RFC 8289) at dequeue, at most one drop per packet (P4-CoDel).
                 bit<32> state = meta.qos_base;
                 if (meta.qos_flags & QOS_PER_FLOW != 0) {

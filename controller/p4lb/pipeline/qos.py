@@ -1,6 +1,7 @@
 """Queueing disciplines (`[qos]`) -> what the switch must hold: the entries of qos_port_table
-(ingress admission) and qos_egress_table (release and CoDel), each port's class meters
-(PCQ), and its BMv2 queues' rates and depths (set over Thrift, not P4Runtime). Pure.
+(ingress admission) and qos_egress_table (CoDel at dequeue), each port's class meters
+(PCQ), its BMv2 queues' rates and depths and the reset of its slot's counts (both set over
+Thrift, not P4Runtime). Pure.
 
 Every discipline is one shaped queue (BMv2 priority 0) at the port's rate plus admission
 rules (limits, shares, a meter) and, where it says so, a second queue for sparse flows
@@ -22,7 +23,6 @@ CLASS_METER = "qos_class_rate"
 BY_DST = 1  # the host classifier is the destination address
 POLICED = 2  # ingress: the per-class meter applies
 SPARSE = 4  # ingress: flows with nothing queued go to the sparse queue
-CODEL = 2  # egress: CoDel at dequeue
 PER_FLOW = 4  # egress: CoDel state per flow bucket
 NO_SHARE = 0xFFFF  # a share the data plane never reaches
 
@@ -73,16 +73,13 @@ def _ingress_flags(p: QosPort) -> int:
 
 
 def _egress_flags(p: QosPort) -> int:
-    flags = BY_DST if p.classifier == "dst" else 0
-    if p.codel:
-        flags |= CODEL
-        if p.discipline != "codel":  # fq_codel-approx, cake-approx: per flow bucket
-            flags |= PER_FLOW
-    return flags
+    # fq_codel-approx and cake-approx keep CoDel state per flow bucket, codel per port.
+    return PER_FLOW if p.discipline != "codel" else 0
 
 
 def entries(cfg: Config) -> list[Entry]:
-    """qos_port_table and qos_egress_table entries, one each per port with a discipline."""
+    """A qos_port_table entry per port with a discipline; a qos_egress_table entry per port
+    with CoDel."""
     out: list[Entry] = []
     for p in cfg.qos.ports if cfg.qos else ():
         slot = slots(cfg)[p.port]
@@ -100,13 +97,14 @@ def entries(cfg: Config) -> list[Entry]:
                 ),
             )
         )
+        if not p.codel:
+            continue
         out.append(
             Entry(
                 EGRESS_TABLE,
                 (("port", p.port),),
-                "qos_release",
+                "qos_codel",
                 (
-                    ("slot", slot),
                     ("flags", _egress_flags(p)),
                     ("target_us", p.target_us),
                     ("interval_us", p.interval_us),
@@ -129,6 +127,35 @@ def queues(cfg: Config, former_ports: Iterable[int] = ()) -> list[QueueSetting]:
     kept = {p.port for p in ports}
     for port in sorted(set(former_ports) - kept):
         out.append(QueueSetting(port, BULK_QUEUE, 0, BMV2_DEFAULT_DEPTH))
+    return out
+
+
+# The data plane's per-slot state a port's new discipline starts from zero: its counts
+# of queued packets and its CoDel state (registers; over Thrift, as P4Runtime cannot
+# write BMv2's registers). Per slot: the port count and sojourn sums at index `slot`.
+SLOT_REGISTERS = ("qos_backlog",)
+BUCKET_REGISTERS = (
+    "qos_flow_backlog",
+    "qos_host_backlog",
+    "codel_first_above",
+    "codel_drop_next",
+    "codel_count",
+    "codel_dropping",
+)
+
+
+def register_resets(cfg: Config, held: dict[int, Entry], buckets: int) -> list[tuple[str, int]]:
+    """(register, index) cells to zero: the slots of ports whose admission entry changes
+    (`held`: the switch's qos_port_table entries by port), before the new entry is written.
+    Releases never go below zero, so packets still queued under the old entry only find
+    counts already at zero."""
+    out: list[tuple[str, int]] = []
+    for e in entries(cfg):
+        if e.table != PORT_TABLE or held.get(e.exact("port")) == e:
+            continue
+        slot = e.p("slot")
+        out += [(r, slot) for r in SLOT_REGISTERS]
+        out += [(r, slot * buckets + i) for r in BUCKET_REGISTERS for i in range(buckets)]
     return out
 
 

@@ -94,10 +94,11 @@ def apply(sw: Switch, cfg: Config, dry_run: bool = False) -> ApplyResult:
     if not dry_run:
         # Queues first: a switch that cannot take them (no priority queues, Thrift
         # unreachable) refuses before any table changes.
-        former = [e.exact("port") for e in current if e.table == qos.PORT_TABLE]
-        if cfg.qos is not None or former:
+        held = {e.exact("port"): e for e in current if e.table == qos.PORT_TABLE}
+        if cfg.qos is not None or held:
             thrift_port = cfg.qos.thrift_port if cfg.qos else THRIFT_PORT
-            queues.apply(thrift_port, qos.queues(cfg, former))
+            queues.apply(thrift_port, qos.queues(cfg, held))
+            queues.zero_registers(thrift_port, qos.register_resets(cfg, held, qos_buckets(sw)))
         sw.write_plan(batches)
         if cfg.qos is not None:
             buckets = qos_buckets(sw)

@@ -59,6 +59,15 @@ def _run(thrift_port: int, lines: list[str]) -> str:
     return text
 
 
+def zero_registers(thrift_port: int, cells: list[tuple[str, int]]) -> None:
+    """register_write NAME INDEX 0 for every cell, in one CLI session."""
+    if not cells:
+        return
+    text = _run(thrift_port, [f"register_write {name} {index} 0" for name, index in cells])
+    if any(f in text for f in _FAILURES):
+        raise SwitchError(f"BMv2 refused to reset the QoS registers: {text.strip()[-200:]}")
+
+
 def apply(thrift_port: int, settings: list[QueueSetting]) -> None:
     """Set every queue in `settings`, one CLI session per command so a failure is named;
     a sparse queue on a switch without priority queues fails first, nothing else changed."""
