@@ -30,7 +30,7 @@ const bit<32> QOS_SLOTS = 8;
 // flows, and every bucket costs registers on all slots).
 const bit<32> QOS_BUCKETS = 64;
 const bit<32> QOS_STATE_SIZE = 512;   // QOS_SLOTS * QOS_BUCKETS
-const bit<16> QOS_HASH_SALT = 0x5a17; // the queue hash differs from the balancer's (crc32)
+// The queue hash is CRC-16 (the balancer's is CRC-32): independent of the backend choice.
 const bit<3>  QOS_BULK_QUEUE = 0;     // BMv2 priority 0: the shaped port queue
 const bit<3>  QOS_SPARSE_QUEUE = 1;   // BMv2 priority 1: flows with nothing queued
 // meta.qos_flags
@@ -40,40 +40,46 @@ const bit<4>  QOS_SPARSE = 4;         // ingress: flows with nothing queued go f
 const bit<4>  QOS_ADMITTED = 8;       // ingress -> egress: the packet holds a place
 const bit<4>  QOS_PER_FLOW = 4;       // egress: CoDel state per flow bucket (else per port)
 
+// Every register is indexed by slot * QOS_BUCKETS (+ bucket): an index is a field, never
+// an expression (p4c gives each index expression a field of its own, which BMv2 resets
+// for every packet). The per-port cells use index slot * QOS_BUCKETS only.
 // Packets admitted toward a slot's port and not yet dequeued: all, per flow bucket and
 // per host bucket. +1 at ingress, -1 at egress (the data plane's own state).
-register<bit<32>>(QOS_SLOTS) qos_backlog;
+register<bit<32>>(QOS_STATE_SIZE) qos_backlog;
 register<bit<16>>(QOS_STATE_SIZE) qos_flow_backlog;
 register<bit<16>>(QOS_STATE_SIZE) qos_host_backlog;
 // PCQ's per-class rate, per (slot, host bucket); the controller sets every index's rate.
 @name(".qos_class_rate")
 meter(QOS_STATE_SIZE, MeterType.packets) qos_class_rate;
-// CoDel state per (slot, bucket) (bucket 0 for a per-port CoDel): the time the sojourn
-// first stayed above target plus an interval (0: below target), the next drop's time,
-// the drop count of the current dropping state, and whether it is dropping.
-register<bit<32>>(QOS_STATE_SIZE) codel_first_above;
-register<bit<32>>(QOS_STATE_SIZE) codel_drop_next;
-register<bit<16>>(QOS_STATE_SIZE) codel_count;
-register<bit<1>>(QOS_STATE_SIZE) codel_dropping;
-// Per slot, for measurement (read over Thrift by bench/qos.py): the sum of deq_timedelta
+// CoDel state per (slot, bucket) (bucket 0 for a per-port CoDel). Times: the time the
+// sojourn has been above target for an interval (first_above, 0: below target) in the
+// top 32 bits, the next drop's time in the low 32 (µs). State: the drop count in the top
+// 16 bits, bit 0 set while dropping.
+register<bit<64>>(QOS_STATE_SIZE) codel_times;
+register<bit<32>>(QOS_STATE_SIZE) codel_state;
+// Per port, for measurement (read over Thrift by bench/qos.py): the sum of deq_timedelta
 // (µs each packet spent queued, rate limiter included) and the packets it sums.
-register<bit<64>>(QOS_SLOTS) qos_sojourn_us;
-register<bit<64>>(QOS_SLOTS) qos_dequeued;
+register<bit<64>>(QOS_STATE_SIZE) qos_sojourn_us;
+register<bit<64>>(QOS_STATE_SIZE) qos_dequeued;
 
-// The flow bucket and host bucket, the same at ingress and egress (QoS runs before the
-// egress NAT).
-#define QOS_FLOW_HASH(out) \
-    hash(out, HashAlgorithm.crc16, (bit<32>)0, { QOS_HASH_SALT, hdr.ipv4.src_addr, \
-         hdr.ipv4.dst_addr, hdr.ipv4.protocol, meta.l4_src_port, meta.l4_dst_port }, \
-         QOS_BUCKETS)
-#define QOS_HOST_HASH(out) \
+// The flow bucket and host bucket as register indexes (slot base + bucket), computed at
+// the end of the ingress and carried to the egress. No locals: these and the scratch
+// fields below are the balancer's, which neither the rest of the ingress nor the egress
+// reads by then (the egress's connection events write theirs before reading them).
+#define QOS_FLOW (meta.bucket_index)
+#define QOS_HOST (meta.sig)
+// p4c copies each element of a hash's field list into a field of its own (BMv2 resets
+// every one for every packet): one concatenation each, and the host address picked first.
+#define QOS_BUCKET_HASHES() \
+    hash(QOS_FLOW, HashAlgorithm.crc16, meta.qos_base, { hdr.ipv4.src_addr \
+         ++ hdr.ipv4.dst_addr ++ hdr.ipv4.protocol ++ meta.l4_src_port ++ meta.l4_dst_port }, \
+         QOS_BUCKETS); \
     if (meta.qos_flags & QOS_BY_DST != 0) { \
-        hash(out, HashAlgorithm.crc16, (bit<32>)0, { QOS_HASH_SALT, hdr.ipv4.dst_addr }, \
-             QOS_BUCKETS); \
+        meta.size = hdr.ipv4.dst_addr; \
     } else { \
-        hash(out, HashAlgorithm.crc16, (bit<32>)0, { QOS_HASH_SALT, hdr.ipv4.src_addr }, \
-             QOS_BUCKETS); \
-    }
+        meta.size = hdr.ipv4.src_addr; \
+    } \
+    hash(QOS_HOST, HashAlgorithm.crc16, meta.qos_base, { meta.size }, QOS_BUCKETS)
 
 control QosEnqueue(inout headers_t hdr,
                    inout metadata_t meta,
@@ -102,36 +108,37 @@ control QosEnqueue(inout headers_t hdr,
 
     apply {
         if (qos_port_table.apply().hit) {
-            bit<32> b;
-            bit<32> flow;
-            bit<32> host;
-            bit<32> backlog;
-            bit<16> flow_backlog;
-            bit<16> host_backlog;
-            bit<2> color = V1MODEL_METER_COLOR_GREEN;
-            QOS_FLOW_HASH(b);
-            flow = meta.qos_base + b;
-            QOS_HOST_HASH(b);
-            host = meta.qos_base + b;
-            qos_backlog.read(backlog, meta.qos_base / QOS_BUCKETS);
-            qos_flow_backlog.read(flow_backlog, flow);
-            qos_host_backlog.read(host_backlog, host);
+            QOS_BUCKET_HASHES();
+            qos_backlog.read(meta.load, meta.qos_base);
+            qos_flow_backlog.read(meta.best_weight, QOS_FLOW);
+            qos_host_backlog.read(meta.member_index, QOS_HOST);
+            meta.hit_shift = V1MODEL_METER_COLOR_GREEN;
             if (meta.qos_flags & QOS_POLICED != 0) {
-                qos_class_rate.execute_meter(host, color);
+                qos_class_rate.execute_meter(QOS_HOST, meta.hit_shift);
             }
-            if (color == V1MODEL_METER_COLOR_RED) {
+            if (meta.hit_shift == V1MODEL_METER_COLOR_RED) {
                 meta.drop_reason = DropReason.QOS_METER;
                 COUNT_DROP();
-            } else if (backlog >= meta.qos_limit || flow_backlog >= meta.qos_shares[31:16]
-                       || host_backlog >= meta.qos_shares[15:0]) {
+            } else if (meta.load >= meta.qos_limit || meta.best_weight >= meta.qos_shares[31:16]
+                       || meta.member_index >= meta.qos_shares[15:0]) {
                 meta.drop_reason = DropReason.QOS_TAIL;
                 COUNT_DROP();
             } else {
-                qos_backlog.write(meta.qos_base / QOS_BUCKETS, backlog + 1);
-                qos_flow_backlog.write(flow, flow_backlog + 1);
-                qos_host_backlog.write(host, host_backlog + 1);
+                // Each count re-read and written in one step: p4c makes consecutive
+                // statements one action, and BMv2 locks a register array for an action's
+                // duration, so the egress threads' releases are never lost.
+                qos_backlog.read(meta.load, meta.qos_base);
+                meta.load = meta.load + 1;
+                qos_backlog.write(meta.qos_base, meta.load);
+                qos_flow_backlog.read(meta.best_weight, QOS_FLOW);
+                meta.best_weight = meta.best_weight + 1;
+                qos_flow_backlog.write(QOS_FLOW, meta.best_weight);
+                qos_host_backlog.read(meta.member_index, QOS_HOST);
+                meta.member_index = meta.member_index + 1;
+                qos_host_backlog.write(QOS_HOST, meta.member_index);
                 meta.qos_flags = meta.qos_flags | QOS_ADMITTED;
-                if (meta.qos_flags & QOS_SPARSE != 0 && flow_backlog == 0) {
+                // Its flow had nothing queued: the sparse queue, ahead of the backlog.
+                if (meta.qos_flags & QOS_SPARSE != 0 && meta.best_weight == 1) {
                     std_meta.priority = QOS_SPARSE_QUEUE;
                 } else {
                     std_meta.priority = QOS_BULK_QUEUE;
@@ -208,87 +215,72 @@ control QosDequeue(inout headers_t hdr,
 
     apply {
         if (meta.qos_flags & QOS_ADMITTED != 0) {
-            bit<32> b;
-            bit<32> flow;
-            bit<32> backlog;
-            bit<16> count;
-            bit<64> total;
-            // Release the packet's place: port, flow and host counts, never below zero (a
-            // slot's counts are reset when a port gets a discipline).
-            QOS_FLOW_HASH(b);
-            flow = meta.qos_base + b;
-            qos_backlog.read(backlog, meta.qos_base / QOS_BUCKETS);
-            if (backlog != 0) {
-                qos_backlog.write(meta.qos_base / QOS_BUCKETS, backlog - 1);
-            }
-            qos_flow_backlog.read(count, flow);
-            if (count != 0) {
-                qos_flow_backlog.write(flow, count - 1);
-            }
-            QOS_HOST_HASH(b);
-            qos_host_backlog.read(count, meta.qos_base + b);
-            if (count != 0) {
-                qos_host_backlog.write(meta.qos_base + b, count - 1);
-            }
-            qos_sojourn_us.read(total, meta.qos_base / QOS_BUCKETS);
-            qos_sojourn_us.write(meta.qos_base / QOS_BUCKETS,
-                                 total + (bit<64>)std_meta.deq_timedelta);
-            qos_dequeued.read(total, meta.qos_base / QOS_BUCKETS);
-            qos_dequeued.write(meta.qos_base / QOS_BUCKETS, total + 1);
+            // Release the packet's place (the buckets its ingress computed): port, flow and
+            // host counts, never below zero (a slot's counts are reset when a port gets a
+            // discipline).
+            qos_backlog.read(meta.load, meta.qos_base);
+            meta.load = meta.load - (bit<32>)(bit<1>)(meta.load != 0);
+            qos_backlog.write(meta.qos_base, meta.load);
+            qos_flow_backlog.read(meta.best_weight, QOS_FLOW);
+            meta.best_weight = meta.best_weight - (bit<16>)(bit<1>)(meta.best_weight != 0);
+            qos_flow_backlog.write(QOS_FLOW, meta.best_weight);
+            qos_host_backlog.read(meta.best_weight, QOS_HOST);
+            meta.best_weight = meta.best_weight - (bit<16>)(bit<1>)(meta.best_weight != 0);
+            qos_host_backlog.write(QOS_HOST, meta.best_weight);
+            qos_sojourn_us.read(meta.window, meta.qos_base);
+            meta.window = meta.window + (bit<64>)std_meta.deq_timedelta;
+            qos_sojourn_us.write(meta.qos_base, meta.window);
+            qos_dequeued.read(meta.window, meta.qos_base);
+            meta.window = meta.window + 1;
+            qos_dequeued.write(meta.qos_base, meta.window);
 
             if (qos_egress_table.apply().hit) {
-                // CoDel (RFC 8289) at dequeue, at most one drop per packet (P4-CoDel).
-                bit<32> state = meta.qos_base;
+                // CoDel (RFC 8289) at dequeue, at most one drop per packet (P4-CoDel). Its
+                // state: meta.window = first_above ++ drop_next, meta.load = count ++ ..
+                // ++ dropping; meta.hit_shift: 1 ok to drop, 3 drop this packet.
+                meta.size = meta.qos_base;
                 if (meta.qos_flags & QOS_PER_FLOW != 0) {
-                    state = flow;
+                    meta.size = QOS_FLOW;
                 }
-                bit<32> now = std_meta.egress_global_timestamp[31:0];
-                bit<32> first_above;
-                bit<32> drop_next;
-                bit<1> dropping;
-                bit<1> ok_to_drop = 0;
-                codel_first_above.read(first_above, state);
-                codel_drop_next.read(drop_next, state);
-                codel_count.read(count, state);
-                codel_dropping.read(dropping, state);
+                codel_times.read(meta.window, meta.size);
+                codel_state.read(meta.load, meta.size);
+                meta.hit_shift = 0;
                 if (std_meta.deq_timedelta < meta.qos_limit) {
-                    first_above = 0;
-                } else if (first_above == 0) {
-                    first_above = now + meta.qos_shares;
-                } else if ((int<32>)(now - first_above) >= 0) {
-                    ok_to_drop = 1;
+                    meta.window[63:32] = 0;
+                } else if (meta.window[63:32] == 0) {
+                    meta.window[63:32] = std_meta.egress_global_timestamp[31:0] + meta.qos_shares;
+                } else if (std_meta.egress_global_timestamp[31:0] - meta.window[63:32] < 0x80000000) {
+                    meta.hit_shift = 1;  // above target for an interval (wrap-safe now >= t)
                 }
-                bit<1> drop = 0;
-                if (dropping == 1) {
-                    if (ok_to_drop == 0) {
-                        dropping = 0;
-                    } else if ((int<32>)(now - drop_next) >= 0) {
-                        count = count + 1;
-                        drop = 1;
+                if (meta.load[0:0] == 1) {
+                    if (meta.hit_shift == 0) {
+                        meta.load[0:0] = 0;
+                    } else if (std_meta.egress_global_timestamp[31:0] - meta.window[31:0]
+                               < 0x80000000) {
+                        meta.load[31:16] = meta.load[31:16] + 1;
+                        meta.hit_shift = 3;
                     }
-                } else if (ok_to_drop == 1) {
+                } else if (meta.hit_shift == 1) {
                     // Back in the dropping state soon after leaving it: resume near the
                     // drop rate it had (RFC 8289's count - 2).
-                    if (count > 2
-                            && (int<32>)(now - drop_next) < (int<32>)(meta.qos_shares << 4)) {
-                        count = count - 2;
+                    if (meta.load[31:16] > 2 && std_meta.egress_global_timestamp[31:0]
+                            - meta.window[31:0] < meta.qos_shares << 4) {
+                        meta.load[31:16] = meta.load[31:16] - 2;
                     } else {
-                        count = 1;
+                        meta.load[31:16] = 1;
                     }
-                    dropping = 1;
-                    drop_next = now;
-                    drop = 1;
+                    meta.load[0:0] = 1;
+                    meta.window[31:0] = std_meta.egress_global_timestamp[31:0];
+                    meta.hit_shift = 3;
                 }
-                if (drop == 1) {
-                    meta.index = (bit<32>)count;
+                if (meta.hit_shift == 3) {
+                    meta.index = (bit<32>)meta.load[31:16];
                     codel_law.apply();
-                    drop_next = drop_next + meta.index;
+                    meta.window[31:0] = meta.window[31:0] + meta.index;
                 }
-                codel_first_above.write(state, first_above);
-                codel_drop_next.write(state, drop_next);
-                codel_count.write(state, count);
-                codel_dropping.write(state, dropping);
-                if (drop == 1) {
+                codel_times.write(meta.size, meta.window);
+                codel_state.write(meta.size, meta.load);
+                if (meta.hit_shift == 3) {
                     meta.drop_reason = DropReason.QOS_AQM;
                     COUNT_DROP();
                     exit;  // nothing more for a dropped packet (the NAT, connection events)

@@ -132,15 +132,13 @@ def queues(cfg: Config, former_ports: Iterable[int] = ()) -> list[QueueSetting]:
 
 # The data plane's per-slot state a port's new discipline starts from zero: its counts
 # of queued packets and its CoDel state (registers; over Thrift, as P4Runtime cannot
-# write BMv2's registers). Per slot: the port count and sojourn sums at index `slot`.
-SLOT_REGISTERS = ("qos_backlog",)
+# write BMv2's registers), at slot * buckets + bucket (the port's own count at bucket 0).
 BUCKET_REGISTERS = (
+    "qos_backlog",
     "qos_flow_backlog",
     "qos_host_backlog",
-    "codel_first_above",
-    "codel_drop_next",
-    "codel_count",
-    "codel_dropping",
+    "codel_times",
+    "codel_state",
 )
 
 
@@ -154,7 +152,6 @@ def register_resets(cfg: Config, held: dict[int, Entry], buckets: int) -> list[t
         if e.table != PORT_TABLE or held.get(e.exact("port")) == e:
             continue
         slot = e.p("slot")
-        out += [(r, slot) for r in SLOT_REGISTERS]
         out += [(r, slot * buckets + i) for r in BUCKET_REGISTERS for i in range(buckets)]
     return out
 
