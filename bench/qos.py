@@ -314,6 +314,21 @@ def provenance(reps: int, duration: float, binary: str) -> dict[str, Any]:
     }
 
 
+def provenance_note(prov: dict[str, Any]) -> str:
+    return (
+        f"# Queueing disciplines on BMv2 ({prov['label']})\n\n"
+        f"Measured by `make bench-qos` (bench/qos.py) at commit {prov['commit'][:12]}"
+        f"{' (uncommitted changes)' if prov['dirty'] else ''}, {prov['date']}; BMv2 "
+        f"{prov['bmv2']} ({prov['bmv2_binary']}), {prov['p4c'][0]}; {prov['reps']} "
+        f"repetition(s) of {prov['duration_s']:.0f} s per discipline, interleaved, median "
+        f"(min-max); port rate {prov['rate_pps']} packets/s. {prov['host']}. Delay, jitter "
+        "and loss are the VoIP-like flow's (50 packets/s of 160 B, one-way: the hosts share "
+        "one clock); grades: ETSI TIPHON TR 101 329 bands as commonly cited "
+        "(bench/qos_metrics.py); queue delay: mean deq_timedelta of the bottleneck port; "
+        "CPU: the switch process's CPU time over the packets its ports took in."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.qos", description=__doc__)
     p.add_argument("--reps", type=int, default=5)
@@ -363,7 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "summary.json").write_text(
         json.dumps({"provenance": prov, "summary": summary}, indent=1)
     )
-    (args.out / "tiphon.md").write_text(tiphon_table(summary, args.label) + "\n")
+    (args.out / "tiphon.md").write_text(
+        provenance_note(prov) + "\n\n" + tiphon_table(summary, args.label) + "\n"
+    )
     plots(runs, summary, args.out)
     print(tiphon_table(summary, args.label))
     return 0
