@@ -115,6 +115,8 @@ def one_run(lab: Any, variant: str, duration: float, tmp: Path) -> dict[str, Any
     soj0, deq0 = thrift_register("qos_sojourn_us", 0), thrift_register("qos_dequeued", 0)
     cpu0, rx0 = cpu_s(sw.switch_pid), switch_rx(sw)
     sink_out, voip_out = tmp / f"{variant}-sink.json", tmp / f"{variant}-voip.json"
+    sink_out.unlink(missing_ok=True)  # a previous repetition's
+    voip_out.unlink(missing_ok=True)
     total = duration + WARMUP_S
     _host_py(
         server,
