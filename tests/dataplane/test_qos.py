@@ -120,6 +120,16 @@ def qos_drops(b: harness.Bmv2) -> dict[str, int]:
 CLIENT = "10.0.1.1"
 
 
+def crc16_arc(data: bytes) -> int:
+    """CRC-16/ARC (reflected 0x8005, init 0): BMv2's crc16, qos.p4's bucket hash."""
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+    return crc
+
+
 def test_fifo_tail_drops_everything_above_its_limit_and_counts_it(
     qsw: harness.Bmv2, qwire: harness.Wire
 ) -> None:
@@ -199,6 +209,9 @@ def test_a_flow_cannot_hold_more_than_its_share_of_the_queue(
 def test_pcq_holds_each_address_to_its_class_rate(qsw: harness.Bmv2, qwire: harness.Wire) -> None:
     # Class rate 50 packets/s with a burst of 5: source A's 200-packet burst is policed
     # (meter drops), source B's 4 packets right after are untouched by A's class.
+    # (10.0.1.3, not .2: BMv2's crc16 is CRC-16/ARC, which puts 10.0.1.1 and 10.0.1.2 in
+    # the same of 64 buckets; they would share a class.)
+    assert crc16_arc(bytes([10, 0, 1, 1])) % 64 != crc16_arc(bytes([10, 0, 1, 3])) % 64
     set_discipline(
         qsw,
         discipline="pcq-approx",
@@ -210,10 +223,10 @@ def test_pcq_holds_each_address_to_its_class_rate(qsw: harness.Bmv2, qwire: harn
     )
     start = time.monotonic()
     send_paced(qwire, [udp(CLIENT, 7000, i) for i in range(200)])
-    send_paced(qwire, [udp("10.0.1.2", 7001, i) for i in range(4)])
+    send_paced(qwire, [udp("10.0.1.3", 7001, i) for i in range(4)])
     drained(qsw, qwire, 204, timeout=10)
     elapsed = time.monotonic() - start
-    got_a, got_b = received(qwire, CLIENT, 7000), received(qwire, "10.0.1.2", 7001)
+    got_a, got_b = received(qwire, CLIENT, 7000), received(qwire, "10.0.1.3", 7001)
     drops = qos_drops(qsw)
     assert len(got_b) == 4, f"source B lost {4 - len(got_b)} packets to A's class"
     # At most the burst plus the rate over the whole time A's packets could meet the meter.
