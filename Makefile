@@ -23,7 +23,7 @@ QUICK ?=
 FULL ?=
 PY_DIRS := $(wildcard controller tests topology bench scripts)
 
-.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench bench-report bench-ab bench-switch bench-floor bench-peers bench-cost bench-tier bench-choices bench-restore-peer results readme-figures shell clean
+.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench bench-report bench-ab bench-switch bench-floor bench-peers bench-cost bench-tier bench-choices bench-restore-peer bench-qos results readme-figures shell clean
 
 help:
 	@echo "p4lb make targets:"
@@ -58,6 +58,8 @@ help:
 	@echo "  bench-choices  what a new connection costs with leastconn comparing every backend vs two,"
 	@echo "             at 3, 8, 16 backends (instructions per SYN, per build); results/algorithms/"
 	@echo "  bench-restore-peer  the leastconn restore scenario on HAProxy (needs haproxy, root)"
+	@echo "  bench-qos  queueing disciplines on a 1,000 packets/s port (seed 004): VoIP delay, jitter,"
+	@echo "             loss, goodput + Jain, TIPHON grades; results/qos/ (QUICK=1: 1 x 10 s, quick/)"
 	@echo "  shell      p4runtime-shell on the running switch, as a reader (own venv: $(SHELL_VENV);"
 	@echo "             CONFIG=run/lb.toml, SHELL_ARGS=--primary to write)"
 	@echo "  lint       ruff + mypy + shellcheck"
@@ -181,6 +183,9 @@ bench-choices: $(VPY)
 
 bench-restore-peer: $(VPY)
 	$(RUN_BENCH) -m bench.restore_peer $(if $(QUICK),--reps 1,)
+
+bench-qos: $(VPY)
+	$(VPY) -m bench.qos $(if $(QUICK),--reps 1 --duration 10 --label quick --out results/qos/quick,)
 
 bench-floor: $(VPY)
 	$(RUN_BENCH) -m bench.floor $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --no-timed,)

@@ -14,6 +14,7 @@
 #include "include/nat.p4"
 #include "include/l3.p4"
 #include "include/vip.p4"
+#include "include/qos.p4"
 #include "include/ingress.p4"
 #include "include/egress.p4"
 

@@ -57,17 +57,20 @@ def spawn(
     log_file: Path | None = None,
     out: Path | None = None,
     grpc_args: list[str] | tuple[str, ...] = (),
+    priority_queues: int = 0,
 ) -> subprocess.Popen[bytes]:
     """simple_switch_grpc outside Mininet (packet tests, controller benchmark), bound to
     127.0.0.1, its Thrift port reachable from this host only (topology.thrift_guard), no
     pipeline until P4Runtime pushes one; returns once gRPC listens. `grpc_args`: more
-    gRPC server options (TLS, see grpc_tls_args)."""
+    gRPC server options (TLS, see grpc_tls_args); `priority_queues`: egress queues per
+    port (queue_args)."""
     args = [switch_binary(), "--device-id", "0"]
     args += ["--no-p4", "--thrift-port", str(thrift_port)]
     args += log_args(log_file)
     for port, intf in sorted(ports.items()):
         args += ["-i", f"{port}@{intf}"]
     args += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}", *grpc_args]
+    args += queue_args(priority_queues)
     thrift_guard.confine(thrift_port)
     try:
         with open(out or "/dev/null", "wb") as sink:
@@ -96,6 +99,13 @@ def terminate(proc: subprocess.Popen[bytes]) -> None:
         thrift_guard.release(port)
 
 
+def queue_args(priority_queues: int) -> list[str]:
+    """simple_switch_grpc's own option (after `--`) for `priority_queues` egress queues per
+    port (0: its default, one). The QoS disciplines that put sparse flows first need 2 or
+    more; v1model's 3-bit priority addresses 8."""
+    return ["--priority-queues", str(priority_queues)] if priority_queues else []
+
+
 def grpc_tls_args(ca: Path, cert: Path, key: Path, client_auth: bool = True) -> list[str]:
     """BMv2's gRPC server options for TLS with `cert`/`key`; with client_auth, only clients
     presenting a certificate signed by `ca` may connect."""
@@ -120,10 +130,12 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
         log_dir: str | None = None,
         binary: str | None = None,
         grpc_args: list[str] | None = None,
+        priority_queues: int = 0,
         **kwargs: Any,
     ) -> None:
         super().__init__(name, **kwargs)
         self.grpc_args = grpc_args or []
+        self.priority_queues = priority_queues
         self.grpc_port = grpc_port
         self.thrift_port = thrift_port
         self.log_dir = log_dir
@@ -139,6 +151,7 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
             Path(self.log_dir).mkdir(parents=True, exist_ok=True)
         args += log_args(Path(self.log_dir) / self.name if self.log_dir else None)
         args += ["--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}", *self.grpc_args]
+        args += queue_args(self.priority_queues)
         out = f"{self.log_dir}/{self.name}.out" if self.log_dir else "/dev/null"
         thrift_guard.confine(self.thrift_port)
         self.switch_pid = int(

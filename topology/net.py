@@ -69,6 +69,9 @@ class Options:
     addresses_per_client: int = 1
     # P4Runtime over TLS with client certificates from a throwaway CA (run/pki/).
     tls: bool = True
+    # BMv2 egress queues per port (`--priority-queues`; 0: its default, one). The QoS
+    # disciplines that put sparse flows first need them (bench/qos.py: 8).
+    priority_queues: int = 0
 
 
 @dataclass
@@ -147,7 +150,13 @@ def build(opts: Options) -> Lab:
         pki = make_pki(RUN_DIR / "pki", ["s1"])
         tls = TlsSettings(str(pki.ca), str(pki.client.cert), str(pki.client.key))
         grpc_args = grpc_tls_args(pki.ca, pki.servers["s1"].cert, pki.servers["s1"].key)
-    s1 = net.addSwitch("s1", cls=Bmv2Switch, log_dir=log_dir, grpc_args=grpc_args)
+    s1 = net.addSwitch(
+        "s1",
+        cls=Bmv2Switch,
+        log_dir=log_dir,
+        grpc_args=grpc_args,
+        priority_queues=opts.priority_queues,
+    )
     hosts = []
     n = opts.clients + opts.servers
     for i in range(1, n + 1):

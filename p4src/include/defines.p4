@@ -65,7 +65,11 @@ enum bit<8> DropReason {
     BAD_TCP_FLAGS    = 9,   // flag sets no stack sends: SYN+FIN, SYN+RST, null, xmas
     MARTIAN_SOURCE   = 10,  // source 0/8, 127/8, multicast, 240/4 (broadcast), a VIP, or dst
     BAD_LENGTH       = 11,  // IPv4 total length longer than the frame or shorter than headers
-    NO_STATE         = 12   // mid-connection packet of a stateful VIP with no state to follow
+    NO_STATE         = 12,  // mid-connection packet of a stateful VIP with no state to follow
+    // QoS (qos.p4), on a port with a queueing discipline:
+    QOS_TAIL         = 13,  // the port's, its flow's or its host's queue share is full
+    QOS_AQM          = 14,  // CoDel dropped it at dequeue (sojourn above target too long)
+    QOS_METER        = 15   // its class is over its rate (PCQ's per-address meter)
 }
 // Room for more reasons without changing the counter layout.
 const bit<32> NUM_DROP_REASONS = 16;

@@ -9,8 +9,10 @@ control LbEgress(inout headers_t hdr,
                  inout metadata_t meta,
                  inout standard_metadata_t std_meta) {
     ToBackend() to_backend;
+    QosDequeue() qos_dequeue;
 
     apply {
+        qos_dequeue.apply(hdr, meta, std_meta);  // first: before the NAT changes the flow
         to_backend.apply(hdr, meta, std_meta);
     }
 }

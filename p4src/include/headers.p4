@@ -175,6 +175,12 @@ struct metadata_t {
     // selection
     member_index_t member_index;
     backend_id_t  backend_id;
+    // QoS (qos.p4): a port's discipline as its table entry gives it, ingress then egress;
+    // four fields in all, as BMv2 resets every field of every packet.
+    bit<32>       qos_base;      // the port's slot * QOS_BUCKETS
+    bit<32>       qos_limit;     // ingress: packets queued toward the port; egress: CoDel target, µs
+    bit<32>       qos_shares;    // ingress: per-flow limit 16 | per-host limit 16; egress: CoDel interval, µs
+    bit<4>        qos_flags;     // QOS_BY_DST | QOS_POLICED or QOS_CODEL | QOS_SPARSE or QOS_PER_FLOW
 }
 #endif
 

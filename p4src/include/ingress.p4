@@ -10,6 +10,7 @@ control LbIngress(inout headers_t hdr,
                   inout standard_metadata_t std_meta) {
     VipLookup() vip_lookup;
     VipAddresses() vip_addresses;
+    QosEnqueue() qos_enqueue;
 
     action count_drop() {
         COUNT_DROP();
@@ -54,6 +55,7 @@ control LbIngress(inout headers_t hdr,
                 drop_table.apply();
             }
         }
+        qos_enqueue.apply(hdr, meta, std_meta);  // one miss unless the port has a discipline
     }
 }
 

@@ -184,12 +184,19 @@ def register_cli() -> list[str] | None:
     return None
 
 
-def _spawn(log: Path) -> subprocess.Popen[bytes]:
+def _spawn(log: Path, priority_queues: int = 0) -> subprocess.Popen[bytes]:
     ports = {p: switch_iface(p) for p in range(1, N_PORTS + 1)}
-    return bmv2.spawn(ports, GRPC_PORT, THRIFT_PORT, log_file=log.with_name("bmv2"), out=log)
+    return bmv2.spawn(
+        ports,
+        GRPC_PORT,
+        THRIFT_PORT,
+        log_file=log.with_name("bmv2"),
+        out=log,
+        priority_queues=priority_queues,
+    )
 
 
-def start() -> Bmv2:
+def start(config: str = CONFIG, priority_queues: int = 0) -> Bmv2:
     """veths + simple_switch_grpc + our pipeline and the test config applied."""
     stop_leftovers()
     for p in range(1, N_PORTS + 1):
@@ -200,13 +207,13 @@ def start() -> Bmv2:
     tmp = Path(tempfile.mkdtemp(prefix="p4lb-dp-"))
     log = tmp / "switch.log"
     try:
-        proc = _spawn(log)
+        proc = _spawn(log, priority_queues)
     except BaseException:
         remove_veths()
         raise
     try:
         cfg_path = tmp / "lb.toml"
-        cfg_path.write_text(CONFIG)
+        cfg_path.write_text(config)
         cfg = reader.load(cfg_path)
         sw = operations.connect(cfg)
         operations.apply(sw, cfg)

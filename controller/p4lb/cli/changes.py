@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from p4lb.intent import edits, reader, writer
+from p4lb.intent import edits, qos, reader, writer
 from p4lb.intent.lock import config_lock
 from p4lb.intent.model import Backend, Config, ConfigError, switch_configs
 from p4lb.pipeline import capacity
@@ -177,3 +177,24 @@ def parse_backend_option(text: str) -> Backend:
         msg = f"--backend {text!r}: expected NAME=ADDR:PORT,WEIGHT,MAC,SWITCH_PORT"
         raise ConfigError(msg) from None
     return _backend_from_fields(fields)
+
+
+def qos_params(pairs: list[str], where: str) -> dict[str, Any]:
+    """`KEY=VALUE` words as a port table: integers where the value is one."""
+    out: dict[str, Any] = {}
+    for word in pairs:
+        key, sep, value = word.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{where}: {word!r}: parameters are KEY=VALUE (e.g. rate_pps=1000)")
+        out[key] = int(value) if value.lstrip("-").isdigit() else value
+    return out
+
+
+def set_qos(a: argparse.Namespace, cfg: Config) -> tuple[Config, tuple[str, ...]]:
+    where = f"qos.port.{a.port}"
+    fields = {"discipline": a.discipline, **qos_params(a.params, "command line")}
+    return qos.with_port(cfg, qos.parse_port(a.port, fields, "command line", where)), ()
+
+
+def remove_qos(a: argparse.Namespace, cfg: Config) -> tuple[Config, tuple[str, ...]]:
+    return qos.without_port(cfg, a.port), ()

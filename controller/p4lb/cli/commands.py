@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from p4lb.cli import changes, handlers
 from p4lb.cli.changes import runtime_change
 from p4lb.intent import reader
-from p4lb.intent.model import PROTOCOLS, ConfigError
+from p4lb.intent.model import DISCIPLINES, PROTOCOLS, ConfigError
 from p4lb.pipeline.p4info import Limits
 
 
@@ -108,6 +108,18 @@ def _vip_add_args(p: argparse.ArgumentParser, limits: Limits) -> None:
     )
 
 
+def _qos_set_args(p: argparse.ArgumentParser, limits: Limits) -> None:
+    p.add_argument("port", type=int, help="the switch port")
+    p.add_argument("discipline", choices=DISCIPLINES)
+    p.add_argument(
+        "params",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="rate_pps (required), limit, flow_limit, host_limit, classifier=src|dst, "
+        "class_rate_pps, target_us, interval_us (which ones: README, Queueing)",
+    )
+
+
 def _stats_args(p: argparse.ArgumentParser, limits: Limits) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument(
@@ -197,6 +209,25 @@ COMMANDS: tuple[Command, ...] = (
         "per-backend connections, shares, Jain's index, drops",
         handlers.stats,
         _stats_args,
+    ),
+    Command(
+        ("qos", "set"),
+        "give a switch port a queueing discipline (its rate, limit and parameters)",
+        runtime_change(changes.set_qos),
+        _qos_set_args,
+        "queueing disciplines on switch ports",
+    ),
+    Command(
+        ("qos", "off"),
+        "remove a port's discipline (its queue back to BMv2's default)",
+        runtime_change(changes.remove_qos),
+        lambda p, lim: p.add_argument("port", type=int),
+    ),
+    Command(
+        ("qos", "show"),
+        "each port's discipline, whether the switch holds it, drops by cause",
+        handlers.qos_show,
+        lambda p, lim: p.add_argument("--json", action="store_true"),
     ),
     Command(
         ("run",),

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from p4lb.cli import changes, output, shell
-from p4lb.intent import writer
+from p4lb.intent import qos, writer
 from p4lb.intent.lock import config_lock
 from p4lb.intent.model import Config, switch_configs
 from p4lb.pipeline import capacity
@@ -65,6 +65,29 @@ def apply(args: argparse.Namespace, limits: Limits) -> int:
                 + ("; pipeline pushed" if result.pipeline_pushed else "")
             )
     return 1 if failed else 0
+
+
+def qos_show(args: argparse.Namespace, limits: Limits) -> int:
+    cfg = capacity.load(args.config, limits)
+    with operations.connect_reader(cfg) as sw:
+        held = operations.qos_on_switch(sw, cfg)
+        lifetime = operations.read_stats(sw, cfg)
+    if args.json:
+        ports = cfg.qos.ports if cfg.qos else ()
+        print(
+            json.dumps(
+                {
+                    "ports": [
+                        {"port": p.port, "switch": held.get(p.port, "missing"), **qos.to_table(p)}
+                        for p in ports
+                    ],
+                    "drops": output.qos_drops(lifetime),
+                }
+            )
+        )
+    else:
+        print(output.render_qos(cfg, held, lifetime))
+    return 0
 
 
 def stats(args: argparse.Namespace, limits: Limits) -> int:

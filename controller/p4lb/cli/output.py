@@ -6,6 +6,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from p4lb.intent import qos as qos_intent
+from p4lb.intent.model import Config
 from p4lb.pipeline.entries import Update
 from p4lb.stats.counters import BackendStats, Stats, VipStats
 
@@ -72,4 +74,43 @@ def render_stats(stats: Stats) -> str:
     lines.append(
         "drops (no VIP): " + (", ".join(f"{k}={n}" for k, n in stats.drops.items()) or "none")
     )
+    queueing = qos_drops(stats)
+    if any(queueing.values()):
+        lines.append("queueing drops: " + ", ".join(f"{k}={n}" for k, n in queueing.items()))
+    return "\n".join(lines)
+
+
+QOS_CAUSES = {"qos_tail": "tail", "qos_aqm": "aqm", "qos_meter": "meter"}
+
+
+def qos_drops(stats: Stats) -> dict[str, int]:
+    """The queueing disciplines' drops by cause (tail, AQM, meter), VIP traffic and routed
+    traffic together."""
+    out = dict.fromkeys(QOS_CAUSES.values(), 0)
+    for drops in [stats.drops, *(v.drops for v in stats.vips)]:
+        for reason, cause in QOS_CAUSES.items():
+            out[cause] += drops.get(reason, 0)
+    return out
+
+
+def render_qos(cfg: Config, on_switch: Mapping[int, str], stats: Stats) -> str:
+    """`p4lb qos show`: each port's discipline as configured and whether the switch holds
+    it, then the drops by cause."""
+    ports = cfg.qos.ports if cfg.qos else ()
+    lines = [f"{'port':>4} {'discipline':<16} {'switch':<8} parameters"]
+    for p in ports:
+        params = " ".join(
+            f"{k}={v}" for k, v in qos_intent.to_table(p).items() if k != "discipline"
+        )
+        lines.append(
+            f"{p.port:>4} {p.discipline:<16} {on_switch.get(p.port, 'missing'):<8} {params}"
+        )
+    for port, state in sorted(on_switch.items()):
+        if not any(p.port == port for p in ports):
+            lines.append(
+                f"{port:>4} {'?':<16} {state:<8} not in the config (p4lb apply removes it)"
+            )
+    if not ports and not on_switch:
+        lines.append("   - no port has a queueing discipline")
+    lines.append("queueing drops: " + ", ".join(f"{k}={n}" for k, n in qos_drops(stats).items()))
     return "\n".join(lines)

@@ -159,6 +159,50 @@ class Vip:
         raise ConfigError(f"VIP {self.name!r} has no backend {name!r}")
 
 
+# Queueing disciplines a switch port can carry (`[qos.port.N]`, `p4lb qos set`). "-approx":
+# BMv2 cannot do the real thing; the README's known limits say what differs.
+DISCIPLINES = ("fifo", "codel", "sfq-approx", "pcq-approx", "fq_codel-approx", "cake-approx")
+CLASSIFIERS = ("src", "dst")
+
+
+@dataclass(frozen=True)
+class QosPort:
+    """One switch port's queueing discipline (`[qos.port.N]`); counts are packets, rates
+    packets per second, times microseconds. 0 for a share or a class rate: none."""
+
+    port: int
+    discipline: str
+    rate_pps: int  # the port's shaper (BMv2's queue rate)
+    limit: int  # packets queued toward the port; tail drop above
+    flow_limit: int = 0  # a flow bucket's share of the queue
+    host_limit: int = 0  # a host bucket's (PCQ's class, CAKE's host) share
+    classifier: str = "src"  # a host is the source (or destination) address
+    class_rate_pps: int = 0  # PCQ: each class's rate (a meter)
+    target_us: int = 0  # CoDel: acceptable standing queue delay (0: no CoDel)
+    interval_us: int = 0  # CoDel: the window it must persist for before a drop
+
+    @property
+    def codel(self) -> bool:
+        return self.target_us > 0
+
+    @property
+    def sparse_first(self) -> bool:
+        """Flows with nothing queued go first (BMv2 priority queue 1)."""
+        return self.discipline in ("sfq-approx", "fq_codel-approx", "cake-approx")
+
+
+@dataclass(frozen=True)
+class QosSettings:
+    """`[qos]`: BMv2's Thrift port on this host (queue rates and depths are set over Thrift,
+    which is reachable from this host only) and the ports with a discipline."""
+
+    thrift_port: int = 9090
+    ports: tuple[QosPort, ...] = ()
+
+    def port(self, number: int) -> QosPort | None:
+        return next((p for p in self.ports if p.port == number), None)
+
+
 @dataclass(frozen=True)
 class Balancer:
     """One switch of a tier (`[[tier.balancer]]`): where its P4Runtime server is, its own
@@ -196,6 +240,8 @@ class Config:
     shared: bool = False
     # `[metrics]`: Prometheus metrics and the stats page from `p4lb run`; None: off.
     metrics: MetricsSettings | None = None
+    # Queueing disciplines on switch ports (`[qos]`); None: no [qos] table.
+    qos: QosSettings | None = None
 
     def balancer(self, name: str) -> Balancer:
         for b in self.tier:

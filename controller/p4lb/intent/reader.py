@@ -17,6 +17,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from p4lb.intent import qos
 from p4lb.intent.model import (
     CHOICES_ALL,
     MAX_WEIGHT,
@@ -60,7 +61,7 @@ def load(path: str | os.PathLike[str]) -> Config:
 
 def parse(data: dict[str, Any], source: str = "<config>") -> Config:
     """Turn decoded TOML into a Config valid as an intent."""
-    _only(data, {"switch", "host", "vip", "tier", "metrics"}, source, "")
+    _only(data, {"switch", "host", "vip", "tier", "metrics", "qos"}, source, "")
     sw = _switch(data.get("switch", {}), source, "switch")
     hosts = tuple(
         parse_host(h, source, f"host[{i}]") for i, h in enumerate(_list(data, "host", source, ""))
@@ -79,6 +80,7 @@ def parse(data: dict[str, Any], source: str = "<config>") -> Config:
         tier_announce=announce,
         tier_state_ttl_s=ttl,
         metrics=_metrics(data.get("metrics"), source),
+        qos=qos.parse(data["qos"], source) if "qos" in data else None,
     )
     validate(cfg)
     for name, member in switch_configs(cfg):

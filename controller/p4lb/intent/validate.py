@@ -10,6 +10,8 @@ from p4lb.intent.model import Config, ConfigError
 def validate(cfg: Config) -> None:
     """Check everything that spans keys: duplicates, route conflicts, total weights."""
     src = cfg.source
+    if cfg.qos is not None and cfg.qos.ports and cfg.tier:
+        raise ConfigError(f"{src}: qos: queueing disciplines are for one switch, not a [tier]")
     names: set[str] = set()
     for h in cfg.hosts:
         if h.name in names:

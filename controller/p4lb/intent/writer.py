@@ -13,6 +13,7 @@ from typing import Any
 import tomlkit
 from tomlkit.items import AoT, Table
 
+from p4lb.intent import qos as qos_intent
 from p4lb.intent.model import (
     CHOICES_ALL,
     CHOICES_DEFAULT,
@@ -105,6 +106,7 @@ def update(doc: tomlkit.TOMLDocument, cfg: Config) -> None:
         _sync_health(t, v.health)
     _sync_tier(doc, cfg)
     _sync_metrics(doc, cfg.metrics)
+    _sync_qos(doc, cfg)
 
 
 def _sync_metrics(doc: tomlkit.TOMLDocument, metrics: MetricsSettings | None) -> None:
@@ -126,6 +128,41 @@ def _sync_metrics(doc: tomlkit.TOMLDocument, metrics: MetricsSettings | None) ->
     _set_fields(t, current, metrics)
     if "listen" not in t:  # where it listens is worth seeing in the file
         t["listen"] = metrics.listen
+
+
+def _sync_qos(doc: tomlkit.TOMLDocument, cfg: Config) -> None:
+    """Make `[qos]` say cfg's disciplines: a port's table rewritten only where it no longer
+    reads back as the wanted discipline, gone ports dropped."""
+    if cfg.qos is None:
+        if "qos" in doc:
+            del doc["qos"]
+        return
+    q = doc.get("qos")
+    if not isinstance(q, Table):
+        q = tomlkit.table()
+        doc["qos"] = q
+    if q.get("thrift_port", 9090) != cfg.qos.thrift_port:
+        q["thrift_port"] = cfg.qos.thrift_port
+    ports = q.get("port")
+    if not isinstance(ports, Table):
+        ports = tomlkit.table(is_super_table=True)
+        q["port"] = ports
+    wanted = {str(p.port): p for p in cfg.qos.ports}
+    for name in [n for n in ports if n not in wanted]:
+        del ports[name]
+    for name, p in wanted.items():
+        t = ports.get(name)
+        if isinstance(t, Table) and qos_intent.parse_port(name, t, "", "") == p:
+            continue
+        if not isinstance(t, Table):
+            t = tomlkit.table()
+            ports[name] = t
+        keys = qos_intent.to_table(p)
+        for k in [k for k in t if k not in keys]:
+            del t[k]
+        for k, v in keys.items():
+            if t.get(k) != v:
+                t[k] = v
 
 
 def _sync_tier(doc: tomlkit.TOMLDocument, cfg: Config) -> None:

@@ -68,6 +68,11 @@ def check(cfg: Config, limits: Limits) -> Config:
         raise ConfigError(
             f"{src}: {len(routes)} routes, the switch holds {limits.route_table_size}"
         )
+    if cfg.qos is not None and len(cfg.qos.ports) > limits.qos_ports:
+        raise ConfigError(
+            f"{src}: qos.port: {len(cfg.qos.ports)} ports with a discipline, the switch "
+            f"holds at most {limits.qos_ports}"
+        )
     return cfg
 
 

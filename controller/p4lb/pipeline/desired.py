@@ -7,6 +7,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 
 from p4lb.intent.model import Config, Vip
+from p4lb.pipeline import qos
 from p4lb.pipeline.entries import (
     COOKIE_TABLE,
     FLOOD_GROUP,
@@ -129,6 +130,7 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
             tuple((f"port{p}", p) for p in ports),
         )
     )
+    out += qos.entries(cfg)
     return out
 
 

@@ -28,6 +28,8 @@ OWNED_TABLES = (
     "vip_source_table",
     "conn_share_table",
     "cookie_table",
+    "qos_port_table",
+    "qos_egress_table",
 )
 # Algorithms whose choice the same tables reproduce on any balancer: a tier shares no state
 # for them. The others (round robin, the least-* ones) share each connection's backend.

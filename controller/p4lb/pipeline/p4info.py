@@ -46,6 +46,8 @@ class Limits:
     max_slots_per_vip: int
     # Candidates a least-* slot has room for (set_candidates' candidate_k parameters).
     max_candidates: int
+    # Switch ports that can carry a queueing discipline at once (qos_port_table).
+    qos_ports: int = 0
 
 
 class Field(NamedTuple):
@@ -103,6 +105,7 @@ class Schema:
         self.counters = {_short(c.preamble.name): c for c in info.counters}
         self.direct_counters = {_short(c.preamble.name): c for c in info.direct_counters}
         self.digests = {_short(d.preamble.name): d for d in info.digests}
+        self.meters = {_short(m.preamble.name): m for m in info.meters}
 
     def table(self, name: str) -> Table:
         return _lookup(self.tables, "table", name)
@@ -173,6 +176,7 @@ class Schema:
             max_candidates=sum(
                 1 for p in self.action("set_candidates").params if p.name.startswith("candidate_")
             ),
+            qos_ports=self.tables["qos_port_table"].size if "qos_port_table" in self.tables else 0,
         )
 
     def param(self, action: str, name: str) -> Field:

@@ -8,11 +8,13 @@ import time
 from dataclasses import dataclass
 
 from p4lb.intent.model import Config
+from p4lb.pipeline import qos
 from p4lb.pipeline.desired import desired_entries
 from p4lb.pipeline.entries import Update
 from p4lb.pipeline.ids import backend_key, ids_on_switch
 from p4lb.pipeline.plan import plan
 from p4lb.stats.counters import DropLayout, Stats, compute
+from p4lb.switch import queues
 from p4lb.switch.client import Switch
 from p4lb.switch.errors import NotPrimaryError
 
@@ -90,8 +92,41 @@ def apply(sw: Switch, cfg: Config, dry_run: bool = False) -> ApplyResult:
     _, desired = desired_entries(cfg, current, sw.schema.algorithms())
     batches = plan(desired, current)
     if not dry_run:
+        # Queues first: a switch that cannot take them (no priority queues, Thrift
+        # unreachable) refuses before any table changes.
+        held = {e.exact("port"): e for e in current if e.table == qos.PORT_TABLE}
+        if cfg.qos is not None or held:
+            thrift_port = cfg.qos.thrift_port if cfg.qos else THRIFT_PORT
+            queues.apply(thrift_port, qos.queues(cfg, held))
+            queues.zero_registers(thrift_port, qos.register_resets(cfg, held, qos_buckets(sw)))
         sw.write_plan(batches)
+        if cfg.qos is not None:
+            buckets = qos_buckets(sw)
+            for m in qos.meters(cfg, buckets):
+                sw.set_meter_rates(qos.CLASS_METER, m.first, m.count, m.rate_pps, m.burst)
     return ApplyResult(pushed, batches)
+
+
+THRIFT_PORT = 9090  # BMv2's default, for a config whose [qos] is gone
+
+
+def qos_buckets(sw: Switch) -> int:
+    """Host (and flow) buckets per QoS slot: the class meter's cells over the slots."""
+    return int(sw.schema.meters[qos.CLASS_METER].size) // sw.schema.table(qos.PORT_TABLE).size
+
+
+def qos_on_switch(sw: Switch, cfg: Config) -> dict[int, str]:
+    """Each port the switch has a discipline on: "ok" when both of its entries are what
+    `cfg` asks for, else "differs"."""
+    held = sw.read_entries((qos.PORT_TABLE, qos.EGRESS_TABLE))
+    wanted = set(qos.entries(cfg))
+    out: dict[int, str] = {}
+    for e in held:
+        if e.table in (qos.PORT_TABLE, qos.EGRESS_TABLE):
+            port = e.exact("port")
+            ok = e in wanted and out.get(port, "ok") == "ok"
+            out[port] = "ok" if ok else "differs"
+    return out
 
 
 def read_stats(sw: Switch, cfg: Config) -> Stats:

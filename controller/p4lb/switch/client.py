@@ -347,6 +347,34 @@ class Switch:
                 ) from None
             raise SwitchError(describe_write_error(e, batch or [], self.address)) from None
 
+    def set_meter_rates(self, name: str, first: int, count: int, rate: int, burst: int) -> None:
+        """Meter cells first..first+count-1 of `name` at `rate` (its unit: packets or bytes
+        per second) with `burst`, committed and peak alike (a single-rate policer)."""
+        self._require_primary("write")
+        meter_id = self.schema.meters[name].preamble.id if name in self.schema.meters else 0
+        if not meter_id:
+            raise SwitchError(f"the switch's program has no meter {name!r}")
+        req = p4r.WriteRequest()
+        for i in range(first, first + count):
+            upd = req.updates.add()
+            upd.type = p4r.Update.MODIFY
+            m = upd.entity.meter_entry
+            m.meter_id = meter_id
+            m.index.index = i
+            m.config.cir, m.config.cburst = rate, burst
+            m.config.pir, m.config.pburst = rate, burst
+        self._send(req)
+
+    def read_meter_rate(self, name: str, index: int) -> tuple[int, int]:
+        """(rate, burst) of one meter cell (peak), (0, 0) when unset."""
+        req = p4r.ReadRequest()
+        m = req.entities.add().meter_entry
+        m.meter_id = self.schema.meters[name].preamble.id
+        m.index.index = index
+        for e in self._read(req):
+            return int(e.meter_entry.config.pir), int(e.meter_entry.config.pburst)
+        return 0, 0
+
     def write_plan(self, batches: list[list[Update]]) -> int:
         for b in batches:
             self.write(b)

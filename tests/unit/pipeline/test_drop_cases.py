@@ -7,8 +7,9 @@ from p4lb.pipeline.p4info import schema
 from tests.dataplane.test_packets import DROP_CASES
 
 # Reasons whose packets need a connection set up first: tests of their own in
-# tests/dataplane (test_packets.py's removed backend and missing state).
-TESTED_APART = {"no_backend", "no_state"}
+# tests/dataplane (test_packets.py's removed backend and missing state; test_qos.py: the
+# queueing disciplines' tail, AQM and meter drops, which need a congested port).
+TESTED_APART = {"no_backend", "no_state", "qos_tail", "qos_aqm", "qos_meter"}
 
 
 def test_every_drop_reason_has_a_packet_that_causes_it() -> None:

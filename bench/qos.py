@@ -1,0 +1,392 @@
+"""`make bench-qos`: seed 004's comparison of queueing disciplines, in the switch.
+
+Mininet: clients h1 (3 bulk TCP flows), h2 (1 bulk TCP flow), h3 (a VoIP-like UDP flow,
+50 packets/s of 160 bytes, and a ping every 200 ms), all toward the server h4 behind switch
+port 4, which the discipline under test shapes to 1,000 packets/s. Each discipline runs
+`--reps` times for `--duration` s, interleaved (rep 1 of every discipline, then rep 2 ...,
+the order rotated each rep). Measured per run: bulk goodput per flow and per host with
+Jain's index, the VoIP flow's one-way delay (p50/p95, the hosts share one clock), RFC 3550
+jitter and loss, ping RTT and loss, the port's mean queueing delay from deq_timedelta
+(qos.p4's qos_sojourn_us / qos_dequeued, read over Thrift), drops by cause, and the switch
+process's CPU time per packet it took in. Writes results/qos/ (runs.csv, summary.json,
+tiphon.md, plots) with provenance."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import qos_metrics as m
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "results" / "qos"
+PORT = 4  # the server's switch port: the bottleneck
+RATE_PPS = 1000
+TCP_PORT, VOIP_PORT = 5001, 5002
+WARMUP_S = 3.0
+
+# name -> `p4lb qos set` words. The two FIFOs are the deep-buffer (1 s at the port rate)
+# and shallow-buffer baselines.
+VARIANTS: dict[str, list[str]] = {
+    "fifo-deep": ["fifo", f"rate_pps={RATE_PPS}", "limit=1000"],
+    "fifo-shallow": ["fifo", f"rate_pps={RATE_PPS}", "limit=50"],
+    "codel": ["codel", f"rate_pps={RATE_PPS}", "limit=1000"],
+    "sfq-approx": ["sfq-approx", f"rate_pps={RATE_PPS}"],
+    "pcq-approx": ["pcq-approx", f"rate_pps={RATE_PPS}", "class_rate_pps=400"],
+    "fq_codel-approx": ["fq_codel-approx", f"rate_pps={RATE_PPS}"],
+    "cake-approx": ["cake-approx", f"rate_pps={RATE_PPS}", "host_limit=250"],
+}
+
+# Seed 004 (MikroTik RouterOS v7, RB450G, 35 Mbit/s), its own figures and grades.
+SEED = {
+    "sfq": {"ping_ms": 215, "loss_pct": 8, "cpu_pct": 15, "mbps": 33.2, "grade": "Poor"},
+    "pcq": {"ping_ms": 35, "loss_pct": 6, "cpu_pct": 25, "mbps": 34.8, "grade": "Good"},
+    "fq_codel": {"ping_ms": 31, "loss_pct": 0, "cpu_pct": 45, "mbps": 34.1, "grade": "Very Good"},
+    "cake": {"ping_ms": 29, "loss_pct": 0, "cpu_pct": 70, "mbps": 34.5, "grade": "Very Good"},
+}
+
+
+def _host_py(host: Any, args: str, bg: bool = False) -> str:
+    cmd = f"cd {ROOT} && PYTHONPATH={ROOT} {sys.executable} -m bench.qos_traffic {args}"
+    return host.cmd(cmd + (" > /dev/null 2>&1 &" if bg else ""))
+
+
+def thrift_register(name: str, index: int, thrift_port: int = 9090) -> int:
+    """One register cell over Thrift, on 127.0.0.1 (the CLI's Python has the modules)."""
+    cli = shutil.which("simple_switch_CLI") or "simple_switch_CLI"
+    out = subprocess.run(
+        ["/usr/bin/python3", cli, "--thrift-port", str(thrift_port)],
+        input=f"register_read {name} {index}\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    found = re.search(rf"{re.escape(name)}\[{index}\]\s*=\s*(\d+)", out)
+    return int(found.group(1)) if found else 0
+
+
+def cpu_s(pid: int) -> float:
+    """utime + stime of a process, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def switch_rx(switch: Any) -> int:
+    """Packets the switch's interfaces took in (its side of each veth)."""
+    total = 0
+    for intf in switch.intfList():
+        if intf.name != "lo":
+            total += int(Path(f"/sys/class/net/{intf.name}/statistics/rx_packets").read_text())
+    return total
+
+
+def qos_drops(lab: Any) -> dict[str, int]:
+    from topology.net import p4lb_cmd
+
+    out = subprocess.run(
+        p4lb_cmd(lab, "qos", "show", "--json"), capture_output=True, text=True, timeout=60
+    )
+    return dict(json.loads(out.stdout)["drops"]) if out.returncode == 0 else {}
+
+
+def one_run(lab: Any, variant: str, duration: float, tmp: Path) -> dict[str, Any]:
+    from topology.net import p4lb_cmd
+
+    h1, h2, h3 = lab.clients
+    server = lab.servers[0]
+    words = VARIANTS[variant]
+    subprocess.run(
+        p4lb_cmd(lab, "qos", "set", str(PORT), *words), check=True, capture_output=True, timeout=60
+    )
+    time.sleep(2.0)  # the previous run's queue drains
+    drops0 = qos_drops(lab)
+    sw = lab.net.switches[0]
+    soj0, deq0 = thrift_register("qos_sojourn_us", 0), thrift_register("qos_dequeued", 0)
+    cpu0, rx0 = cpu_s(sw.switch_pid), switch_rx(sw)
+    sink_out, voip_out = tmp / f"{variant}-sink.json", tmp / f"{variant}-voip.json"
+    sink_out.unlink(missing_ok=True)  # a previous repetition's
+    voip_out.unlink(missing_ok=True)
+    total = duration + WARMUP_S
+    _host_py(
+        server,
+        f"tcp-sink --port {TCP_PORT} --duration {total + 2} --skip {WARMUP_S + 1} --out {sink_out}",
+        bg=True,
+    )
+    _host_py(
+        server, f"voip-recv --port {VOIP_PORT} --duration {total + 2} --out {voip_out}", bg=True
+    )
+    time.sleep(1.0)
+    dst = server.IP()
+    _host_py(h1, f"bulk --dst {dst} --port {TCP_PORT} --flows 3 --duration {total}", bg=True)
+    _host_py(h2, f"bulk --dst {dst} --port {TCP_PORT} --flows 1 --duration {total}", bg=True)
+    time.sleep(WARMUP_S)
+    pps = 50
+    _host_py(
+        h3,
+        f"voip-send --dst {dst} --port {VOIP_PORT} --pps {pps} --size 160 --duration {duration}",
+        bg=True,
+    )
+    pings = int(duration / 0.2)
+    ping_out = h3.cmd(f"ping -i 0.2 -c {pings} -W 2 {dst}")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (sink_out.exists() and voip_out.exists()):
+        time.sleep(0.5)
+    cpu1, rx1 = cpu_s(sw.switch_pid), switch_rx(sw)
+    soj1, deq1 = thrift_register("qos_sojourn_us", 0), thrift_register("qos_dequeued", 0)
+    drops1 = qos_drops(lab)
+
+    sink = json.loads(sink_out.read_text())
+    voip = json.loads(voip_out.read_text())
+    window = sink["window_s"]
+    hosts: dict[str, float] = {}
+    flows = {}
+    for peer, nbytes in sink["bytes"].items():
+        mbps = nbytes * 8 / window / 1e6
+        flows[peer] = mbps
+        hosts[peer.split(":")[0]] = hosts.get(peer.split(":")[0], 0.0) + mbps
+    delays = [d for _, d in sorted(voip, key=lambda x: x[0])]
+    arrival = [d for _, d in voip]
+    sent = int(duration * pps)
+    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", ping_out)]
+    return {
+        "variant": variant,
+        "flows_mbps": flows,
+        "hosts_mbps": hosts,
+        "goodput_mbps": sum(flows.values()),
+        "jain_flows": m.jain(list(flows.values())),
+        "jain_hosts": m.jain(list(hosts.values())),
+        "voip_p50_ms": m.percentile(delays, 0.5),
+        "voip_p95_ms": m.percentile(delays, 0.95),
+        "voip_mean_ms": statistics.fmean(delays) if delays else float("nan"),
+        "voip_jitter_ms": m.jitter_rfc3550(arrival),
+        "voip_loss": m.loss(sent, len({s for s, _ in voip})),
+        "ping_mean_ms": statistics.fmean(rtts) if rtts else float("nan"),
+        "ping_loss": m.loss(pings, len(rtts)),
+        "queue_delay_ms": (soj1 - soj0) / max(1, deq1 - deq0) / 1000,
+        "drops": {k: drops1.get(k, 0) - drops0.get(k, 0) for k in drops1},
+        "cpu_us_per_packet": (cpu1 - cpu0) * 1e6 / max(1, rx1 - rx0),
+        "switch_packets": rx1 - rx0,
+    }
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per variant: median, min and max of each scalar measure over its runs, and grades."""
+    keys = [k for k, v in runs[0].items() if isinstance(v, (int, float))]
+    out: dict[str, dict[str, Any]] = {}
+    for variant in VARIANTS:
+        mine = [r for r in runs if r["variant"] == variant]
+        if not mine:
+            continue
+        s: dict[str, Any] = {"reps": len(mine)}
+        for k in keys:
+            vals = [r[k] for r in mine]
+            s[k] = {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
+        s["grade_delay"] = m.grade_delay(s["voip_p95_ms"]["median"])
+        s["grade_jitter"] = m.grade_jitter(s["voip_jitter_ms"]["median"])
+        s["grade_loss"] = m.grade_loss(s["voip_loss"]["median"])
+        s["grade_ping"] = m.grade_delay(s["ping_mean_ms"]["median"])
+        out[variant] = s
+    return out
+
+
+def tiphon_table(summary: dict[str, dict[str, Any]], label: str) -> str:
+    def cell(s: dict[str, Any], k: str, scale: float = 1.0, d: int = 1) -> str:
+        x = s[k]
+        return f"{x['median'] * scale:.{d}f} ({x['min'] * scale:.{d}f}-{x['max'] * scale:.{d}f})"
+
+    lines = [
+        f"### p4lb on BMv2 ({label})",
+        "",
+        "| discipline | VoIP delay p95 ms | grade | VoIP jitter ms | grade | VoIP loss % | grade "
+        "| ping ms | goodput Mbit/s | Jain hosts | queue delay ms | CPU µs/pkt |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for v, s in summary.items():
+        lines.append(
+            f"| {v} | {cell(s, 'voip_p95_ms')} | {s['grade_delay']} | {cell(s, 'voip_jitter_ms')} "
+            f"| {s['grade_jitter']} | {cell(s, 'voip_loss', 100)} | {s['grade_loss']} "
+            f"| {cell(s, 'ping_mean_ms')} | {cell(s, 'goodput_mbps', 1, 2)} "
+            f"| {cell(s, 'jain_hosts', 1, 3)} | {cell(s, 'queue_delay_ms')} "
+            f"| {cell(s, 'cpu_us_per_packet', 1, 0)} |"
+        )
+    lines += [
+        "",
+        "### Seed 004 (MikroTik RB450G, 35 Mbit/s; its own figures and grades)",
+        "",
+        "| discipline | ping under load ms | grade (delay) | loss % | grade (loss) "
+        "| throughput Mbit/s | router CPU % |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    loss_grade = {"sfq": "Good", "pcq": "Good", "fq_codel": "Very Good", "cake": "Very Good"}
+    for name, s in SEED.items():
+        lines.append(
+            f"| {name} | {s['ping_ms']} | {s['grade']} | {s['loss_pct']} | {loss_grade[name]} "
+            f"| {s['mbps']} | {s['cpu_pct']} |"
+        )
+    lines += [
+        "",
+        "Seed 004 measured 26 ms unloaded. Its delay grades do not follow the commonly cited "
+        "TIPHON delay bands (35 ms would be Very Good, 215 ms Good); it prints no thresholds.",
+    ]
+    return "\n".join(lines)
+
+
+def plots(runs: list[dict[str, Any]], summary: dict[str, dict[str, Any]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for v in summary:
+        p95 = sorted(r["voip_p95_ms"] for r in runs if r["variant"] == v)
+        ax.plot(p95, [(i + 1) / len(p95) for i in range(len(p95))], marker="o", label=v)
+    ax.set_xscale("log")
+    ax.set_xlabel("VoIP one-way delay p95 per run (ms, log)")
+    ax.set_ylabel("fraction of runs")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "delay_cdf.png", dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    names = list(summary)
+    h1 = [
+        statistics.median(r["hosts_mbps"].get("10.0.0.1", 0) for r in runs if r["variant"] == v)
+        for v in names
+    ]
+    h2 = [
+        statistics.median(r["hosts_mbps"].get("10.0.0.2", 0) for r in runs if r["variant"] == v)
+        for v in names
+    ]
+    x = range(len(names))
+    ax.bar([i - 0.2 for i in x], h1, width=0.4, label="h1 (3 flows)")
+    ax.bar([i + 0.2 for i in x], h2, width=0.4, label="h2 (1 flow)")
+    ax.set_xticks(list(x), names, rotation=30, fontsize=7)
+    ax.set_ylabel("goodput, Mbit/s (median)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "goodput.png", dpi=120)
+    plt.close(fig)
+
+
+def provenance(reps: int, duration: float, binary: str) -> dict[str, Any]:
+    def run(*cmd: str) -> str:
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
+        except OSError:
+            return ""
+
+    return {
+        "commit": run("git", "-C", str(ROOT), "rev-parse", "HEAD"),
+        "dirty": bool(
+            run(
+                "git",
+                "-C",
+                str(ROOT),
+                "status",
+                "--porcelain",
+                "--",
+                "p4src",
+                "controller",
+                "bench",
+            )
+        ),
+        "bmv2": run(binary, "--version"),
+        "bmv2_binary": binary,
+        "p4c": run("p4c-bm2-ss", "--version").splitlines()[-1:] or [""],
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "reps": reps,
+        "duration_s": duration,
+        "rate_pps": RATE_PPS,
+        "host": "Debian 12, 2 cores shared with other agents' builds/benches (one BMv2 run at a "
+        "time under /tmp/p4lb-bmv2.lock)",
+        "variants": VARIANTS,
+    }
+
+
+def provenance_note(prov: dict[str, Any]) -> str:
+    return (
+        f"# Queueing disciplines on BMv2 ({prov['label']})\n\n"
+        f"Measured by `make bench-qos` (bench/qos.py) at commit {prov['commit'][:12]}"
+        f"{' (uncommitted changes)' if prov['dirty'] else ''}, {prov['date']}; BMv2 "
+        f"{prov['bmv2']} ({prov['bmv2_binary']}), {prov['p4c'][0]}; {prov['reps']} "
+        f"repetition(s) of {prov['duration_s']:.0f} s per discipline, interleaved, median "
+        f"(min-max); port rate {prov['rate_pps']} packets/s. {prov['host']}. Delay, jitter "
+        "and loss are the VoIP-like flow's (50 packets/s of 160 B, one-way: the hosts share "
+        "one clock); grades: ETSI TIPHON TR 101 329 bands as commonly cited "
+        "(bench/qos_metrics.py); queue delay: mean deq_timedelta of the bottleneck port; "
+        "CPU: the switch process's CPU time over the packets its ports took in."
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.qos", description=__doc__)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--duration", type=float, default=30.0)
+    p.add_argument("--variants", nargs="*", default=list(VARIANTS))
+    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--label", default="full")
+    args = p.parse_args(argv)
+    unknown = [v for v in args.variants if v not in VARIANTS]
+    if unknown:
+        print(f"bench.qos: unknown variant {unknown[0]!r} (known: {', '.join(VARIANTS)})")
+        return 2
+    from tests.e2e.lab import running_lab
+    from topology.bmv2 import switch_binary
+    from topology.net import Options
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    tmp = Path("/tmp/p4lb-bench-qos")
+    tmp.mkdir(exist_ok=True)
+    runs: list[dict[str, Any]] = []
+    opts = Options(servers=1, clients=3, tls=False, priority_queues=8)
+    with running_lab(opts, threaded=False) as lab:
+        for rep in range(args.reps):
+            k = rep % len(args.variants)
+            order = args.variants[k:] + args.variants[:k]
+            for v in order:
+                r = one_run(lab, v, args.duration, tmp)
+                r["rep"] = rep + 1
+                runs.append(r)
+                print(
+                    f"rep {rep + 1} {v}: voip p95 {r['voip_p95_ms']:.1f} ms, loss "
+                    f"{r['voip_loss']:.1%}, goodput {r['goodput_mbps']:.2f} Mbit/s, "
+                    f"jain(hosts) {r['jain_hosts']:.3f}, queue {r['queue_delay_ms']:.1f} ms, "
+                    f"drops {r['drops']}",
+                    flush=True,
+                )
+    summary = summarize(runs)
+    prov = provenance(args.reps, args.duration, switch_binary())
+    prov["label"] = args.label
+    (args.out / "runs.json").write_text(json.dumps({"provenance": prov, "runs": runs}, indent=1))
+    with open(args.out / "runs.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        cols = [k for k, v in runs[0].items() if isinstance(v, (int, float, str))]
+        w.writerow(cols)
+        for r in runs:
+            w.writerow([r[c] for c in cols])
+    (args.out / "summary.json").write_text(
+        json.dumps({"provenance": prov, "summary": summary}, indent=1)
+    )
+    (args.out / "tiphon.md").write_text(
+        provenance_note(prov) + "\n\n" + tiphon_table(summary, args.label) + "\n"
+    )
+    plots(runs, summary, args.out)
+    print(tiphon_table(summary, args.label))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

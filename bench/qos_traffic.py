@@ -1,0 +1,158 @@
+"""The traffic of the queueing experiment, run inside the Mininet hosts (python -m
+bench.qos_traffic ROLE ...): bulk TCP senders, a TCP sink counting each connection's bytes,
+a VoIP-like UDP sender (sequence number + send time) and its receiver. The hosts share the
+machine's clock, so the receiver's time minus the sender's is the one-way delay."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+
+VOIP = struct.Struct("!IQ")  # sequence number, send time (ns, CLOCK_REALTIME)
+CHUNK = 64 * 1024
+
+
+def tcp_sink(port: int, duration: float, skip: float, out: Path) -> None:
+    """Accept connections for `duration` s; per connection, the bytes received after the
+    first `skip` s (warm-up) and the time they span."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(64)
+    srv.settimeout(0.5)
+    t0 = time.monotonic()
+    counts: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def serve(conn: socket.socket, peer: str) -> None:
+        conn.settimeout(1.0)
+        with conn:
+            while time.monotonic() - t0 < duration:
+                try:
+                    data = conn.recv(CHUNK)
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return
+                if not data:
+                    return
+                if time.monotonic() - t0 >= skip:
+                    with lock:
+                        counts[peer] = counts.get(peer, 0) + len(data)
+
+    threads = []
+    while time.monotonic() - t0 < duration:
+        try:
+            conn, (addr, p) = srv.accept()
+        except TimeoutError:
+            continue
+        th = threading.Thread(target=serve, args=(conn, f"{addr}:{p}"), daemon=True)
+        th.start()
+        threads.append(th)
+    for th in threads:
+        th.join(timeout=2)
+    out.write_text(json.dumps({"window_s": duration - skip, "bytes": counts}))
+
+
+def bulk(dst: str, port: int, flows: int, duration: float) -> None:
+    """`flows` TCP connections sending as fast as the network takes for `duration` s."""
+    payload = bytes(CHUNK)
+    end = time.monotonic() + duration
+
+    def one() -> None:
+        try:
+            with socket.create_connection((dst, port), timeout=5) as s:
+                s.settimeout(1.0)
+                while time.monotonic() < end:
+                    try:
+                        s.send(payload)
+                    except TimeoutError:
+                        continue
+        except OSError:
+            return
+
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(flows)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=duration + 5)
+
+
+def voip_send(dst: str, port: int, pps: int, size: int, duration: float) -> None:
+    """`pps` UDP packets of `size` payload bytes per second, paced on the monotonic clock."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    pad = bytes(max(0, size - VOIP.size))
+    start = time.monotonic()
+    seq = 0
+    while True:
+        due = start + seq / pps
+        if due - start >= duration:
+            break
+        now = time.monotonic()
+        if due > now:
+            time.sleep(due - now)
+        s.sendto(VOIP.pack(seq, time.time_ns()) + pad, (dst, port))
+        seq += 1
+    s.close()
+
+
+def voip_recv(port: int, duration: float, out: Path) -> None:
+    """(sequence, one-way delay in ms) of every packet received within `duration` s."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("0.0.0.0", port))
+    s.settimeout(0.5)
+    end = time.monotonic() + duration
+    got: list[tuple[int, float]] = []
+    while time.monotonic() < end:
+        try:
+            data = s.recv(2048)
+        except TimeoutError:
+            continue
+        now = time.time_ns()
+        seq, sent = VOIP.unpack_from(data)
+        got.append((seq, (now - sent) / 1e6))
+    out.write_text(json.dumps(got))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.qos_traffic")
+    sub = p.add_subparsers(dest="role", required=True)
+    a = sub.add_parser("tcp-sink")
+    a.add_argument("--port", type=int, required=True)
+    a.add_argument("--duration", type=float, required=True)
+    a.add_argument("--skip", type=float, default=0.0)
+    a.add_argument("--out", type=Path, required=True)
+    a = sub.add_parser("bulk")
+    a.add_argument("--dst", required=True)
+    a.add_argument("--port", type=int, required=True)
+    a.add_argument("--flows", type=int, default=1)
+    a.add_argument("--duration", type=float, required=True)
+    a = sub.add_parser("voip-send")
+    a.add_argument("--dst", required=True)
+    a.add_argument("--port", type=int, required=True)
+    a.add_argument("--pps", type=int, default=50)
+    a.add_argument("--size", type=int, default=160)
+    a.add_argument("--duration", type=float, required=True)
+    a = sub.add_parser("voip-recv")
+    a.add_argument("--port", type=int, required=True)
+    a.add_argument("--duration", type=float, required=True)
+    a.add_argument("--out", type=Path, required=True)
+    args = p.parse_args(argv)
+    if args.role == "tcp-sink":
+        tcp_sink(args.port, args.duration, args.skip, args.out)
+    elif args.role == "bulk":
+        bulk(args.dst, args.port, args.flows, args.duration)
+    elif args.role == "voip-send":
+        voip_send(args.dst, args.port, args.pps, args.size, args.duration)
+    else:
+        voip_recv(args.port, args.duration, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
