@@ -72,7 +72,7 @@ register<bit<64>>(QOS_STATE_SIZE) qos_dequeued;
 // every one for every packet): one concatenation each, and the host address picked first.
 #define QOS_BUCKET_HASHES() \
     hash(QOS_FLOW, HashAlgorithm.crc16, meta.qos_base, { hdr.ipv4.src_addr \
-         ++ hdr.ipv4.dst_addr ++ hdr.ipv4.protocol ++ meta.l4_src_port ++ meta.l4_dst_port }, \
+         ++ hdr.ipv4.dst_addr ++ hdr.ipv4.protocol ++ hdr.l4.src_port ++ hdr.l4.dst_port }, \
          QOS_BUCKETS); \
     if (meta.qos_flags & QOS_BY_DST != 0) { \
         meta.size = hdr.ipv4.dst_addr; \
