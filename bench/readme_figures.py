@@ -691,6 +691,48 @@ def peers(root: Path) -> str:
     return "\n".join(lines)
 
 
+QOS_SEED = "Seed 004 (MikroTik, 35 Mbit/s; its own figures and grades)"
+
+
+def qos_tiphon(root: Path) -> str:
+    """bench-qos's full profile (results/qos/summary.json) beside seed 004's own table."""
+    from bench.qos import SEED
+
+    doc = load(root, "qos/summary.json")
+    p = doc["provenance"]
+
+    def cell(x: dict[str, float], scale: float = 1.0, d: int = 1) -> str:
+        return f"{x['median'] * scale:.{d}f} ({x['min'] * scale:.{d}f}–{x['max'] * scale:.{d}f})"
+
+    lines = [
+        f"Measured at {str(p['commit'])[:10]} on {p['date']}, BMv2 {p['bmv2']} "
+        f"({p['bmv2_binary']}), {p['reps']} repetitions of {p['duration_s']:g} s per "
+        f"discipline, port shaped to {p['rate_pps']} packets/s.",
+        "",
+        "| discipline | VoIP p95 ms | grade | jitter ms | grade | VoIP loss % | grade "
+        "| queue delay ms | Jain (hosts) | goodput Mbit/s | CPU µs/pkt |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for v, x in doc["summary"].items():
+        lines.append(
+            f"| {v} | {cell(x['voip_p95_ms'])} | {x['grade_delay']} | "
+            f"{cell(x['voip_jitter_ms'])} | {x['grade_jitter']} | {cell(x['voip_loss'], 100)} | "
+            f"{x['grade_loss']} | {cell(x['queue_delay_ms'])} | {cell(x['jain_hosts'], 1, 3)} | "
+            f"{cell(x['goodput_mbps'], 1, 2)} | {cell(x['cpu_us_per_packet'], 1, 0)} |"
+        )
+    lines += [
+        "",
+        f"{QOS_SEED}: "
+        + "; ".join(
+            f"{name} ping {s['ping_ms']} ms ({s['grade']}), loss {s['loss_pct']} %, "
+            f"CPU {s['cpu_pct']} %"
+            for name, s in SEED.items()
+        )
+        + ".",
+    ]
+    return "\n".join(lines)
+
+
 PROVENANCE_FILES = (
     "experiments/meta.json",
     "switch/switch.json",
@@ -764,6 +806,7 @@ REGIONS: dict[str, Callable[[Path], str]] = {
     "choices-cost": choices_cost,
     "restore-peer": restore_peer,
     "peers": peers,
+    "qos-tiphon": qos_tiphon,
     "tier-summary": tier_summary,
     "controller-summary": controller_summary,
     "switch-prose": switch_prose,
