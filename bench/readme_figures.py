@@ -418,16 +418,22 @@ def maglev_plain(root: Path) -> str:
     return f"{min(xs):.2f}–{max(xs):.2f}×"
 
 
-def leastconn_pairs(root: Path) -> str:
-    """p4lb's candidate pairs: max/mean over the exact argmin's, over every case."""
+def _over_argmin(root: Path, policy: str) -> str:
+    """A least-connections policy's max/mean over the exact argmin's, over every case of
+    results/algorithms/leastconn.json."""
     runs = load(root, "algorithms/leastconn.json")["runs"]
     by = {(r["weights"], r["mean_active_per_backend"], r["policy"]): r for r in runs}
     xs = [
         r["max_over_mean"] / by[(w, n, "argmin")]["max_over_mean"]
         for (w, n, pol), r in by.items()
-        if pol == "p2c_pairs"
+        if pol == policy
     ]
     return f"{min(xs):.2f}–{max(xs):.2f}×"
+
+
+def leastconn_pairs(root: Path) -> str:
+    """p4lb's candidate pairs (choices = 2) over the exact argmin."""
+    return _over_argmin(root, "p2c_pairs")
 
 
 def tier_summary(root: Path) -> str:
@@ -630,15 +636,8 @@ def floor_bullets(root: Path) -> str:
 
 
 def leastconn_exact(root: Path) -> str:
-    """The data plane's exact choice (choices = "all"): max/mean over the argmin's."""
-    runs = load(root, "algorithms/leastconn.json")["runs"]
-    by = {(r["weights"], r["mean_active_per_backend"], r["policy"]): r for r in runs}
-    xs = [
-        r["max_over_mean"] / by[(w, n, "argmin")]["max_over_mean"]
-        for (w, n, pol), r in by.items()
-        if pol == "exact"
-    ]
-    return f"{min(xs):.2f}–{max(xs):.2f}×"
+    """The data plane's exact choice (choices = "all") over the argmin."""
+    return _over_argmin(root, "exact")
 
 
 def choices_cost(root: Path) -> str:
