@@ -204,10 +204,10 @@ readme-figures: $(VPY)
 PEER_P4 ?=
 PEER_ARGS = $(if $(PEER_P4),--peer $(PEER_P4),)
 bench-peers: $(VPY)
-	$(VPY) -m bench.peers $(foreach b,$(BUILDS),--build $(b)) $(PEER_ARGS) $(if $(QUICK),--reps 1,)
+	$(RUN_BENCH) -m bench.peers $(foreach b,$(BUILDS),--build $(b)) $(PEER_ARGS) $(if $(QUICK),--reps 1,)
 
 bench-cost: $(VPY)
-	$(VPY) -m bench.peers --breakdown $(foreach b,$(BUILDS),--build $(b)) $(PEER_ARGS) $(if $(QUICK),--flows 50,)
+	$(RUN_BENCH) -m bench.peers --breakdown $(foreach b,$(BUILDS),--build $(b)) $(PEER_ARGS) $(if $(QUICK),--flows 50,)
 
 clean:
 	rm -rf $(BUILD) .pytest_cache .mypy_cache .ruff_cache

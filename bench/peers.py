@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import floor
+from bench import floor, outdir
 from bench import switch as sw
 from bench.toolchain import p4c_problem, tool_version
 
@@ -284,15 +284,7 @@ def breakdown_once(
     a dump per path (a group's SYNs, then its data, ...: a half-open connection's state
     outlives a group's SYNs under callgrind, not all FLOWS')."""
     out_file = workdir / f"bd-{prog.name}"
-    for old in workdir.glob(f"bd-{prog.name}*"):
-        old.unlink()
-    wrap = [
-        "valgrind",
-        "--tool=callgrind",
-        "--instr-atstart=no",
-        "--separate-threads=yes",
-        f"--callgrind-out-file={out_file}",
-    ]
+    wrap = sw.callgrind_wrap(out_file)
     sent = dict.fromkeys(PATHS, 0)
     dumps: dict[str, list[int]] = {path: [] for path in PATHS}
     cm, pid = sw.start_program(prog, binary, workdir, None, wrap)
@@ -427,8 +419,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--breakdown", action="store_true", help="per path and phase instead")
     ap.add_argument("--before", type=Path, default=None, help="an earlier breakdown, beside")
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
     args = ap.parse_args(argv)
+    committed = outdir.is_committed_profile(ap, args, ["flows", "algorithms", "floor"])
+    args.out = outdir.destination("switch", committed, args.out)
     if args.flows is None:
         args.flows = BREAKDOWN_FLOWS if args.breakdown else FLOWS
     if args.peer is None:
@@ -475,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
             result["before"] = {"commit": before["commit"], "when": before["when"]}
             out.write_text(json.dumps(result, indent=2) + "\n")
         out.with_suffix(".md").write_text(breakdown_markdown(result, before))
-    sw.progress(f"wrote {out}")
+    sw.progress(f"wrote {out}; {outdir.said(args.out)}")
     return 0
 
 

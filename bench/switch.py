@@ -690,6 +690,21 @@ def callgrind_totals(files: list[Path]) -> list[int]:
     return totals
 
 
+def callgrind_wrap(out: Path) -> list[str]:
+    """The command that runs a switch under callgrind, counting nothing until told
+    (callgrind_control -i on), one output file per thread named after `out`; any earlier
+    run's files of that name are removed first."""
+    for old in out.parent.glob(f"{out.name}*"):
+        old.unlink()
+    return [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--separate-threads=yes",
+        f"--callgrind-out-file={out}",
+    ]
+
+
 def instructions_once(
     name: str,
     binary: str,
@@ -702,15 +717,7 @@ def instructions_once(
     INSTR_PPS through a switch under callgrind, which counts only while the replay runs.
     Every packet must come out, or the figure would be per packet of another mix."""
     out = workdir / f"cg-{name}"
-    for old in workdir.glob(f"cg-{name}*"):
-        old.unlink()
-    wrap = [
-        "valgrind",
-        "--tool=callgrind",
-        "--instr-atstart=no",
-        "--separate-threads=yes",
-        f"--callgrind-out-file={out}",
-    ]
+    wrap = callgrind_wrap(out)
     prog = prog or Program(name, Shape(flows=args.instr_flows))
     cm, pid = start_program(prog, binary, workdir, None, wrap)
     try:
