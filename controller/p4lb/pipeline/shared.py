@@ -32,6 +32,11 @@ CLOSE_GRACE_S = 5.0
 # matter (long-lived connections) from queueing behind them on the switches' management
 # path. It is part of the window in which a balancer's death can break a connection.
 COPY_AFTER_S = 0.25
+# How long a close waits for its connection's open. The samples of one digest list do not
+# arrive in the order the data plane sent them (measured on BMv2 1.15 through PI: a short
+# connection's close came before its open in 80 % of them), so a close of a connection not
+# yet opened is kept this long; its open then finds it and the connection ends at once.
+EARLY_CLOSE_S = 2.0
 
 FlowKey = tuple[tuple[str, int], ...]  # conn_table's match: the 5-tuple as the client sent it
 
@@ -113,6 +118,9 @@ class Shared:
     delays: list[float] = field(default_factory=list)
     young: deque[tuple[float, FlowKey]] = field(default_factory=deque)  # not yet copied
     ended: set[FlowKey] = field(default_factory=set)  # closed, in their grace
+    # Closes reported before their opens (flow -> (when, backend id)), and their order.
+    early: dict[FlowKey, tuple[float, int | None]] = field(default_factory=dict)
+    early_order: deque[tuple[float, FlowKey]] = field(default_factory=deque)
 
     def join(self, balancer: str, fresh: bool = False) -> None:
         """A balancer to keep copies on; `fresh` (it lost its state: it just joined or
@@ -143,6 +151,11 @@ class Shared:
             if flow in self.held[b]:
                 todo[flow] = backend_id
                 self.pending_del[b].discard(flow)
+        # Its close came first (a digest list's samples out of order): it is over already.
+        when, bid = self.early.get(flow, (None, None))
+        if when is not None and bid in (None, backend_id):
+            del self.early[flow]
+            self.closed(flow, now, backend_id)
 
     def _copy(self, flow: FlowKey) -> None:
         owner, backend_id = self.conns[flow]
@@ -154,13 +167,18 @@ class Shared:
 
     def closed(self, flow: FlowKey, now: float, backend_id: int | None = None) -> None:
         """The client ended `flow` (its connection to `backend_id`): its copies go after
-        the grace. A close naming another backend is a reused 5-tuple's old connection's,
-        reported after the new one opened (events from different balancers race)."""
-        if backend_id is not None and self.conns.get(flow, (None, backend_id))[1] != backend_id:
+        the grace. A close of no live connection, or naming another backend (a reused
+        5-tuple's old connection's, reported after the new one opened: events from
+        different balancers race), waits EARLY_CLOSE_S for an open it ends."""
+        known = self.conns.get(flow)
+        if known is None or (backend_id is not None and known[1] != backend_id):
+            # Not opened yet (its open may follow: samples arrive out of order), or the
+            # open of a reused 5-tuple's new connection came before the old one's close.
+            self.early[flow] = (now, backend_id)
+            self.early_order.append((now, flow))
             return
-        if flow in self.conns:
-            self.closing.append((now + CLOSE_GRACE_S, flow))
-            self.ended.add(flow)
+        self.closing.append((now + CLOSE_GRACE_S, flow))
+        self.ended.add(flow)
 
     def expire(self, now: float) -> None:
         """Copy the connections that reached COPY_AFTER_S still open; forget those whose
@@ -169,6 +187,10 @@ class Shared:
             opened_at, flow = self.young.popleft()
             if flow in self.conns and self.since.get(flow) == opened_at and flow not in self.ended:
                 self._copy(flow)
+        while self.early_order and self.early_order[0][0] <= now - EARLY_CLOSE_S:
+            when, flow = self.early_order.popleft()
+            if self.early.get(flow, (None, None))[0] == when:
+                del self.early[flow]
         while self.closing and self.closing[0][0] <= now:
             when, flow = self.closing.popleft()
             if flow not in self.conns:

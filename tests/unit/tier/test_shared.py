@@ -3,7 +3,7 @@ connections open, close, age out, and balancers leave and come back."""
 
 from __future__ import annotations
 
-from p4lb.pipeline.shared import CLOSE_GRACE_S, COPY_AFTER_S, Shared
+from p4lb.pipeline.shared import CLOSE_GRACE_S, COPY_AFTER_S, EARLY_CLOSE_S, Shared
 
 A = (("src_addr", 1), ("dst_addr", 2), ("protocol", 6), ("src_port", 1000), ("dst_port", 80))
 B = (("src_addr", 1), ("dst_addr", 2), ("protocol", 6), ("src_port", 1001), ("dst_port", 80))
@@ -132,3 +132,40 @@ def test_a_refused_copy_is_handed_out_again() -> None:
     s.expire(1.0 + CLOSE_GRACE_S)
     s.retry("lb2", [(A, 7)])  # closed meanwhile: not again
     assert s.writes("lb2") == []
+
+
+# BMv2's digest lists (through PI) do not keep the data plane's order: a short connection's
+# close often comes before its open, in the same list.
+def test_a_close_that_comes_before_its_open_ends_it() -> None:
+    s = tier("lb1", "lb2")
+    s.closed(A, now=1.0, backend_id=7)
+    s.opened("lb1", A, 7, now=1.0)
+    s.expire(1.0 + COPY_AFTER_S)
+    assert s.writes("lb2") == []  # never copied
+    s.expire(1.0 + CLOSE_GRACE_S)
+    assert A not in s.conns  # not live for ever
+
+
+def test_an_early_close_waits_only_so_long_and_only_for_its_backend() -> None:
+    s = tier("lb1", "lb2")
+    s.closed(A, now=0.0, backend_id=7)
+    s.closed(B, now=0.0, backend_id=7)
+    s.expire(EARLY_CLOSE_S)
+    s.opened("lb1", A, 7, now=EARLY_CLOSE_S)  # a later connection of that 5-tuple
+    s.opened("lb1", B, 9, now=EARLY_CLOSE_S)  # another backend: not the closed one
+    s.expire(EARLY_CLOSE_S + COPY_AFTER_S)
+    assert s.writes("lb2") == [(A, 7), (B, 9)]  # both live, both copied
+
+
+def test_a_new_connections_close_before_its_open_while_the_old_one_lives() -> None:
+    s = tier("lb1", "lb2")
+    s.opened("lb1", A, 7, now=0.0)
+    s.expire(COPY_AFTER_S)
+    s.written("lb2", [f for f, _ in s.writes("lb2")])
+    # The 5-tuple reused (to backend 9): the new connection's close, then its open.
+    s.closed(A, now=10.0, backend_id=9)
+    assert A not in s.ended  # the old connection's copies stay meanwhile
+    s.opened("lb1", A, 9, now=10.0)
+    assert s.writes("lb2") == [(A, 9)]  # overwritten at once: the old backend is wrong
+    s.expire(10.0 + CLOSE_GRACE_S)
+    assert A not in s.conns and s.deletes("lb2") == [A]
