@@ -32,10 +32,13 @@ CLOSE_GRACE_S = 5.0
 # matter (long-lived connections) from queueing behind them on the switches' management
 # path. It is part of the window in which a balancer's death can break a connection.
 COPY_AFTER_S = 0.25
-# How long a close waits for its connection's open. The samples of one digest list do not
-# arrive in the order the data plane sent them (measured on BMv2 1.15 through PI: a short
-# connection's close came before its open in 80 % of them), so a close of a connection not
-# yet opened is kept this long; its open then finds it and the connection ends at once.
+# How long a close waits for its connection's open. Events do not arrive in the order the
+# data plane sent them: p4c gives each digest() call its own BMv2 learn list (conn_event_t
+# has three: the open, the close at a slot, the close through a copy), BMv2 buffers and
+# sends each list from a thread of its own, and PI merges them into one P4Runtime stream.
+# Measured on BMv2 1.15 with ab: a short connection's close came before its open in 80 %
+# of them. So a close of a connection not yet opened is kept this long; its open then
+# finds it and the connection ends at once (neither live nor copied).
 EARLY_CLOSE_S = 2.0
 
 FlowKey = tuple[tuple[str, int], ...]  # conn_table's match: the 5-tuple as the client sent it

@@ -134,8 +134,8 @@ def test_a_refused_copy_is_handed_out_again() -> None:
     assert s.writes("lb2") == []
 
 
-# BMv2's digest lists (through PI) do not keep the data plane's order: a short connection's
-# close often comes before its open, in the same list.
+# The data plane's events arrive out of order (three BMv2 learn lists behind one P4Runtime
+# digest): a short connection's close often comes before its open.
 def test_a_close_that_comes_before_its_open_ends_it() -> None:
     s = tier("lb1", "lb2")
     s.closed(A, now=1.0, backend_id=7)
