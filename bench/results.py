@@ -6,9 +6,11 @@ plots and README regions generated from the files written (issue 33).
 
 quick (the default) is a smoke profile: one short repetition of each bench, written into
 the scratch tree build/results-quick/ (never results/ unless --results-dir results). full
-is the committed profile: each bench's defaults, written into results/. The tier
-(`make bench-tier`) is not part of it: it needs FRR and GoBGP and a machine of its own for
-a while. Must run as root, alone on the machine (the benches refuse a busy one), e.g.
+is the committed profile: each bench's defaults, written into results/. A step whose tools
+this machine lacks (the tier's FRR and GoBGP, HAProxy for the restore comparison) or whose
+peer program was not given (PEER_P4: the public course balancer, fetched by whoever runs
+it, never committed) is skipped, named, and the run says it is incomplete. Must run as
+root, alone on the machine (the benches refuse a busy one), e.g.
 `flock /tmp/p4lb-bmv2.lock make results`."""
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench import outdir
@@ -34,11 +36,24 @@ class Step:
     name: str
     argv: list[str]
     switch: bool = True  # starts BMv2 (needs root and a quiet machine)
+    needs: tuple[str, ...] = ()  # executables (or absolute paths) it cannot run without
+    skip: str = ""  # why it cannot run at all (said, not run)
 
 
-def plan(profile: str, results_dir: Path, builds: dict[str, str], python: str) -> list[Step]:
+TIER_TOOLS = ("/usr/lib/frr/bgpd", "/usr/lib/frr/bfdd", "gobgpd", "gobgp", "vtysh", "nft")
+CALLGRIND = ("valgrind", "callgrind_control", "callgrind_annotate", "tcpreplay")
+
+
+def plan(
+    profile: str,
+    results_dir: Path,
+    builds: dict[str, str],
+    python: str,
+    peer: str | None = None,
+) -> list[Step]:
     """The commands `make results` runs, in order, for `profile`: measurements first, then
-    the generators that read only the files the measurements wrote."""
+    the generators that read only the files the measurements wrote. `peer`: the course
+    balancer's P4 source for the cost comparison (without it those steps are skipped)."""
     if profile not in PROFILES:
         raise ValueError(f"profile {profile!r}: want one of {', '.join(PROFILES)}")
     quick = profile == "quick"
@@ -76,10 +91,50 @@ def plan(profile: str, results_dir: Path, builds: dict[str, str], python: str) -
                 + (["--reps", "1", "--syns", "5000"] if quick else []),
             )
         )
+    no_peer = "" if peer else "no PEER_P4 given (the course balancer's l4_loadbalancer.p4)"
+    peer_args = ["--peer", peer] if peer else []
     steps += [
         Step(
             "controller",
             [*py, "bench.controller"] + (["--vips", "10", "--trials", "5"] if quick else []),
+        ),
+        Step(
+            "tier",
+            [*py, "bench.tier"] + (["--reps", "1", "--seconds", "3"] if quick else []),
+            needs=TIER_TOOLS,
+        ),
+        Step(
+            "cookie",
+            [*py, "bench.cookie", *b] + (["--reps", "1", "--flows", "20"] if quick else []),
+            needs=CALLGRIND[:2],
+        ),
+        Step(
+            "choices",
+            [*py, "bench.choices", *b] + (["--reps", "1", "--flows", "20"] if quick else []),
+            needs=CALLGRIND[:2],
+        ),
+        Step(
+            "restore peer",
+            [*py, "bench.restore_peer"] + (["--reps", "1"] if quick else []),
+            needs=("haproxy",),
+        ),
+        Step(
+            "qos",
+            [*py, "bench.qos", "--out", str(results_dir / "qos")]
+            + (["--reps", "1", "--duration", "10", "--label", "quick"] if quick else []),
+        ),
+        Step(
+            "peers",
+            [*py, "bench.peers", *b, *peer_args] + (["--reps", "1"] if quick else []),
+            needs=CALLGRIND,
+            skip=no_peer,
+        ),
+        Step(
+            "cost breakdown",
+            [*py, "bench.peers", "--breakdown", *b, *peer_args]
+            + (["--flows", "50"] if quick else []),
+            needs=CALLGRIND,
+            skip=no_peer,
         ),
         Step("algorithms", [python, "scripts/algorithms_figures.py"], switch=False),
         Step("switch tables", [*py, "bench.report", "--dir", str(results_dir / "switch")], False),
@@ -125,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="quick", help="quick (default) or full")
     ap.add_argument("--results-dir", default=None, help="default: scratch (quick), results/ (full)")
     ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
+    ap.add_argument("--peer", default=os.environ.get("PEER_P4") or None, help="PEER_P4")
     ap.add_argument("--dry-run", action="store_true", help="print the plan only")
     a = ap.parse_args(argv)
     if a.profile not in PROFILES:
@@ -139,11 +195,18 @@ def main(argv: list[str] | None = None) -> int:
         builds[name] = path
     builds = builds or default_builds()
     root = default_dir(a.profile, a.results_dir)
-    steps = plan(a.profile, root, builds, sys.executable)
+    if a.peer and not Path(a.peer).is_file():
+        print(f"make results: PEER_P4={a.peer}: no such file", file=sys.stderr)
+        return 2
+    steps = plan(a.profile, root, builds, sys.executable, a.peer)
+    for s in steps:
+        if not s.skip and (lacking := [t for t in s.needs if not have(t)]):
+            steps[steps.index(s)] = replace(s, skip="missing " + ", ".join(lacking))
     env = os.environ | {"P4LB_RESULTS_DIR": str(root)}
     print(f"make results ({a.profile}): {len(steps)} steps into {root}")
     for i, s in enumerate(steps, 1):
-        print(f"  {i:2}. {s.name}: P4LB_RESULTS_DIR={root} {shlex.join(s.argv)}")
+        said = f"skipped: {s.skip}" if s.skip else f"P4LB_RESULTS_DIR={root} {shlex.join(s.argv)}"
+        print(f"  {i:2}. {s.name}: {said}")
     if a.dry_run:
         return 0
     if os.geteuid() != 0 and any(s.switch for s in steps):
@@ -151,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     started = time.monotonic()
     for i, s in enumerate(steps, 1):
+        if s.skip:
+            print(f"[{i}/{len(steps)}] {s.name}: skipped ({s.skip})", flush=True)
+            continue
         t0 = time.monotonic()
         print(f"[{i}/{len(steps)}] {s.name}", flush=True)
         r = subprocess.run(s.argv, cwd=outdir.ROOT, env=env)
@@ -163,7 +229,17 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 1
     print(f"make results: done in {(time.monotonic() - started) / 60:.0f} min; {outdir.said(root)}")
+    skipped = [s for s in steps if s.skip]
+    if skipped:
+        print(
+            "make results: incomplete: " + "; ".join(f"{s.name} ({s.skip})" for s in skipped),
+            file=sys.stderr,
+        )
     return 0
+
+
+def have(tool: str) -> bool:
+    return Path(tool).exists() if tool.startswith("/") else shutil.which(tool) is not None
 
 
 if __name__ == "__main__":

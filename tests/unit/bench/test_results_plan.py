@@ -23,6 +23,13 @@ def test_quick_plan_runs_every_bench_in_order_then_the_generators() -> None:
         "flood standard",
         "flood speed",
         "controller",
+        "tier",
+        "cookie",
+        "choices",
+        "restore peer",
+        "qos",
+        "peers",
+        "cost breakdown",
         "algorithms",
         "switch tables",
         "experiments tables",
@@ -33,6 +40,18 @@ def test_quick_plan_runs_every_bench_in_order_then_the_generators() -> None:
     assert f"speed={BUILDS['speed']}" in switch
     assert steps[-1].argv[-2:] == ["--results", str(outdir.SCRATCH)]
     assert not any(s.switch for s in steps[-4:])
+    qos = next(s for s in steps if s.name == "qos").argv
+    assert qos[qos.index("--out") + 1] == str(outdir.SCRATCH / "qos")  # never results/qos
+    # Without the peer's source the comparison is named as skipped, not run.
+    assert all(
+        s.skip and "PEER_P4" in s.skip for s in steps if s.name in ("peers", "cost breakdown")
+    )
+
+
+def test_the_peer_is_passed_to_both_cost_steps() -> None:
+    steps = results.plan("quick", outdir.SCRATCH, BUILDS, "py", "/tmp/peer.p4")
+    for s in (s for s in steps if s.name in ("peers", "cost breakdown")):
+        assert not s.skip and s.argv[s.argv.index("--peer") + 1] == "/tmp/peer.p4"
 
 
 def test_full_plan_uses_each_benchs_defaults() -> None:

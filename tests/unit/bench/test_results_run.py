@@ -41,3 +41,24 @@ def test_dry_run_prints_the_plan_and_runs_nothing(
     monkeypatch.setattr(results, "plan", lambda *a: steps)
     assert results.main(["--dry-run"]) == 0
     assert not ran.exists() and "1. x:" in capsys.readouterr().out
+
+
+def test_a_step_whose_tools_are_missing_is_skipped_and_the_run_says_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ran = tmp_path / "ran"
+    steps = [
+        results.Step(
+            "tier",
+            [sys.executable, "-c", "raise SystemExit(9)"],
+            False,
+            needs=("/nonexistent/bgpd",),
+        ),
+        results.Step("x", [sys.executable, "-c", f"open({str(ran)!r}, 'w')"], False),
+    ]
+    monkeypatch.setattr(results, "plan", lambda *a: steps)
+    assert results.main(["--results-dir", str(tmp_path / "out")]) == 0
+    out, err = capsys.readouterr()
+    assert ran.exists()  # the rest ran
+    assert "tier: skipped (missing /nonexistent/bgpd)" in out
+    assert "incomplete: tier (missing /nonexistent/bgpd)" in err
