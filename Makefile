@@ -195,7 +195,8 @@ bench-floor: $(VPY)
 # README regions from the files written (bench/results.py prints the plan; DRY_RUN=1 only that).
 results: $(VPY)
 	$(VPY) -m bench.results --profile $(PROFILE) $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR),) \
-		$(foreach b,$(BUILDS),--build $(b)) $(PEER_ARGS) $(if $(DRY_RUN),--dry-run,)
+		$(foreach b,$(BUILDS),--build $(b)) $(PEER_ARGS) $(if $(FROM),--from "$(FROM)",) \
+		$(if $(DRY_RUN),--dry-run,)
 
 readme-figures: $(VPY)
 	$(VPY) -m bench.readme_figures --results $(or $(RESULTS_DIR),results)

@@ -181,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results-dir", default=None, help="default: scratch (quick), results/ (full)")
     ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
     ap.add_argument("--peer", default=os.environ.get("PEER_P4") or None, help="PEER_P4")
+    ap.add_argument("--from", dest="start", default=None, help="resume at this step's name")
     ap.add_argument("--dry-run", action="store_true", help="print the plan only")
     a = ap.parse_args(argv)
     if a.profile not in PROFILES:
@@ -199,6 +200,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make results: PEER_P4={a.peer}: no such file", file=sys.stderr)
         return 2
     steps = plan(a.profile, root, builds, sys.executable, a.peer)
+    names = [s.name for s in steps]
+    if a.start is not None:
+        if a.start not in names:
+            print(
+                f"make results: FROM={a.start!r}: no such step ({', '.join(names)})",
+                file=sys.stderr,
+            )
+            return 2
+        steps = [
+            replace(s, skip="before FROM (done earlier)") for s in steps[: names.index(a.start)]
+        ] + steps[names.index(a.start) :]
     for s in steps:
         if not s.skip and (lacking := [t for t in s.needs if not have(t)]):
             steps[steps.index(s)] = replace(s, skip="missing " + ", ".join(lacking))
@@ -229,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 1
     print(f"make results: done in {(time.monotonic() - started) / 60:.0f} min; {outdir.said(root)}")
-    skipped = [s for s in steps if s.skip]
+    skipped = [s for s in steps if s.skip and not s.skip.startswith("before FROM")]
     if skipped:
         print(
             "make results: incomplete: " + "; ".join(f"{s.name} ({s.skip})" for s in skipped),

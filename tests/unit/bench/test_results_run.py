@@ -62,3 +62,20 @@ def test_a_step_whose_tools_are_missing_is_skipped_and_the_run_says_so(
     assert ran.exists()  # the rest ran
     assert "tier: skipped (missing /nonexistent/bgpd)" in out
     assert "incomplete: tier (missing /nonexistent/bgpd)" in err
+
+
+def test_from_resumes_at_a_step_and_a_wrong_name_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "log"
+
+    def step(name: str) -> results.Step:
+        body = f"open({str(log)!r}, 'a').write({name!r} + '\\n')"
+        return results.Step(name, [sys.executable, "-c", body], False)
+
+    monkeypatch.setattr(results, "plan", lambda *a: [step("a"), step("b"), step("c")])
+    assert results.main(["--results-dir", str(tmp_path), "--from", "b"]) == 0
+    assert log.read_text().splitlines() == ["b", "c"]
+    assert "incomplete" not in capsys.readouterr().err  # earlier steps were done before
+    assert results.main(["--results-dir", str(tmp_path), "--from", "z"]) == 2
+    assert "FROM='z': no such step (a, b, c)" in capsys.readouterr().err
