@@ -21,6 +21,7 @@ import shlex
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,41 +63,54 @@ def parse_pid_stat(text: str) -> tuple[int, int]:
     return int(fields[1]), int(fields[11]) + int(fields[12])
 
 
-def tree_ticks(procs: dict[int, tuple[int, int]], root: int, *more: int) -> int:
-    """CPU jiffies of `root` (and of `more` roots: processes a bench started that
-    daemonized away from its tree) and all their descendants, each counted once, from
+def tree(procs: dict[int, tuple[int, int]], root: int, *more: int) -> dict[int, int]:
+    """{pid: CPU jiffies} of `root` (and of `more` roots: processes a bench started that
+    daemonized away from its tree) and all their descendants, each once, from
     {pid: (ppid, ticks)}."""
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in procs.items():
         children.setdefault(ppid, []).append(pid)
-    total, todo, seen = 0, [root, *more], set()
+    out: dict[int, int] = {}
+    todo = [root, *more]
     while todo:
         pid = todo.pop()
-        if pid in seen:
+        if pid in out or pid not in procs:
             continue
-        seen.add(pid)
-        total += procs.get(pid, (0, 0))[1]
+        out[pid] = procs[pid][1]
         todo += children.get(pid, [])
-    return total
+    return out
+
+
+def tree_ticks(procs: dict[int, tuple[int, int]], root: int, *more: int) -> int:
+    """CPU jiffies of the tree (see `tree`), summed."""
+    return sum(tree(procs, root, *more).values())
 
 
 @dataclass(frozen=True)
 class Sample:
-    """One reading: the machine's busy and total jiffies, and our process tree's."""
+    """One reading: the machine's busy and total jiffies, and each of our processes'."""
 
     busy: int
     total: int
-    ours: int
+    ours: dict[int, int]  # pid -> CPU jiffies, our process tree (and adopted daemons)
 
 
 def other_share(a: Sample, b: Sample) -> float:
     """Share of all cores (0..1) that processes other than ours kept busy between two
-    samples. Our tree's jiffies can only be counted while its processes live, so a child
-    that ended in between makes it read a little high: the safe side for a refusal."""
+    samples. Ours: each of our processes' jiffies since the first sample (a process new in
+    the second, all of its own, at most the interval's). A process of ours that ended in
+    between is not counted (its last moments read as others': the safe side), nor is its
+    whole past subtracted: a bench that stops a busy switch would otherwise read as a busy
+    machine."""
     total = b.total - a.total
     if total <= 0:
         return 0.0
-    return max(0.0, min(1.0, ((b.busy - a.busy) - max(0, b.ours - a.ours)) / total))
+    ours = sum(
+        t - a.ours[pid] if pid in a.ours else min(t, total)
+        for pid, t in b.ours.items()
+        if t >= a.ours.get(pid, 0)
+    )
+    return max(0.0, min(1.0, ((b.busy - a.busy) - ours) / total))
 
 
 def load_verdict(share: float, limit: float, allow_busy: bool) -> tuple[bool, str | None]:
@@ -259,7 +273,7 @@ def _sample(root_pid: int, *adopted: int) -> Sample:
         if entry.name.isdigit():
             with contextlib.suppress(OSError, IndexError, ValueError):
                 procs[int(entry.name)] = parse_pid_stat(Path(entry.path, "stat").read_text())
-    return Sample(busy, total, tree_ticks(procs, root_pid, *adopted))
+    return Sample(busy, total, tree(procs, root_pid, *adopted))
 
 
 def sample_now() -> Sample:
@@ -294,20 +308,32 @@ class Run:
     shares: list[float] = field(default_factory=list)
     order: list[Any] = field(default_factory=list)
     adopted: set[int] = field(default_factory=set)
+    adopt_live: list[Callable[[], Iterable[int]]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
+    def _ours(self) -> set[int]:
+        pids = set(self.adopted)
+        for source in self.adopt_live:
+            with contextlib.suppress(RuntimeError):  # its dict changed while read: next time
+                pids |= set(source())
+        return pids
+
     def _loop(self) -> None:
-        last = _sample(os.getpid(), *self.adopted)
+        last = _sample(os.getpid(), *self._ours())
         while not self._stop.wait(SAMPLE_S):
-            now = _sample(os.getpid(), *self.adopted)
+            now = _sample(os.getpid(), *self._ours())
             self.shares.append(other_share(last, now))
             last = now
 
-    def adopt(self, pids: list[int]) -> None:
+    def adopt(self, pids: list[int] | Callable[[], Iterable[int]]) -> None:
         """Count these processes (and their children) as the run's own: daemons it started
-        that left its process tree (FRR's)."""
-        self.adopted |= set(pids)
+        that left its process tree (FRR's). A callable is asked at every sample (a bench
+        that restarts its daemons: the tier's failover)."""
+        if callable(pids):
+            self.adopt_live.append(pids)
+        else:
+            self.adopted |= set(pids)
 
     def record_order(self, rep: int, order: list[str]) -> None:
         """Which variants ran, in which order, in repetition `rep` (0-based)."""

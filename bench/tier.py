@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     doc: dict[str, Any] = {"provenance": provenance(switch_binary()), "reps": a.reps}
     t = start_tier(3, 3)
-    run.adopt(list(t.pids.values()))  # FRR's daemons leave our process tree
+    run.adopt(lambda: list(t.pids.values()))  # FRR's daemons leave our tree; restarts too
     config = RUN / "lb.toml"
     try:
         # Failover first: the scaling runs open connections faster than the controller

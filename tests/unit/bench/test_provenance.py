@@ -42,10 +42,27 @@ def test_tree_ticks_sums_a_process_and_all_its_descendants_only() -> None:
 
 
 def test_other_share_subtracts_our_own_tree() -> None:
-    a = pv.Sample(busy=1000, total=4000, ours=100)
-    b = pv.Sample(busy=1600, total=5000, ours=400)  # 600 busy of 1000, 300 of it ours
+    a = pv.Sample(busy=1000, total=4000, ours={1: 100})
+    b = pv.Sample(busy=1600, total=5000, ours={1: 400})  # 600 busy of 1000, 300 of it ours
     assert pv.other_share(a, b) == pytest.approx(0.3)
     assert pv.other_share(a, a) == 0.0
+
+
+def test_a_busy_process_of_ours_that_ended_does_not_make_the_machine_look_busy() -> None:
+    # Switch 2 (5,000 jiffies of history) was stopped and switch 3 started in between: 600
+    # busy of 1000, 300 of it by process 1 and 200 by the new switch, 100 by others.
+    a = pv.Sample(busy=1000, total=4000, ours={1: 100, 2: 5000})
+    b = pv.Sample(busy=1600, total=5000, ours={1: 400, 3: 200})
+    assert pv.other_share(a, b) == pytest.approx(0.1)
+    # A process adopted late with a long past counts at most the interval.
+    c = pv.Sample(busy=2600, total=6000, ours={1: 400, 3: 200, 4: 90_000})
+    assert pv.other_share(b, c) == 0.0
+
+
+def test_tree_finds_each_process_of_ours_with_its_jiffies() -> None:
+    procs = {10: (1, 5), 11: (10, 7), 12: (11, 11), 20: (1, 100), 30: (1, 999)}
+    assert pv.tree(procs, 10, 20) == {10: 5, 11: 7, 12: 11, 20: 100}
+    assert pv.tree(procs, 99) == {}
 
 
 def test_busy_machine_refused_or_marked_and_quiet_one_passes() -> None:
@@ -170,7 +187,7 @@ def scripted_samples(monkeypatch: pytest.MonkeyPatch, other: float) -> None:
     def sample(root_pid: int) -> pv.Sample:
         state["n"] += 1
         k = state["n"]
-        return pv.Sample(busy=int(1000 * other * k), total=1000 * k, ours=0)
+        return pv.Sample(busy=int(1000 * other * k), total=1000 * k, ours={})
 
     monkeypatch.setattr(pv, "_sample", sample)
     monkeypatch.setattr(pv, "SAMPLE_S", 0.01)
