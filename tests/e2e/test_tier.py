@@ -96,16 +96,19 @@ def out_and_back(
     `detect_within_s`, if given); traffic runs on them until an ab batch ran converged; it
     comes back (`come_back`) and the router takes it again. Returns when the routes
     converged, when the balancer started back, and when the router took it."""
-    t0 = time.monotonic()
     leave()
     detect = wait_hops(tier, survivors)
     if detect_within_s is not None:
         assert detect <= detect_within_s
-    converged = t0 + detect
+    # When the routes converged: now, not the call's start plus the wait (leaving and coming
+    # back take time of their own: a CLI process, a switch starting), or batches that began
+    # before a route change would count as converged.
+    converged = time.monotonic()
     run_on(load, converged)
     restart = time.monotonic()
     come_back()
-    back = restart + wait_hops(tier, [1, 2, 3])
+    wait_hops(tier, [1, 2, 3])
+    back = time.monotonic()
     run_on(load, back)
     return converged, restart, back
 
