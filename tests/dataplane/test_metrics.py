@@ -10,7 +10,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -18,36 +17,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from p4lb.cli.main import main
 from p4lb.intent import writer
 from p4lb.intent.model import MetricsSettings
 from p4lb.models.hashing import Flow
 from tests.dataplane.harness import VIP, WEB_SERVICE_ID, Bmv2, Wire, flow_syn, flush
-from tests.unit.support import poll_until
+from tests.unit.support import poll_until, samples, scrape
 
 FLOWS = 12
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def scrape(port: int, path: str = "/metrics") -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=20) as r:
-        return str(r.read().decode())
-
-
-def samples(text: str) -> Samples:
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for fam in text_string_to_metric_families(text)
-        for s in fam.samples
-    }
 
 
 def _primary(port: int) -> bool:

@@ -29,29 +29,17 @@ from tests.unit.fake_switch import FakeSwitch
 from tests.unit.support import (
     HEALTH_TABLE,
     ROOT,
+    Samples,
     config_for,
     held,
     poll_until,
     publish_health,
     run_in_thread,
+    samples,
+    scrape,
 )
 
 DASHBOARD = ROOT / "dashboards" / "p4lb.json"
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def scrape(port: int, path: str = "/metrics") -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
-        return str(r.read().decode())
-
-
-def samples(text: str) -> Samples:
-    """Every sample of an exposition, by (sample name, labels)."""
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for fam in text_string_to_metric_families(text)
-        for s in fam.samples
-    }
 
 
 def value(got: Samples, name: str, **labels: str) -> float:
