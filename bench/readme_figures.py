@@ -110,28 +110,31 @@ def goal_rows(root: Path, with_reps: bool) -> list[tuple[str, dict[str, str]]]:
     return [(labels[k], rows[k]) for k in keys]
 
 
-def overhead_goal(root: Path) -> str:
+def _builds_table(root: Path, header: str, goal: bool) -> str:
+    """goal_rows as a table with a column per build (standard, speed)."""
     sw = load(root, "switch/switch.json")
     std, spd = "standard", speed_build(sw["builds"])
-    lines = [
+    lines = [header, "|---|---|---|"]
+    lines += [f"| {label} | {v[std]} | {v[spd]} |" for label, v in goal_rows(root, goal)]
+    return "\n".join(lines) + "\n"
+
+
+def overhead_goal(root: Path) -> str:
+    return _builds_table(
+        root,
         "| figure (lb.p4 over baseline.p4; iphash / wrr / leastconn) | standard build (goal 0.75) "
         "| speed build (goal 0.9) |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {label} | {v[std]} | {v[spd]} |" for label, v in goal_rows(root, True)]
-    return "\n".join(lines) + "\n"
+        True,
+    )
 
 
 def switch_summary(root: Path) -> str:
-    sw = load(root, "switch/switch.json")
-    std, spd = "standard", speed_build(sw["builds"])
-    lines = [
+    return _builds_table(
+        root,
         "| figure | standard build (logging macros, as p4lang ships it) | speed build "
         "(`--disable-logging-macros --disable-elogger`, -O3) |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {label} | {v[std]} | {v[spd]} |" for label, v in goal_rows(root, False)]
-    return "\n".join(lines) + "\n"
+        False,
+    )
 
 
 def floor_table(root: Path) -> str:
