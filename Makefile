@@ -61,7 +61,7 @@ help:
 	@echo "             at 3, 8, 16 backends (instructions per SYN, per build); results/algorithms/"
 	@echo "  bench-restore-peer  the leastconn restore scenario on HAProxy (needs haproxy, root)"
 	@echo "  bench-qos  queueing disciplines on a 1,000 packets/s port (seed 004): VoIP delay, jitter,"
-	@echo "             loss, goodput + Jain, TIPHON grades; results/qos/ (QUICK=1: 1 x 10 s, quick/)"
+	@echo "             loss, goodput + Jain, TIPHON grades; results/qos/ (QUICK=1: 1 x 10 s, into the scratch tree)"
 	@echo "  shell      p4runtime-shell on the running switch, as a reader (own venv: $(SHELL_VENV);"
 	@echo "             CONFIG=run/lb.toml, SHELL_ARGS=--primary to write)"
 	@echo "  lint       ruff + mypy + shellcheck"
@@ -187,7 +187,7 @@ bench-restore-peer: $(VPY)
 	$(RUN_BENCH) -m bench.restore_peer $(if $(QUICK),--reps 1,)
 
 bench-qos: $(VPY)
-	$(VPY) -m bench.qos $(if $(QUICK),--reps 1 --duration 10 --label quick --out results/qos/quick,)
+	$(VPY) -m bench.qos $(if $(QUICK),--reps 1 --duration 10 --label quick,) --out $(OUTDIR)/qos$(if $(QUICK),/quick,)
 
 bench-floor: $(VPY)
 	$(RUN_BENCH) -m bench.floor $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --no-timed,)

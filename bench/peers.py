@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import floor, outdir
+from bench import floor, outdir, provenance
 from bench import switch as sw
 from bench.toolchain import p4c_problem, tool_version
 
@@ -204,16 +204,18 @@ def measure(build: str, binary: str, args: argparse.Namespace, workdir: Path) ->
     }
     busiest: dict[str, list[float]] = {}
     total: dict[str, list[float]] = {}
-    for rep in range(args.reps):
-        for prog in progs:
+    by_name = {prog.name: prog for prog in progs}
+    orders = provenance.interleaved(list(by_name), args.reps, args.order_seed, build)
+    for rep, order in enumerate(orders):
+        for prog in (by_name[name] for name in order):
             sw.progress(f"{build} rep {rep + 1}/{args.reps} {prog.name}")
             b, t = sw.instructions_once(
                 prog.name, binary, args, workdir, mixes[prog.name == "baseline"], prog
             )
             busiest.setdefault(prog.name, []).append(b)
             total.setdefault(prog.name, []).append(t)
-    res: dict[str, Any] = {"binary": binary, "programs": {}}
-    for name in total:
+    res: dict[str, Any] = {"binary": binary, "order": orders, "programs": {}}
+    for name in by_name:
         p = res["programs"][name] = {
             "all_threads": sw.summary(total[name]),
             "busiest_thread": sw.summary(busiest[name]),
@@ -390,7 +392,8 @@ def breakdown_markdown(result: dict[str, Any], before: dict[str, Any] | None = N
     return "\n".join(lines)
 
 
-def provenance() -> dict[str, Any]:
+def summary_facts() -> dict[str, Any]:
+    """The facts the README's region quotes (the full record is `provenance`)."""
     commit = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
@@ -420,7 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--breakdown", action="store_true", help="per path and phase instead")
     ap.add_argument("--before", type=Path, default=None, help="an earlier breakdown, beside")
     ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
+    sw.add_common(ap)
     args = ap.parse_args(argv)
+    sw.order_seed(args)
     committed = outdir.is_committed_profile(ap, args, ["flows", "algorithms", "floor"])
     args.out = outdir.destination("switch", committed, args.out)
     if args.flows is None:
@@ -442,9 +447,12 @@ def main(argv: list[str] | None = None) -> int:
     if problem := p4c_problem(p4c()):
         print(f"bench-peers: {problem}", file=sys.stderr)
         return 2
+    run = sw.start_run("bench-peers", builds, argv)
+    if run is None:
+        return 2
     args.out.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {
-        **provenance(),
+        **summary_facts(),
         "method": __doc__,
         "reps": 1 if args.breakdown else args.reps,
         "flows": args.flows,
@@ -462,6 +470,13 @@ def main(argv: list[str] | None = None) -> int:
             result["builds"][build].update(run(build, binary, args, workdir))
             out.write_text(json.dumps(result, indent=2) + "\n")  # what is done so far
     result["machine"]["loadavg_at_end"] = os.getloadavg()
+    result["provenance"] = run.finish(
+        result["reps"],
+        order="each build's `order`: the programs of each repetition"
+        if not args.breakdown
+        else "one pass per program, in the order of `programs` (counts are exact)",
+        order_seed=args.order_seed,
+    )
     out.write_text(json.dumps(result, indent=2) + "\n")
     if args.breakdown:
         before = json.loads(args.before.read_text()) if args.before else None

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import outdir
 from bench import qos_metrics as m
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -331,14 +332,23 @@ def provenance_note(prov: dict[str, Any]) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench.qos", description=__doc__)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--duration", type=float, default=30.0)
     p.add_argument("--variants", nargs="*", default=list(VARIANTS))
-    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
     p.add_argument("--label", default="full")
     args = p.parse_args(argv)
+    # Fewer repetitions, shorter runs or fewer disciplines than the committed profile write
+    # into the scratch tree unless --out (or P4LB_RESULTS_DIR) says otherwise.
+    committed = outdir.is_committed_profile(p, args, ["duration", "variants"])
+    args.out = outdir.destination("qos", committed, args.out)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     unknown = [v for v in args.variants if v not in VARIANTS]
     if unknown:
         print(f"bench.qos: unknown variant {unknown[0]!r} (known: {', '.join(VARIANTS)})")
@@ -385,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     plots(runs, summary, args.out)
     print(tiphon_table(summary, args.label))
+    print(f"bench.qos: {outdir.said(args.out)}")
     return 0
 
 

@@ -747,6 +747,7 @@ PROVENANCE_FILES = (
     "algorithms/choices.json",
     "algorithms/restore.json",
     "switch/peers.json",
+    "switch/cost_breakdown.json",
     "tier/tier.json",
     "tier/cookie.json",
     "meta.json",

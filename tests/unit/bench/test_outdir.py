@@ -39,3 +39,14 @@ def test_the_closing_line_says_whether_the_committed_figures_were_touched() -> N
     assert outdir.is_scratch(Path("/tmp/elsewhere"))
     assert not outdir.is_scratch(outdir.RESULTS / "switch" / "switch.json")
     assert "commit them" in outdir.said(outdir.RESULTS / "switch")
+
+
+def test_a_short_qos_run_leaves_the_committed_qos_figures_alone(monkeypatch) -> None:
+    from bench import qos
+
+    monkeypatch.delenv("P4LB_RESULTS_DIR", raising=False)
+    assert qos.parse_args([]).out == outdir.RESULTS / "qos"
+    assert qos.parse_args(["--reps", "1"]).out == outdir.SCRATCH / "qos"
+    assert qos.parse_args(["--duration", "10"]).out == outdir.SCRATCH / "qos"
+    assert qos.parse_args(["--variants", "codel"]).out == outdir.SCRATCH / "qos"
+    assert qos.parse_args(["--reps", "1", "--out", "/tmp/q"]).out == Path("/tmp/q")
