@@ -197,8 +197,13 @@ def _out(cmd: list[str], timeout: float = 15) -> str | None:
 
 
 def git_state(root: Path = ROOT) -> dict[str, Any]:
+    """The commit, and whether the code differs from it: results/ is the benches' output
+    (one bench of a run writes it before the next starts), not code."""
     commit = _out(["git", "-C", str(root), "rev-parse", "HEAD"])
-    status = _out(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
+    status = _out(
+        ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", "."]
+        + [":(exclude)results"]
+    )
     return {"commit": commit or "unknown", "dirty": bool(status)}
 
 

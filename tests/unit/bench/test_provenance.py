@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -231,3 +232,20 @@ def test_describe_a_computed_file_without_load() -> None:
     doc = {"provenance": pv.collect("algorithms")}
     text = pv.describe(doc)
     assert text.startswith("computed") and "no timing" in text
+
+
+def test_the_dirty_flag_is_about_code_not_the_results_a_run_writes(tmp_path) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "x.json").write_text("1")
+    (tmp_path / "bench.py").write_text("a")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    assert pv.git_state(tmp_path)["dirty"] is False
+    (tmp_path / "results" / "x.json").write_text("2")
+    assert pv.git_state(tmp_path)["dirty"] is False
+    (tmp_path / "bench.py").write_text("b")
+    assert pv.git_state(tmp_path)["dirty"] is True
