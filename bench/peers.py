@@ -466,8 +466,8 @@ def main(argv: list[str] | None = None) -> int:
     with sw.veths(), tempfile.TemporaryDirectory(prefix="p4lb-bench-peers-") as tmp:
         workdir = Path(tmp)
         for build, binary in builds.items():
-            run = breakdown if args.breakdown else measure
-            result["builds"][build].update(run(build, binary, args, workdir))
+            measure_build = breakdown if args.breakdown else measure
+            result["builds"][build].update(measure_build(build, binary, args, workdir))
             out.write_text(json.dumps(result, indent=2) + "\n")  # what is done so far
     result["machine"]["loadavg_at_end"] = os.getloadavg()
     result["provenance"] = run.finish(
