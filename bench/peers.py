@@ -31,7 +31,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -392,20 +391,14 @@ def breakdown_markdown(result: dict[str, Any], before: dict[str, Any] | None = N
     return "\n".join(lines)
 
 
-def summary_facts() -> dict[str, Any]:
-    """The facts the README's region quotes (the full record is `provenance`)."""
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "-C", str(ROOT), "status", "--porcelain", "--", "p4src", "bench"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+def summary_facts(facts: dict[str, Any]) -> dict[str, Any]:
+    """The facts the README's region and the breakdown's page quote, from the run's own
+    (`provenance`, which keeps them all)."""
+    git = facts["git"]
     return {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "commit": commit + ("+uncommitted" if dirty else ""),
-        "p4c": tool_version(p4c()),
+        "when": facts["started"],
+        "commit": git["commit"] + ("+uncommitted" if git["dirty"] else ""),
+        "p4c": facts["p4c"],
         "machine": sw.machine(),
     }
 
@@ -452,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {
-        **summary_facts(),
+        **summary_facts(run.facts),
         "method": __doc__,
         "reps": 1 if args.breakdown else args.reps,
         "flows": args.flows,

@@ -108,3 +108,19 @@ def test_phases_take_the_checksum_out_of_the_parser_and_split_the_pipeline(
     assert (got["deparser"], got["compute_checksum"]) == (30, 20)
     assert got["total"] == 1200
     assert sum(got[k] for k in peers.PHASES) == got["total"]
+
+
+def test_the_quoted_facts_come_from_the_runs_provenance() -> None:
+    facts = {
+        "started": "2026-11-26T14:12:15Z",
+        "git": {"commit": "c" * 40, "dirty": True},
+        "p4c": "1.2.5.16",
+    }
+    got = peers.summary_facts(facts)
+    assert (got["when"], got["commit"], got["p4c"]) == (
+        "2026-11-26T14:12:15Z",
+        "c" * 40 + "+uncommitted",
+        "1.2.5.16",
+    )
+    facts["git"]["dirty"] = False
+    assert peers.summary_facts(facts)["commit"] == "c" * 40
