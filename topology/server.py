@@ -7,7 +7,12 @@ whatever the machine, and the server rather than the switch is the bottleneck.
 The access log has one line per accepted TCP connection, `client_ip client_port status`:
 status 200 for a served request, `-` for a connection closed before it sent one (ab opens
 a few of those at the end of a run). So the log counts both what the switch counts (new
-connections) and what ab counts (requests)."""
+connections) and what ab counts (requests).
+
+A connection that sends no request for `--idle-timeout` seconds (default 5, as Apache's
+KeepAliveTimeout) is closed and logged `-`. Without it a one-at-a-time server that accepted
+one of ab's unused connections would wait on it for ever, while ab waits for the answer to a
+request queued behind it at the same server (until its own -s timeout fails the run)."""
 
 from __future__ import annotations
 
@@ -69,19 +74,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--service-ms", type=float, default=0.0, help="time each request takes")
     p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=5.0,
+        help="seconds a connection may wait before (or between) requests; 0: for ever",
+    )
+    p.add_argument(
         "--keep-alive",
         action="store_true",
         help="HTTP/1.1: a client may send many requests on one connection (ab's stay 1.0)",
     )
     args = p.parse_args(argv)
-    if args.workers < 0 or args.service_ms < 0:
-        p.error("--workers and --service-ms must be >= 0")
+    if args.workers < 0 or args.service_ms < 0 or args.idle_timeout < 0:
+        p.error("--workers, --service-ms and --idle-timeout must be >= 0")
     service_s = args.service_ms / 1000
     log = open(args.log, "a", buffering=1)  # noqa: SIM115 - lives as long as the server
     body = DOCUMENT.replace(b"p4lb backend", f"p4lb backend {args.name}".encode())
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1" if args.keep_alive else "HTTP/1.0"
+        # The socket timeout StreamRequestHandler sets; handle_one_request closes the
+        # connection when reading a request line times out.
+        timeout = args.idle_timeout or None
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             if service_s:
