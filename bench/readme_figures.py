@@ -59,16 +59,6 @@ def speed_build(builds: dict[str, Any]) -> str:
     return next(b for b in builds if b in SPEED_NAMES)
 
 
-def same_build(builds: dict[str, Any], build: str) -> Any:
-    """`build`'s entry in a file whose speed build may carry its other name (files measured
-    apart: the speed build was once "fast")."""
-    return (
-        builds[build]
-        if build in builds or build not in SPEED_NAMES
-        else builds[speed_build(builds)]
-    )
-
-
 # ---------------------------------------------------------------- switch/
 
 
@@ -94,7 +84,7 @@ def goal_rows(root: Path, with_reps: bool) -> list[tuple[str, dict[str, str]]]:
             {a: p[a]["zero_loss_vs_baseline_per_rep"] for a in ALGS}
         )
         rows.setdefault("ab", {})[build] = cell(
-            {a: same_build(ab["builds"], build)["programs"][a]["vs_baseline_per_rep"] for a in ALGS}
+            {a: ab["builds"][build]["programs"][a]["vs_baseline_per_rep"] for a in ALGS}
         )
         rows.setdefault("cpu", {})[build] = cell(
             {a: p[a]["cpu_capacity_vs_baseline_per_rep"] for a in ALGS}
