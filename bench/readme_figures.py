@@ -19,7 +19,7 @@ import json
 import re
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +137,16 @@ def switch_summary(root: Path) -> str:
     )
 
 
+FLOOR_LEVELS = ("floor-nat", "floor-hash", "floor-read", "floor-state")
+
+
+def floor_order(names: Iterable[str]) -> list[str]:
+    """The floor's programs level by level, then lb.p4's (a run records them in the order
+    its first repetition drew)."""
+    rank = {n: i for i, n in enumerate(FLOOR_LEVELS)}
+    return sorted(names, key=lambda n: (n not in rank, rank.get(n, 0), n))
+
+
 def floor_table(root: Path) -> str:
     fl = load(root, "switch/floor.json")
     std, spd = "standard", speed_build(fl["builds"])
@@ -154,7 +164,7 @@ def floor_table(root: Path) -> str:
         "threads | speed, busiest thread |",
         "|---|---|---|---|---|",
     ]
-    names = [n for n in fl["builds"][std]["programs"] if n != "baseline"]
+    names = floor_order(n for n in fl["builds"][std]["programs"] if n != "baseline")
     for n in names:
         label = n if n.startswith("floor") else f"lb.p4, {n.upper()}"
         cells = [
@@ -582,7 +592,7 @@ def floor_bullets(root: Path) -> str:
         return float(fl["builds"][b]["programs"][n][f"{k}_vs_baseline_per_rep"]["median"])
 
     def steps(b: str) -> str:
-        levels = ["floor-nat", "floor-hash", "floor-read", "floor-state"]
+        levels = FLOOR_LEVELS
         r = [1.0] + [ratio(b, n) for n in levels]
         cost = [100 * (r[i] - r[i + 1]) for i in range(len(levels))]
         return (
@@ -599,10 +609,11 @@ def floor_bullets(root: Path) -> str:
         f"the busiest (ingress) thread at {r2(ratio(std, 'floor-nat', 'busiest'))}: BMv2's "
         "logging macros format every lookup's key and every hit's entry even with logging off.",
     ]
+    progs = fl["builds"][spd]["programs"]
     zl = {
-        n: p["zero_loss_vs_baseline_per_rep"]
-        for n, p in fl["builds"][spd]["programs"].items()
-        if "zero_loss_vs_baseline_per_rep" in p
+        n: progs[n]["zero_loss_vs_baseline_per_rep"]
+        for n in floor_order(progs)
+        if "zero_loss_vs_baseline_per_rep" in progs[n]
     }
     if zl:
         base = fl["builds"][spd]["programs"]["baseline"]["zero_loss"]

@@ -129,6 +129,38 @@ def jobs(
     return out
 
 
+def least_seconds(job: Job, clients: int) -> float:
+    """How long a run takes at the least, from the plan alone: ab and the many-source runs
+    cannot outpace the servers' capacity (the one server's for `single`) nor their own
+    concurrency at SERVICE_MS a request; a k6 shape lasts as planned (a breakpoint run stops
+    earlier, when its thresholds fail). Setup between runs comes on top."""
+    sc, ld = job.scenario, job.load
+    workers = max(sc.workers) if job.variant is SINGLE else sum(sc.workers)
+    per_s = workers * 1000 / SERVICE_MS
+    if isinstance(ld, AbLoad):
+        return max(ld.n / per_s, ld.n / ld.concurrency * SERVICE_MS / 1000)
+    if isinstance(ld, ClientsLoad):
+        total = clients * ld.addresses * ld.per_address
+        return max(total / per_s, ld.per_address * SERVICE_MS / 1000)
+    return float(ld.ramp_s + ld.hold_s + ld.down_s)
+
+
+def plan_text(profile: Profile, todo: list[Job]) -> str:
+    """`--plan`: the runs per experiment and scenario and the least time each part takes,
+    so the full profile can be run in parts (--only, --scenarios, --keep)."""
+    parts: dict[tuple[str, str], list[float]] = {}
+    for j in todo:
+        parts.setdefault((j.experiment, j.scenario.name), []).append(
+            least_seconds(j, profile.clients)
+        )
+    lines = [f"{profile.name} profile: {len(todo)} runs, {profile.reps} repetitions a point"]
+    for (exp, sc), secs in parts.items():
+        lines.append(f"  {exp:8} {sc:6} {len(secs):5} runs, at least {fmt_s(sum(secs))}")
+    total = sum(sum(v) for v in parts.values())
+    lines.append(f"  at least {total / 3600:.1f} h in all, plus a few seconds of setup a run")
+    return "\n".join(lines)
+
+
 # Each repetition of a many-source load draws its client addresses anew from a pool this
 # many times larger than it needs, so its repetitions are independent placements (issue
 # 33: srchash's figure had been one placement reported three times). Within a repetition
@@ -413,7 +445,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--readme", default=None, help="README whose generated block the report fills")
     p.add_argument("--keep", action="store_true", help="keep raw runs of earlier invocations")
     p.add_argument("--no-report", action="store_true")
+    p.add_argument("--plan", action="store_true", help="print the runs and their least time")
     a = p.parse_args(argv)
+    if a.plan:
+        todo = jobs(PROFILES[a.profile], algorithms(), True, set(a.only))
+        if a.scenarios:
+            todo = [j for j in todo if j.scenario.name in a.scenarios]
+        if a.variants:
+            todo = [j for j in todo if j.variant.name in a.variants]
+        print(plan_text(PROFILES[a.profile], todo))
+        return 0
     if os.geteuid() != 0:
         print("bench.experiments: needs root (Mininet and BMv2 on veths)", file=sys.stderr)
         return 2

@@ -61,3 +61,49 @@ def test_percentiles_and_bands() -> None:
     assert delay_band(149) == "Excellent / TIPHON very good"
     assert (delay_band(150), delay_band(449), delay_band(450)) == ("Good", "Fair / medium", "Poor")
     assert (throughput_band(100), throughput_band(2100)) == ("Bad", "Excellent")
+
+
+def test_fairness_verdict_needs_the_hash_below_the_rotation_in_every_repetition() -> None:
+    from bench.experiments.report import unfair_verdict
+
+    wrr = [1.0] * 5
+    # This run's figures: the hash below 1 in each repetition, as random placement gives.
+    assert unfair_verdict([0.9922, 0.9995, 0.9673, 0.9966, 0.9966], wrr) == "reproduced, but small"
+    # One repetition where the hash placed 400 requests exactly evenly: no difference shown.
+    assert unfair_verdict([0.9922, 1.0, 0.9673, 0.9966, 0.9966], wrr) == "not reproduced"
+    assert unfair_verdict([], wrr) == "not reproduced"
+
+
+def test_random_placement_jain_matches_a_seeded_simulation() -> None:
+    import random
+
+    from bench.experiments.report import random_jain
+    from p4lb.stats.fairness import jain
+
+    rng = random.Random(7)
+    draws = []
+    for _ in range(2000):
+        counts = [0, 0, 0]
+        for _ in range(400):
+            counts[rng.randrange(3)] += 1
+        draws.append(jain(counts))
+    assert abs(sum(draws) / len(draws) - random_jain(400, 3)) < 0.001
+    assert random_jain(400, 3) < random_jain(4000, 3) < 1
+
+
+def test_least_time_of_a_run_follows_capacity_and_concurrency() -> None:
+    from bench.experiments.plan import SCENARIOS, SINGLE, AbLoad, ClientsLoad, K6Shape, Variant
+    from bench.experiments.run import Job, least_seconds
+
+    eq, wrr = SCENARIOS["equal"], Variant("wrr", "wrr")
+    # -c 10 on 6 workers of 25 ms: the servers' 240 requests/s bound it
+    assert least_seconds(Job("ab", eq, wrr, AbLoad(400, 10), 0), 3) == 400 / 240
+    # no load balancer: one server of 2 workers answers 80 requests/s
+    assert least_seconds(Job("ab", eq, SINGLE, AbLoad(400, 10), 0), 3) == 400 / 80
+    # -c 1: one request at a time, 25 ms each, whatever the capacity
+    assert least_seconds(Job("ab", eq, wrr, AbLoad(100, 1), 0), 3) == 100 * 0.025
+    # 3 clients x 8 addresses x 10 requests = 240 requests at 240/s; each address's 10 in
+    # sequence take 0.25 s
+    assert least_seconds(Job("clients", eq, wrr, ClientsLoad(8, 10), 0), 3) == 1.0
+    k6 = K6Shape("stress", vus=16, ramp_s=5, hold_s=10, down_s=3)
+    assert least_seconds(Job("k6", eq, wrr, k6, 0), 3) == 18
