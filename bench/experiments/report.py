@@ -344,7 +344,7 @@ def by_median(g: dict[Key, list[dict[str, Any]]], key: Key, field: str, rule: st
 
 
 def random_jain(n: int, k: int) -> float:
-    """Jain's index that placing `n` requests on `k` servers at random gives on average:
+    """Jain's index of `n` requests placed on `k` servers at random, on average (to first order):
     the counts' squared coefficient of variation is (k - 1) / n, and Jain = 1 / (1 + CV²)."""
     return 1 / (1 + (k - 1) / n)
 

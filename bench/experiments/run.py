@@ -130,10 +130,10 @@ def jobs(
 
 
 def least_seconds(job: Job, clients: int) -> float:
-    """How long a run takes at the least, from the plan alone: ab and the many-source runs
-    cannot outpace the servers' capacity (the one server's for `single`) nor their own
-    concurrency at SERVICE_MS a request; a k6 shape lasts as planned (a breakpoint run stops
-    earlier, when its thresholds fail). Setup between runs comes on top."""
+    """How long a run takes, from the plan alone: ab and the many-source runs cannot outpace
+    the servers' capacity (the one server's for `single`) nor their own concurrency at
+    SERVICE_MS a request, which bounds them from below; a k6 shape counts at its planned
+    length (a breakpoint run stops earlier, when its thresholds fail). Setup comes on top."""
     sc, ld = job.scenario, job.load
     workers = max(sc.workers) if job.variant is SINGLE else sum(sc.workers)
     per_s = workers * 1000 / SERVICE_MS
@@ -146,7 +146,7 @@ def least_seconds(job: Job, clients: int) -> float:
 
 
 def plan_text(profile: Profile, todo: list[Job]) -> str:
-    """`--plan`: the runs per experiment and scenario and the least time each part takes,
+    """`--plan`: the runs per experiment and scenario and about how long each part takes,
     so the full profile can be run in parts (--only, --scenarios, --keep)."""
     parts: dict[tuple[str, str], list[float]] = {}
     for j in todo:
@@ -155,9 +155,12 @@ def plan_text(profile: Profile, todo: list[Job]) -> str:
         )
     lines = [f"{profile.name} profile: {len(todo)} runs, {profile.reps} repetitions a point"]
     for (exp, sc), secs in parts.items():
-        lines.append(f"  {exp:8} {sc:6} {len(secs):5} runs, at least {fmt_s(sum(secs))}")
+        lines.append(f"  {exp:8} {sc:6} {len(secs):5} runs, about {fmt_s(sum(secs))}")
     total = sum(sum(v) for v in parts.values())
-    lines.append(f"  at least {total / 3600:.1f} h in all, plus a few seconds of setup a run")
+    lines.append(
+        f"  about {total / 3600:.1f} h in all (servers' capacity, k6's planned shapes; "
+        "a breakpoint run stops earlier), plus a few seconds of setup a run"
+    )
     return "\n".join(lines)
 
 
@@ -445,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--readme", default=None, help="README whose generated block the report fills")
     p.add_argument("--keep", action="store_true", help="keep raw runs of earlier invocations")
     p.add_argument("--no-report", action="store_true")
-    p.add_argument("--plan", action="store_true", help="print the runs and their least time")
+    p.add_argument("--plan", action="store_true", help="print the runs and how long they take")
     a = p.parse_args(argv)
     if a.plan:
         todo = jobs(PROFILES[a.profile], algorithms(), True, set(a.only))
