@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import outdir, provenance
+from bench.floor import LEVELS
 
 ROOT = outdir.ROOT
 READMES = {"results/README.md": ROOT / "results" / "README.md", "README.md": ROOT / "README.md"}
@@ -137,14 +138,10 @@ def switch_summary(root: Path) -> str:
     )
 
 
-FLOOR_LEVELS = ("floor-nat", "floor-hash", "floor-read", "floor-state")
-
-
 def floor_order(names: Iterable[str]) -> list[str]:
     """The floor's programs level by level, then lb.p4's (a run records them in the order
     its first repetition drew)."""
-    rank = {n: i for i, n in enumerate(FLOOR_LEVELS)}
-    return sorted(names, key=lambda n: (n not in rank, rank.get(n, 0), n))
+    return sorted(names, key=lambda n: (n not in LEVELS, LEVELS.get(n, 0), n))
 
 
 def floor_table(root: Path) -> str:
@@ -592,7 +589,7 @@ def floor_bullets(root: Path) -> str:
         return float(fl["builds"][b]["programs"][n][f"{k}_vs_baseline_per_rep"]["median"])
 
     def steps(b: str) -> str:
-        levels = FLOOR_LEVELS
+        levels = floor_order(LEVELS)
         r = [1.0] + [ratio(b, n) for n in levels]
         cost = [100 * (r[i] - r[i + 1]) for i in range(len(levels))]
         return (

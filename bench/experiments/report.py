@@ -250,7 +250,7 @@ def clients_table(g: dict[Key, list[dict[str, Any]]], algorithms: list[str]) -> 
                 statistics.median(100 * r["shares"][i] for r in rs)
                 for i in range(len(r0["servers"]))
             ]
-            sources = 3 * int(ld.split("-")[0][1:])
+            sources = 3 * load_count(ld)
             rows.append(
                 f"| {sc} | {sources} ({ld}) | {n} | {' / '.join(f'{x:.0f}' for x in served)} | "
                 + " / ".join(f"{s:.0f} ({c:.0f})" for s, c in zip(shares, cap, strict=True))
@@ -343,6 +343,11 @@ def by_median(g: dict[Key, list[dict[str, Any]]], key: Key, field: str, rule: st
     )
 
 
+def load_count(name: str) -> int:
+    """The first figure of a load's name: ab's n of "n400-c10", the addresses of "a8-r10"."""
+    return int(name.split("-")[0][1:])
+
+
 def random_jain(n: int, k: int) -> float:
     """Jain's index of `n` requests placed on `k` servers at random, on average (to first order):
     the counts' squared coefficient of variation is (k - 1) / n, and Jain = 1 / (1 + CV²)."""
@@ -371,12 +376,12 @@ def seed_tables(
     """Seed figures next to ours, and the claimed / found table."""
     c10 = max(
         (ld for ld in ab_loads if ld.endswith("-c10")),
-        key=lambda x: int(x[1:].split("-")[0]),
+        key=load_count,
         default="",
     )
     c1 = max(
         (ld for ld in ab_loads if ld.endswith("-c1")),
-        key=lambda x: int(x[1:].split("-")[0]),
+        key=load_count,
         default="",
     )
     lines = []
@@ -527,12 +532,12 @@ def seed_tables(
     ij, wj = ("ab", "equal", "iphash", c10), ("ab", "equal", "wrr", c10)
     if g.get(ij) and g.get(wj):
         ji, wji = med(g, ij, "jain") or 0.0, med(g, wj, "jain") or 0.0
-        n = int(c10[1:].split("-")[0])
+        n, k = load_count(c10), len(g[ij][0]["workers"])
         found.append(
             (
                 "002: IP hash is unfair (Jain < 1), WRR is 1",
                 f"one client, IP hash Jain {ji:.4f}, WRR {wji:.4f}; random placement of {n} "
-                f"requests on 3 servers gives {random_jain(n, 3):.4f} on average; see the "
+                f"requests on {k} servers gives {random_jain(n, k):.4f} on average; see the "
                 "many-source table for srchash",
                 unfair_verdict(values(g[ij], "jain"), values(g[wj], "jain")),
                 "with ports in the hash, one client's connections spread like random draws: the "
@@ -765,7 +770,7 @@ def seed_tables(
     # srchash fairness with few / many sources
     eq = sorted(
         {k[3] for k in g if k[0] == "clients" and k[1] == "equal"},
-        key=lambda x: int(x.split("-")[0][1:]),
+        key=load_count,
     )
     if eq and ("clients", "equal", "srchash", eq[0]) in g:
         few, many = eq[0], eq[-1]  # a partial run may lack iphash: its figure is left out
@@ -858,7 +863,7 @@ def plots(
         plt.close(fig)
         made.append(fname)
 
-    loads = sorted({k[3] for k in g if k[0] == "clients"}, key=lambda x: int(x.split("-")[0][1:]))
+    loads = sorted({k[3] for k in g if k[0] == "clients"}, key=load_count)
     if loads:
         scen = sorted({k[1] for k in g if k[0] == "clients"})
         fig, axes = plt.subplots(1, len(scen), figsize=(5 * len(scen), 3.6), squeeze=False)

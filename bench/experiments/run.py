@@ -129,7 +129,17 @@ def jobs(
     return out
 
 
-def least_seconds(job: Job, clients: int) -> float:
+def selected(todo: list[Job], scenarios: list[str] | None, names: list[str] | None) -> list[Job]:
+    """The jobs of these scenarios and variants (None: all)."""
+    return [
+        j
+        for j in todo
+        if (not scenarios or j.scenario.name in scenarios)
+        and (not names or j.variant.name in names)
+    ]
+
+
+def run_seconds(job: Job, clients: int) -> float:
     """How long a run takes, from the plan alone: ab and the many-source runs cannot outpace
     the servers' capacity (the one server's for `single`) nor their own concurrency at
     SERVICE_MS a request, which bounds them from below; a k6 shape counts at its planned
@@ -151,7 +161,7 @@ def plan_text(profile: Profile, todo: list[Job]) -> str:
     parts: dict[tuple[str, str], list[float]] = {}
     for j in todo:
         parts.setdefault((j.experiment, j.scenario.name), []).append(
-            least_seconds(j, profile.clients)
+            run_seconds(j, profile.clients)
         )
     lines = [f"{profile.name} profile: {len(todo)} runs, {profile.reps} repetitions a point"]
     for (exp, sc), secs in parts.items():
@@ -452,11 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.plan:
         todo = jobs(PROFILES[a.profile], algorithms(), True, set(a.only))
-        if a.scenarios:
-            todo = [j for j in todo if j.scenario.name in a.scenarios]
-        if a.variants:
-            todo = [j for j in todo if j.variant.name in a.variants]
-        print(plan_text(PROFILES[a.profile], todo))
+        print(plan_text(PROFILES[a.profile], selected(todo, a.scenarios, a.variants)))
         return 0
     if os.geteuid() != 0:
         print("bench.experiments: needs root (Mininet and BMv2 on veths)", file=sys.stderr)
@@ -482,10 +488,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     algs = algorithms()
     todo = jobs(profile, algs, k6 is not None, set(a.only), seed)
-    if a.scenarios:
-        todo = [j for j in todo if j.scenario.name in a.scenarios]
-    if a.variants:
-        todo = [j for j in todo if j.variant.name in a.variants]
+    todo = selected(todo, a.scenarios, a.variants)
     if not a.keep and (root / "raw").exists():
         import shutil
 

@@ -93,17 +93,17 @@ def test_random_placement_jain_matches_a_seeded_simulation() -> None:
 
 def test_least_time_of_a_run_follows_capacity_and_concurrency() -> None:
     from bench.experiments.plan import SCENARIOS, SINGLE, AbLoad, ClientsLoad, K6Shape, Variant
-    from bench.experiments.run import Job, least_seconds
+    from bench.experiments.run import Job, run_seconds
 
     eq, wrr = SCENARIOS["equal"], Variant("wrr", "wrr")
     # -c 10 on 6 workers of 25 ms: the servers' 240 requests/s bound it
-    assert least_seconds(Job("ab", eq, wrr, AbLoad(400, 10), 0), 3) == 400 / 240
+    assert run_seconds(Job("ab", eq, wrr, AbLoad(400, 10), 0), 3) == 400 / 240
     # no load balancer: one server of 2 workers answers 80 requests/s
-    assert least_seconds(Job("ab", eq, SINGLE, AbLoad(400, 10), 0), 3) == 400 / 80
+    assert run_seconds(Job("ab", eq, SINGLE, AbLoad(400, 10), 0), 3) == 400 / 80
     # -c 1: one request at a time, 25 ms each, whatever the capacity
-    assert least_seconds(Job("ab", eq, wrr, AbLoad(100, 1), 0), 3) == 100 * 0.025
+    assert run_seconds(Job("ab", eq, wrr, AbLoad(100, 1), 0), 3) == 100 * 0.025
     # 3 clients x 8 addresses x 10 requests = 240 requests at 240/s; each address's 10 in
     # sequence take 0.25 s
-    assert least_seconds(Job("clients", eq, wrr, ClientsLoad(8, 10), 0), 3) == 1.0
+    assert run_seconds(Job("clients", eq, wrr, ClientsLoad(8, 10), 0), 3) == 1.0
     k6 = K6Shape("stress", vus=16, ramp_s=5, hold_s=10, down_s=3)
-    assert least_seconds(Job("k6", eq, wrr, k6, 0), 3) == 18
+    assert run_seconds(Job("k6", eq, wrr, k6, 0), 3) == 18
