@@ -1076,6 +1076,22 @@ PLOTS = (
 )
 
 
+def parts_text(meta: dict[str, Any]) -> str:
+    """How many invocations measured these runs (`--resume` runs a profile in parts), at
+    which commits, and how many of them were stopped before their end."""
+    parts = [*meta.get("earlier_invocations", []), meta]
+    if len(parts) == 1:
+        return ""
+    commits = list(dict.fromkeys(str(m.get("commit", "?"))[:10] for m in parts))
+    stopped = sum(1 for m in parts if m.get("interrupted") or not m.get("finished"))
+    return (
+        f" Measured in {len(parts)} parts (`--resume`: one order seed, finished runs kept), "
+        f"{parts[0].get('started', '?')} to {meta.get('finished') or '(running)'}, at commit"
+        f"{'s' if len(commits) > 1 else ''} {', '.join(commits)}; {stopped} of them stopped "
+        "before the end of the plan."
+    )
+
+
 def head_lines(root: Path, runs: list[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
     """The paragraph that says how the experiments were measured (from meta.json)."""
     from bench import provenance
@@ -1098,7 +1114,8 @@ def head_lines(root: Path, runs: list[dict[str, Any]], meta: dict[str, Any]) -> 
             if "order_seed" in meta
             else "not interleaved (each point's repetitions ran back to back; runs before issue 33)"
         )
-        + ".",
+        + "."
+        + parts_text(meta),
         "",
         f"Machine load: load average {meta.get('loadavg_at_start', [0.0])[0]:.2f} at the start, "
         f"{meta.get('loadavg_at_end', [0.0])[0]:.2f} at the end; busiest processes at the start: "

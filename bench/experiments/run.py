@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -137,6 +138,30 @@ def selected(todo: list[Job], scenarios: list[str] | None, names: list[str] | No
         if (not scenarios or j.scenario.name in scenarios)
         and (not names or j.variant.name in names)
     ]
+
+
+def resumed_seed(root: Path, facts: dict[str, Any]) -> int | None:
+    """The order seed of the run in `root` that --resume continues, None when `root` has
+    none yet (the run starts afresh). ValueError, one line, when root's runs could not be
+    figures of one run with this one's: another profile, P4 program or BMv2."""
+    meta_p = root / "meta.json"
+    if not meta_p.exists():
+        return None
+    meta = json.loads(meta_p.read_text())
+    for key, what in (("profile", "profile"), ("p4_program", "P4 program"), ("bmv2", "BMv2")):
+        if meta.get(key) != facts.get(key):
+            raise ValueError(
+                f"{meta_p}: its runs have {what} {meta.get(key)!r}, this one {facts.get(key)!r}; "
+                "--resume continues a run only on the same (start one in another --out)"
+            )
+    if "order_seed" not in meta:
+        raise ValueError(f"{meta_p}: no order_seed, so the variants' order cannot be continued")
+    return int(meta["order_seed"])
+
+
+def pending(todo: list[Job], root: Path) -> list[Job]:
+    """The jobs without a finished run (its run.json) under `root`, in their order."""
+    return [j for j in todo if not (j.path(root) / "run.json").exists()]
 
 
 def run_seconds(job: Job, clients: int) -> float:
@@ -457,6 +482,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--order-seed", type=int, default=None, help="seed of the variants' order")
     p.add_argument("--readme", default=None, help="README whose generated block the report fills")
     p.add_argument("--keep", action="store_true", help="keep raw runs of earlier invocations")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out (its order seed; finished runs kept and skipped): "
+        "the full profile in parts, each stopped with Ctrl-C",
+    )
     p.add_argument("--no-report", action="store_true")
     p.add_argument("--plan", action="store_true", help="print the runs and how long they take")
     a = p.parse_args(argv)
@@ -473,7 +504,22 @@ def main(argv: list[str] | None = None) -> int:
     if a.reps:
         profile = dataclasses.replace(profile, reps=a.reps)
     root = outdir.destination("experiments", committed, Path(a.out) if a.out else None)
-    seed = a.order_seed if a.order_seed is not None else int(time.time()) % 1_000_000
+    facts = versions() | {"profile": profile.name}
+    try:
+        earlier_seed = resumed_seed(root, facts) if a.resume else None
+    except ValueError as e:
+        print(f"bench.experiments: {e}", file=sys.stderr)
+        return 2
+    if earlier_seed is not None and a.order_seed not in (None, earlier_seed):
+        print(
+            f"bench.experiments: --order-seed {a.order_seed}, but the run in {root} has "
+            f"{earlier_seed}",
+            file=sys.stderr,
+        )
+        return 2
+    seed = next(
+        x for x in (earlier_seed, a.order_seed, int(time.time()) % 1_000_000) if x is not None
+    )
     from bench.switch import start_run
 
     run = start_run("bench-experiments", {"standard": switch_binary()}, argv)
@@ -487,90 +533,105 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     algs = algorithms()
-    todo = jobs(profile, algs, k6 is not None, set(a.only), seed)
-    todo = selected(todo, a.scenarios, a.variants)
-    if not a.keep and (root / "raw").exists():
+    todo = selected(jobs(profile, algs, k6 is not None, set(a.only), seed), a.scenarios, a.variants)
+    keep = a.keep or a.resume
+    if not keep and (root / "raw").exists():
         import shutil
 
         shutil.rmtree(root / "raw")
     root.mkdir(parents=True, exist_ok=True)
-    meta = versions() | {
-        "profile": profile.name,
+    meta = facts | {
         "algorithms": list(algs),
         "invocation": sys.argv[1:] if argv is None else argv,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "invocation_started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "finished": None,
         "loadavg_at_start": list(os.getloadavg()),
         "busiest_processes_at_start": busiest(),
         "runs_planned": len(todo),
         "order_seed": seed,
         "order": [[j.scenario.name, j.rep, j.variant.name, j.load.name] for j in todo],
     }
+    if keep and (root / "meta.json").exists():
+        earlier = json.loads((root / "meta.json").read_text())
+        meta["earlier_invocations"] = earlier.pop("earlier_invocations", []) + [earlier]
+        meta["started"] = earlier["started"]
+        meta["loadavg_at_start"] = earlier["loadavg_at_start"]
+        meta["busiest_processes_at_start"] = earlier.get("busiest_processes_at_start", [])
+    if a.resume:
+        before = len(todo)
+        todo = pending(todo, root)
+        print(f"resuming {root}: {before - len(todo)} of {before} runs done already", flush=True)
+    # Written now as well, so a run stopped any way leaves its order seed for --resume.
+    (root / "meta.json").write_text(json.dumps(meta, indent=1))
     print(f"{len(todo)} runs ({profile.name} profile, algorithms {', '.join(algs)})", flush=True)
     started = time.monotonic()
     done = 0
     failures: list[str] = []
-    for sname in dict.fromkeys(j.scenario.name for j in todo):
-        sc = SCENARIOS[sname]
-        group = [j for j in todo if j.scenario.name == sname]
-        lab = build(
-            Options(
-                clients=profile.clients,
-                capacities=sc.capacities(),
-                weights=list(sc.workers),
-                addresses_per_client=max(2, DRAW_POOL * profile.max_addresses()),
+    # Ctrl-C (or SIGTERM) stops between runs' records: what finished is kept and the
+    # meta says so; --resume continues with the next.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        for sname in dict.fromkeys(j.scenario.name for j in todo):
+            sc = SCENARIOS[sname]
+            group = [j for j in todo if j.scenario.name == sname]
+            lab = build(
+                Options(
+                    clients=profile.clients,
+                    capacities=sc.capacities(),
+                    weights=list(sc.workers),
+                    addresses_per_client=max(2, DRAW_POOL * profile.max_addresses()),
+                )
             )
-        )
-        try:
-            meta.setdefault("qdiscs", lab.qdiscs)
-            subprocess.run(p4lb_cmd(lab, "apply"), check=True, capture_output=True, timeout=120)
-            start_servers(lab, threaded=False)
-            current: Variant | None = None
-            for job in group:
-                if job.variant != current:
-                    configure(lab, sc, job.variant)
-                    current = job.variant
-                done += 1
-                el = time.monotonic() - started
-                eta = el / (done - 1) * (len(todo) - done + 1) if done > 1 else 0.0
-                print(
-                    f"[{done}/{len(todo)}] {job.experiment} {sname} {job.variant.name} "
-                    f"{job.load.name} r{job.rep}  elapsed {fmt_s(el)}, ETA {fmt_s(eta)}",
-                    flush=True,
-                )
-                try:
-                    rec = one_run(lab, job, root, k6, max(2, profile.max_addresses()))
-                except Exception as e:  # noqa: BLE001 - one failed run is recorded, not fatal
-                    failures.append(f"{job.path(root)}: {e}")
-                    print(f"    FAILED: {e}", flush=True)
-                    continue
-                print(
-                    f"    served {rec['served']}, switch {rec['switch_pps']:.0f} pps, "
-                    f"{rec['elapsed_s']:.1f}s",
-                    flush=True,
-                )
-        finally:
-            stop(lab)
+            try:
+                meta.setdefault("qdiscs", lab.qdiscs)
+                subprocess.run(p4lb_cmd(lab, "apply"), check=True, capture_output=True, timeout=120)
+                start_servers(lab, threaded=False)
+                current: Variant | None = None
+                for job in group:
+                    if job.variant != current:
+                        configure(lab, sc, job.variant)
+                        current = job.variant
+                    done += 1
+                    el = time.monotonic() - started
+                    eta = el / (done - 1) * (len(todo) - done + 1) if done > 1 else 0.0
+                    print(
+                        f"[{done}/{len(todo)}] {job.experiment} {sname} {job.variant.name} "
+                        f"{job.load.name} r{job.rep}  elapsed {fmt_s(el)}, ETA {fmt_s(eta)}",
+                        flush=True,
+                    )
+                    try:
+                        rec = one_run(lab, job, root, k6, max(2, profile.max_addresses()))
+                    except Exception as e:  # noqa: BLE001 - one failed run is recorded, not fatal
+                        failures.append(f"{job.path(root)}: {e}")
+                        print(f"    FAILED: {e}", flush=True)
+                        continue
+                    print(
+                        f"    served {rec['served']}, switch {rec['switch_pps']:.0f} pps, "
+                        f"{rec['elapsed_s']:.1f}s",
+                        flush=True,
+                    )
+            finally:
+                stop(lab)
+    except KeyboardInterrupt:
+        meta["interrupted"] = True
+        print("interrupted: finished runs are kept; --resume continues", flush=True)
     meta |= {
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "loadavg_at_end": list(os.getloadavg()),
         "elapsed_s": time.monotonic() - started,
         "failures": failures,
     }
-    if a.keep and (root / "meta.json").exists():
-        earlier = json.loads((root / "meta.json").read_text())
-        meta["earlier_invocations"] = earlier.pop("earlier_invocations", []) + [earlier]
-        meta["started"] = earlier["started"]
-        meta["loadavg_at_start"] = earlier["loadavg_at_start"]
-        meta["busiest_processes_at_start"] = earlier.get("busiest_processes_at_start", [])
     meta["provenance"] = run.finish(profile.reps, order="meta.json's `order`", order_seed=seed)
     (root / "meta.json").write_text(json.dumps(meta, indent=1))
     print(outdir.said(root))
-    print(f"done: {done} runs, {len(failures)} failed, {fmt_s(time.monotonic() - started)}")
+    finished = len(todo) - len(pending(todo, root))
+    print(f"done: {finished} runs, {len(failures)} failed, {fmt_s(time.monotonic() - started)}")
     if not a.no_report:
         from bench.experiments import report
 
         report.main(["--out", str(root), *(["--readme", a.readme] if a.readme else [])])
-    return 1 if failures else 0
+    return 130 if meta.get("interrupted") else 1 if failures else 0
 
 
 if __name__ == "__main__":

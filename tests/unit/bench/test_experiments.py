@@ -5,6 +5,8 @@ percentiles and bands."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bench.experiments.plan import SCENARIOS
 
 
@@ -107,3 +109,41 @@ def test_least_time_of_a_run_follows_capacity_and_concurrency() -> None:
     assert run_seconds(Job("clients", eq, wrr, ClientsLoad(8, 10), 0), 3) == 1.0
     k6 = K6Shape("stress", vus=16, ramp_s=5, hold_s=10, down_s=3)
     assert run_seconds(Job("k6", eq, wrr, k6, 0), 3) == 18
+
+
+def test_resume_continues_one_run_and_skips_what_finished(tmp_path: Path) -> None:
+    import json
+
+    import pytest
+
+    from bench.experiments.plan import FULL
+    from bench.experiments.run import jobs, pending, resumed_seed
+
+    facts = {"profile": "full", "p4_program": "abc", "bmv2": "/usr/local/bin/x 1.15"}
+    assert resumed_seed(tmp_path, facts) is None  # nothing there yet: start afresh
+    (tmp_path / "meta.json").write_text(json.dumps(facts | {"order_seed": 41}))
+    assert resumed_seed(tmp_path, facts) == 41
+    with pytest.raises(ValueError, match="P4 program"):
+        resumed_seed(tmp_path, facts | {"p4_program": "def"})
+    with pytest.raises(ValueError, match="profile"):
+        resumed_seed(tmp_path, facts | {"profile": "quick"})
+
+    todo = jobs(FULL, ("iphash", "wrr"), True, {"ab", "clients", "k6"}, seed=41)
+    finished, stopped = todo[:7], todo[7]
+    for j in finished:
+        j.path(tmp_path).mkdir(parents=True)
+        (j.path(tmp_path) / "run.json").write_text("{}")
+    stopped.path(tmp_path).mkdir(parents=True)  # begun, never recorded: runs again
+    assert pending(todo, tmp_path) == todo[7:]
+
+
+def test_a_run_in_parts_says_so() -> None:
+    from bench.experiments.report import parts_text
+
+    first = {"commit": "a" * 40, "started": "T0", "finished": None}
+    second = {"commit": "a" * 40, "started": "T0", "finished": "T1", "interrupted": True}
+    last = {"commit": "b" * 40, "started": "T0", "finished": "T2"}
+    assert parts_text(last) == ""
+    text = parts_text(last | {"earlier_invocations": [first, second]})
+    assert "3 parts" in text and "aaaaaaaaaa, bbbbbbbbbb" in text and "T2" in text
+    assert "2 of them stopped" in text
