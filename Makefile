@@ -42,6 +42,7 @@ help:
 	@echo "             steps whose tools are missing are skipped and named). make readme-figures:"
 	@echo "             only the README regions"
 	@echo "  bench      the experiment suite (issue 15): quick profile; FULL=1 the whole matrix;"
+	@echo "             RESUME=1 continues a stopped run (Ctrl-C stops one, finished runs are kept);"
 	@echo "             results/experiments/ + results/README.md (report only: make bench-report)"
 	@echo "  bench-ab   ApacheBench runs for every algorithm + controller speed (QUICK=1: smoke run)"
 	@echo "  bench-switch  lb.p4 vs plain forwarding per BMv2 build: the switch alone, then ab end to end"
@@ -150,7 +151,7 @@ RUN_BENCH = P4LB_RESULTS_DIR=$(OUTDIR) $(VPY)
 
 bench: $(VPY)
 	P4LB_RESULTS_DIR=$(or $(RESULTS_DIR),$(if $(FULL),results,$(SCRATCH))) \
-		$(VPY) -m bench.experiments.run --profile $(if $(FULL),full,quick)
+		$(VPY) -m bench.experiments.run --profile $(if $(FULL),full,quick) $(if $(RESUME),--resume,)
 
 bench-report: $(VPY)
 	$(VPY) -m bench.experiments.report --out $(OUTDIR)/experiments

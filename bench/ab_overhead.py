@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     for build, binary in builds.items():
         result["builds"][build] = measure(binary, args, raw)
         args.out.write_text(json.dumps(result, indent=2) + "\n")  # what is done so far
+    shutil.rmtree(raw, ignore_errors=True)  # ab's own files; a failed run keeps them
     result["machine"]["loadavg_at_end"] = os.getloadavg()
     result["provenance"] = run.finish(
         args.reps,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
 import socket
 import statistics
 import subprocess
@@ -195,17 +196,11 @@ def measure(n_vips: int, n_backends: int, trials: int) -> Figures:
         with operations.connect(small, one_shot=True) as sw:
             operations.apply(sw, small)
         effects, ok = weight_trials(cfg_path, trials)
-        return Figures(
-            n_vips,
-            n_backends,
-            t1 - t0,
-            t2 - t1,
-            first.writes,
-            noop,
-            cli_times,
-            effects,
-            ok,
+        figures = Figures(
+            n_vips, n_backends, t1 - t0, t2 - t1, first.writes, noop, cli_times, effects, ok
         )
+        shutil.rmtree(tmp, ignore_errors=True)  # the switch's output; a failed run keeps it
+        return figures
     finally:
         bmv2.terminate(proc)
         subprocess.run(["ip", "link", "del", HOST_IF], capture_output=True)

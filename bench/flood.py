@@ -212,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         r["exact_again_after_s"] for r in runs["flood"] if r["exact_again_after_s"] is not None
     ]
     runs["exact_again_after_s"] = sb.summary(exact) if exact else None
+    shutil.rmtree(workdir, ignore_errors=True)  # pcaps and configs; a failed run keeps them
     runs["machine"]["loadavg_at_end"] = os.getloadavg()
     # Each repetition's figure is kept (exactness and flood lists); their order: weights
     # 1:1:1 then 1:2:3 (each args.reps times), then the floods.

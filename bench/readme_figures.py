@@ -745,6 +745,7 @@ def qos_tiphon(root: Path) -> str:
 
 PROVENANCE_FILES = (
     "experiments/meta.json",
+    "experiments-full/meta.json",
     "switch/switch.json",
     "switch/ab.json",
     "switch/floor.json",
@@ -792,6 +793,12 @@ def provenance_table(root: Path) -> str:
     for rel in PROVENANCE_FILES:
         p = root / rel
         text = describe_file(json.loads(p.read_text())) if p.exists() else "not in this tree"
+        if p.exists() and p.name == "meta.json" and (p.parent / "raw").is_dir():
+            from bench.experiments.report import parts_text
+
+            runs = sum(1 for _ in (p.parent / "raw").glob("**/run.json"))
+            more = parts_text(json.loads(p.read_text()), runs).replace("**", "")
+            text += f";{more}" if more else ""
         lines.append(f"| `{rel}` | {text} |")
     return "\n".join(lines) + "\n"
 

@@ -57,6 +57,10 @@ def run_ab(host: Any, url: str, n: int, concurrency: int, out: Path, timeout_s: 
         p.kill()
         text = p.communicate()[0].decode(errors="replace") + "\n[killed: timeout]\n"
     (out / "ab.txt").write_text(text)
+    tsv = out / "ab.tsv"  # one row a request: gzip keeps the full profile's raw/ small
+    if tsv.exists():
+        tsv.with_name("ab.tsv.gz").write_bytes(gzip.compress(tsv.read_bytes(), mtime=0))
+        tsv.unlink()
     return text
 
 
@@ -151,11 +155,16 @@ def run_k6(
 
 
 def ab_times_ms(tsv: Path | bytes) -> list[float]:
-    """Per-request total times (ms) from ab's -g file ('ttime' column), or its content."""
+    """Per-request total times (ms) from ab's -g file ('ttime' column; the file or its
+    .gz beside it), or its content."""
     if isinstance(tsv, Path):
-        if not tsv.exists():
+        gz = tsv.with_name(tsv.name + ".gz")
+        if gz.exists():
+            tsv = gzip.decompress(gz.read_bytes())
+        elif tsv.exists():
+            tsv = tsv.read_bytes()
+        else:
             return []
-        tsv = tsv.read_bytes()
     rows = io.StringIO(tsv.decode()).read().splitlines()
     if not rows:
         return []

@@ -1076,19 +1076,24 @@ PLOTS = (
 )
 
 
-def parts_text(meta: dict[str, Any]) -> str:
-    """How many invocations measured these runs (`--resume` runs a profile in parts), at
-    which commits, and how many of them were stopped before their end."""
+def parts_text(meta: dict[str, Any], recorded: int) -> str:
+    """How far a run of a plan got (`recorded` of its runs: `--resume` runs a profile in
+    parts), in how many invocations, at which commits, and how many of them were stopped
+    before their end."""
     parts = [*meta.get("earlier_invocations", []), meta]
-    if len(parts) == 1:
-        return ""
+    planned = meta.get("runs_planned")
+    out = ""
+    if isinstance(planned, int) and recorded < planned:
+        out = f" **Under way: {recorded} of the plan's {planned} runs so far.**"
+    if len(parts) == 1 and not meta.get("interrupted"):
+        return out
     commits = list(dict.fromkeys(str(m.get("commit", "?"))[:10] for m in parts))
     stopped = sum(1 for m in parts if m.get("interrupted") or not m.get("finished"))
-    return (
-        f" Measured in {len(parts)} parts (`--resume`: one order seed, finished runs kept), "
-        f"{parts[0].get('started', '?')} to {meta.get('finished') or '(running)'}, at commit"
-        f"{'s' if len(commits) > 1 else ''} {', '.join(commits)}; {stopped} of them stopped "
-        "before the end of the plan."
+    return out + (
+        f" Measured in {len(parts)} part{'s' if len(parts) > 1 else ''} (`--resume`: one "
+        f"order seed, finished runs kept), {parts[0].get('started', '?')} to "
+        f"{meta.get('finished') or '(running)'}, at commit{'s' if len(commits) > 1 else ''} "
+        f"{', '.join(commits)}; {stopped} of them stopped before the end of the plan."
     )
 
 
@@ -1115,7 +1120,7 @@ def head_lines(root: Path, runs: list[dict[str, Any]], meta: dict[str, Any]) -> 
             else "not interleaved (each point's repetitions ran back to back; runs before issue 33)"
         )
         + "."
-        + parts_text(meta),
+        + parts_text(meta, len(runs)),
         "",
         f"Machine load: load average {meta.get('loadavg_at_start', [0.0])[0]:.2f} at the start, "
         f"{meta.get('loadavg_at_end', [0.0])[0]:.2f} at the end; busiest processes at the start: "

@@ -19,7 +19,9 @@ import json
 import os
 import platform
 import random
+import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -172,6 +174,10 @@ def run_seconds(job: Job, clients: int) -> float:
     sc, ld = job.scenario, job.load
     workers = max(sc.workers) if job.variant is SINGLE else sum(sc.workers)
     per_s = workers * 1000 / SERVICE_MS
+    if isinstance(ld, AbLoad) and job.variant.algorithm == "srchash":
+        # ab is one source address, so srchash sends every request to one server, which
+        # one the plan cannot know: the mean time over the servers it may be.
+        per_s = 1 / statistics.mean(SERVICE_MS / 1000 / w for w in sc.workers)
     if isinstance(ld, AbLoad):
         return max(ld.n / per_s, ld.n / ld.concurrency * SERVICE_MS / 1000)
     if isinstance(ld, ClientsLoad):
@@ -486,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
         "--resume",
         action="store_true",
         help="continue the run in --out (its order seed; finished runs kept and skipped): "
-        "the full profile in parts, each stopped with Ctrl-C",
+        "the full profile in parts, each stopped with Ctrl-C (a begun run is discarded)",
     )
     p.add_argument("--no-report", action="store_true")
     p.add_argument("--plan", action="store_true", help="print the runs and how long they take")
@@ -536,8 +542,6 @@ def main(argv: list[str] | None = None) -> int:
     todo = selected(jobs(profile, algs, k6 is not None, set(a.only), seed), a.scenarios, a.variants)
     keep = a.keep or a.resume
     if not keep and (root / "raw").exists():
-        import shutil
-
         shutil.rmtree(root / "raw")
     root.mkdir(parents=True, exist_ok=True)
     meta = facts | {
@@ -562,15 +566,18 @@ def main(argv: list[str] | None = None) -> int:
         before = len(todo)
         todo = pending(todo, root)
         print(f"resuming {root}: {before - len(todo)} of {before} runs done already", flush=True)
-    # Written now as well, so a run stopped any way leaves its order seed for --resume.
+    # Written now as well, so a run stopped any way leaves its order seed for --resume and
+    # its facts (the load sampled while it runs comes with run.finish at the end).
+    meta["provenance"] = run.facts | {"load": {}, "repetitions": profile.reps}
     (root / "meta.json").write_text(json.dumps(meta, indent=1))
     print(f"{len(todo)} runs ({profile.name} profile, algorithms {', '.join(algs)})", flush=True)
     started = time.monotonic()
     done = 0
     failures: list[str] = []
-    # Ctrl-C (or SIGTERM) stops between runs' records: what finished is kept and the
-    # meta says so; --resume continues with the next.
+    # Ctrl-C (or SIGTERM) stops the run under way, which is discarded; the finished ones
+    # are kept, the meta says so and --resume continues with the next.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    running: Job | None = None
     try:
         for sname in dict.fromkeys(j.scenario.name for j in todo):
             sc = SCENARIOS[sname]
@@ -589,6 +596,7 @@ def main(argv: list[str] | None = None) -> int:
                 start_servers(lab, threaded=False)
                 current: Variant | None = None
                 for job in group:
+                    running = job
                     if job.variant != current:
                         configure(lab, sc, job.variant)
                         current = job.variant
@@ -615,6 +623,8 @@ def main(argv: list[str] | None = None) -> int:
                 stop(lab)
     except KeyboardInterrupt:
         meta["interrupted"] = True
+        if running and not (running.path(root) / "run.json").exists():
+            shutil.rmtree(running.path(root), ignore_errors=True)  # begun, not recorded
         print("interrupted: finished runs are kept; --resume continues", flush=True)
     meta |= {
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -8,10 +9,10 @@ from tests.dataplane import harness
 
 
 @pytest.fixture
-def bmv2() -> Iterator[harness.Bmv2]:
+def bmv2(tmp_path: Path) -> Iterator[harness.Bmv2]:
     if not harness.have_artifacts():
         pytest.skip("dataplane layer skipped: missing p4src/compiled artifacts (make artifacts)")
-    b = harness.start()
+    b = harness.start(tmp_path / "switch")
     try:
         yield b
     finally:

@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -196,15 +195,18 @@ def _spawn(log: Path, priority_queues: int = 0) -> subprocess.Popen[bytes]:
     )
 
 
-def start(config: str = CONFIG, priority_queues: int = 0) -> Bmv2:
-    """veths + simple_switch_grpc + our pipeline and the test config applied."""
+def start(workdir: Path, config: str = CONFIG, priority_queues: int = 0) -> Bmv2:
+    """veths + simple_switch_grpc + our pipeline and the test config applied; the switch's
+    log and config in `workdir` (a test's tmp_path: pytest keeps the last few runs' and
+    removes older ones)."""
     stop_leftovers()
     for p in range(1, N_PORTS + 1):
         _run("ip", "link", "add", host_iface(p), "type", "veth", "peer", "name", switch_iface(p))
         for ifc in (host_iface(p), switch_iface(p)):
             _run("sysctl", "-qw", f"net.ipv6.conf.{ifc}.disable_ipv6=1")
             _run("ip", "link", "set", ifc, "up")
-    tmp = Path(tempfile.mkdtemp(prefix="p4lb-dp-"))
+    tmp = workdir
+    tmp.mkdir(parents=True, exist_ok=True)
     log = tmp / "switch.log"
     try:
         proc = _spawn(log, priority_queues)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,11 +23,11 @@ QOS_CONFIG = harness.CONFIG + f"\n[qos]\nthrift_port = {harness.THRIFT_PORT}\n"
 
 
 @pytest.fixture
-def qsw() -> Iterator[harness.Bmv2]:
+def qsw(tmp_path: Path) -> Iterator[harness.Bmv2]:
     """The test switch with 8 priority queues per port and an empty [qos]."""
     if not harness.have_artifacts():
         pytest.skip("dataplane layer skipped: missing p4src/compiled artifacts (make artifacts)")
-    b = harness.start(QOS_CONFIG, priority_queues=8)
+    b = harness.start(tmp_path / "switch", QOS_CONFIG, priority_queues=8)
     try:
         yield b
     finally:

@@ -102,6 +102,12 @@ def test_least_time_of_a_run_follows_capacity_and_concurrency() -> None:
     assert run_seconds(Job("ab", eq, wrr, AbLoad(400, 10), 0), 3) == 400 / 240
     # no load balancer: one server of 2 workers answers 80 requests/s
     assert run_seconds(Job("ab", eq, SINGLE, AbLoad(400, 10), 0), 3) == 400 / 80
+    # srchash sees one source address in ab: one server of 2 workers, as `single`
+    srchash = Variant("srchash", "srchash")
+    assert run_seconds(Job("ab", eq, srchash, AbLoad(400, 10), 0), 3) == 400 / 80
+    # 1:1:4: 40, 40 or 160 requests/s, a third of the time each
+    uneven = run_seconds(Job("ab", SCENARIOS["1:1:4"], srchash, AbLoad(480, 10), 0), 3)
+    assert abs(uneven - (480 / 40 + 480 / 40 + 480 / 160) / 3) < 1e-9
     # -c 1: one request at a time, 25 ms each, whatever the capacity
     assert run_seconds(Job("ab", eq, wrr, AbLoad(100, 1), 0), 3) == 100 * 0.025
     # 3 clients x 8 addresses x 10 requests = 240 requests at 240/s; each address's 10 in
@@ -143,7 +149,26 @@ def test_a_run_in_parts_says_so() -> None:
     first = {"commit": "a" * 40, "started": "T0", "finished": None}
     second = {"commit": "a" * 40, "started": "T0", "finished": "T1", "interrupted": True}
     last = {"commit": "b" * 40, "started": "T0", "finished": "T2"}
-    assert parts_text(last) == ""
-    text = parts_text(last | {"earlier_invocations": [first, second]})
+    assert parts_text(last, 9) == ""
+    text = parts_text(last | {"earlier_invocations": [first, second]}, 9)
     assert "3 parts" in text and "aaaaaaaaaa, bbbbbbbbbb" in text and "T2" in text
-    assert "2 of them stopped" in text
+    assert "2 of them stopped" in text and "Under way" not in text
+    # one part, stopped: how far it got
+    one = parts_text(second | {"runs_planned": 2260}, 250)
+    assert "250 of the plan's 2260 runs" in one and "1 part " in one
+    assert "Under way" not in parts_text(last | {"runs_planned": 9}, 9)
+
+
+def test_ab_times_read_the_same_from_the_gzipped_file(tmp_path: Path) -> None:
+    import gzip
+
+    from bench.experiments.load import ab_times_ms
+
+    tsv = b"starttime\tseconds\tctime\tdtime\tttime\twait\nx\t1\t0\t5\t26\t25\nx\t1\t0\t9\t31\t30\n"
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "ab.tsv").write_bytes(tsv)
+    (tmp_path / "gz").mkdir()
+    (tmp_path / "gz" / "ab.tsv.gz").write_bytes(gzip.compress(tsv))
+    assert ab_times_ms(tmp_path / "plain" / "ab.tsv") == [26.0, 31.0]
+    assert ab_times_ms(tmp_path / "gz" / "ab.tsv") == [26.0, 31.0]
+    assert ab_times_ms(tmp_path / "none" / "ab.tsv") == []
