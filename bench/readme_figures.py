@@ -792,12 +792,13 @@ def provenance_table(root: Path) -> str:
     lines = ["| file | how it was measured |", "|---|---|"]
     for rel in PROVENANCE_FILES:
         p = root / rel
-        text = describe_file(json.loads(p.read_text())) if p.exists() else "not in this tree"
+        doc = json.loads(p.read_text()) if p.exists() else None
+        text = describe_file(doc) if p.exists() else "not in this tree"
         if p.exists() and p.name == "meta.json" and (p.parent / "raw").is_dir():
             from bench.experiments.report import parts_text
 
             runs = sum(1 for _ in (p.parent / "raw").glob("**/run.json"))
-            more = parts_text(json.loads(p.read_text()), runs).replace("**", "")
+            more = parts_text(doc, runs).replace("**", "")
             text += f";{more}" if more else ""
         lines.append(f"| `{rel}` | {text} |")
     return "\n".join(lines) + "\n"

@@ -477,6 +477,68 @@ def fmt_s(s: float) -> str:
     return f"{int(s // 60)}m{int(s % 60):02d}s"
 
 
+def run_jobs(
+    todo: list[Job],
+    profile: Profile,
+    root: Path,
+    k6: str | None,
+    meta: dict[str, Any],
+    failures: list[str],
+) -> None:
+    """Every job in order, one network per scenario; a failed run is recorded in
+    `failures`, not fatal. Interrupted, the run under way is discarded (no run.json)."""
+    started = time.monotonic()
+    done = 0
+    running: Job | None = None
+    try:
+        for sname in dict.fromkeys(j.scenario.name for j in todo):
+            sc = SCENARIOS[sname]
+            group = [j for j in todo if j.scenario.name == sname]
+            lab = build(
+                Options(
+                    clients=profile.clients,
+                    capacities=sc.capacities(),
+                    weights=list(sc.workers),
+                    addresses_per_client=max(2, DRAW_POOL * profile.max_addresses()),
+                )
+            )
+            try:
+                meta.setdefault("qdiscs", lab.qdiscs)
+                subprocess.run(p4lb_cmd(lab, "apply"), check=True, capture_output=True, timeout=120)
+                start_servers(lab, threaded=False)
+                current: Variant | None = None
+                for job in group:
+                    running = job
+                    if job.variant != current:
+                        configure(lab, sc, job.variant)
+                        current = job.variant
+                    done += 1
+                    el = time.monotonic() - started
+                    eta = el / (done - 1) * (len(todo) - done + 1) if done > 1 else 0.0
+                    print(
+                        f"[{done}/{len(todo)}] {job.experiment} {sname} {job.variant.name} "
+                        f"{job.load.name} r{job.rep}  elapsed {fmt_s(el)}, ETA {fmt_s(eta)}",
+                        flush=True,
+                    )
+                    try:
+                        rec = one_run(lab, job, root, k6, max(2, profile.max_addresses()))
+                    except Exception as e:  # noqa: BLE001 - one failed run is recorded, not fatal
+                        failures.append(f"{job.path(root)}: {e}")
+                        print(f"    FAILED: {e}", flush=True)
+                        continue
+                    print(
+                        f"    served {rec['served']}, switch {rec['switch_pps']:.0f} pps, "
+                        f"{rec['elapsed_s']:.1f}s",
+                        flush=True,
+                    )
+            finally:
+                stop(lab)
+    except KeyboardInterrupt:
+        if running and not (running.path(root) / "run.json").exists():
+            shutil.rmtree(running.path(root), ignore_errors=True)  # begun, not recorded
+        raise
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.experiments.run")
     p.add_argument("--profile", choices=sorted(PROFILES), default="quick")
@@ -572,59 +634,14 @@ def main(argv: list[str] | None = None) -> int:
     (root / "meta.json").write_text(json.dumps(meta, indent=1))
     print(f"{len(todo)} runs ({profile.name} profile, algorithms {', '.join(algs)})", flush=True)
     started = time.monotonic()
-    done = 0
     failures: list[str] = []
     # Ctrl-C (or SIGTERM) stops the run under way, which is discarded; the finished ones
     # are kept, the meta says so and --resume continues with the next.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    running: Job | None = None
     try:
-        for sname in dict.fromkeys(j.scenario.name for j in todo):
-            sc = SCENARIOS[sname]
-            group = [j for j in todo if j.scenario.name == sname]
-            lab = build(
-                Options(
-                    clients=profile.clients,
-                    capacities=sc.capacities(),
-                    weights=list(sc.workers),
-                    addresses_per_client=max(2, DRAW_POOL * profile.max_addresses()),
-                )
-            )
-            try:
-                meta.setdefault("qdiscs", lab.qdiscs)
-                subprocess.run(p4lb_cmd(lab, "apply"), check=True, capture_output=True, timeout=120)
-                start_servers(lab, threaded=False)
-                current: Variant | None = None
-                for job in group:
-                    running = job
-                    if job.variant != current:
-                        configure(lab, sc, job.variant)
-                        current = job.variant
-                    done += 1
-                    el = time.monotonic() - started
-                    eta = el / (done - 1) * (len(todo) - done + 1) if done > 1 else 0.0
-                    print(
-                        f"[{done}/{len(todo)}] {job.experiment} {sname} {job.variant.name} "
-                        f"{job.load.name} r{job.rep}  elapsed {fmt_s(el)}, ETA {fmt_s(eta)}",
-                        flush=True,
-                    )
-                    try:
-                        rec = one_run(lab, job, root, k6, max(2, profile.max_addresses()))
-                    except Exception as e:  # noqa: BLE001 - one failed run is recorded, not fatal
-                        failures.append(f"{job.path(root)}: {e}")
-                        print(f"    FAILED: {e}", flush=True)
-                        continue
-                    print(
-                        f"    served {rec['served']}, switch {rec['switch_pps']:.0f} pps, "
-                        f"{rec['elapsed_s']:.1f}s",
-                        flush=True,
-                    )
-            finally:
-                stop(lab)
+        run_jobs(todo, profile, root, k6, meta, failures)
     except KeyboardInterrupt:
         meta["interrupted"] = True
-        if running and not (running.path(root) / "run.json").exists():
-            shutil.rmtree(running.path(root), ignore_errors=True)  # begun, not recorded
         print("interrupted: finished runs are kept; --resume continues", flush=True)
     meta |= {
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -205,16 +205,15 @@ def start(workdir: Path, config: str = CONFIG, priority_queues: int = 0) -> Bmv2
         for ifc in (host_iface(p), switch_iface(p)):
             _run("sysctl", "-qw", f"net.ipv6.conf.{ifc}.disable_ipv6=1")
             _run("ip", "link", "set", ifc, "up")
-    tmp = workdir
-    tmp.mkdir(parents=True, exist_ok=True)
-    log = tmp / "switch.log"
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = workdir / "switch.log"
     try:
         proc = _spawn(log, priority_queues)
     except BaseException:
         remove_veths()
         raise
     try:
-        cfg_path = tmp / "lb.toml"
+        cfg_path = workdir / "lb.toml"
         cfg_path.write_text(config)
         cfg = reader.load(cfg_path)
         sw = operations.connect(cfg)
