@@ -386,12 +386,25 @@ def older_ab_readme(root: Path) -> str:
 # ---------------------------------------------------------------- experiments
 
 
+def experiments_dir(root: Path) -> Path:
+    """The experiments the READMEs quote: the full profile's once every run of its plan is
+    recorded (it runs in parts, `--resume`), the quick profile's until then."""
+    full = root / "experiments-full"
+    if (full / "meta.json").exists():
+        planned = json.loads((full / "meta.json").read_text()).get("runs_planned")
+        recorded = sum(1 for _ in (full / "raw").glob("**/run.json"))
+        if isinstance(planned, int) and recorded >= planned:
+            return full
+    return root / "experiments"
+
+
 def experiments(root: Path) -> str:
     from bench.experiments import report
 
-    block = report.readme_block(root / "experiments")
+    where = experiments_dir(root)
+    block = report.readme_block(where)
     if block is None:
-        raise MissingFile("experiments/raw")
+        raise MissingFile(f"{where.name}/raw")
     return block
 
 

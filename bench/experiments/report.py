@@ -1160,10 +1160,9 @@ def readme_block(root: Path) -> str | None:
         "\n".join(head_lines(root, runs, meta))
         + "\n"
         + seed_tables(g, algorithms, ab_loads)
-        + "\nPlots (in experiments/): "
-        + ", ".join(f"[{m}](experiments/{m})" for m in made)
-        + ". Every run's table: "
-        "[experiments/summary.md](experiments/summary.md).\n"
+        + f"\nPlots (in {root.name}/): "
+        + ", ".join(f"[{m}]({root.name}/{m})" for m in made)
+        + f". Every run's table: [{root.name}/summary.md]({root.name}/summary.md).\n"
     )
 
 

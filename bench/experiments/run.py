@@ -539,6 +539,21 @@ def run_jobs(
         raise
 
 
+def chained(meta: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
+    """This invocation's meta continuing `earlier` (the meta.json already in --out): the
+    earlier invocations listed in order, the start taken from the first. The order of the
+    runs is kept once, not per part, when it is the same plan (one seed)."""
+    earlier = dict(earlier)
+    if earlier.get("order") == meta["order"]:
+        del earlier["order"]
+    return meta | {
+        "earlier_invocations": earlier.pop("earlier_invocations", []) + [earlier],
+        "started": earlier["started"],
+        "loadavg_at_start": earlier["loadavg_at_start"],
+        "busiest_processes_at_start": earlier.get("busiest_processes_at_start", []),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.experiments.run")
     p.add_argument("--profile", choices=sorted(PROFILES), default="quick")
@@ -619,11 +634,7 @@ def main(argv: list[str] | None = None) -> int:
         "order": [[j.scenario.name, j.rep, j.variant.name, j.load.name] for j in todo],
     }
     if keep and (root / "meta.json").exists():
-        earlier = json.loads((root / "meta.json").read_text())
-        meta["earlier_invocations"] = earlier.pop("earlier_invocations", []) + [earlier]
-        meta["started"] = earlier["started"]
-        meta["loadavg_at_start"] = earlier["loadavg_at_start"]
-        meta["busiest_processes_at_start"] = earlier.get("busiest_processes_at_start", [])
+        meta = chained(meta, json.loads((root / "meta.json").read_text()))
     if a.resume:
         before = len(todo)
         todo = pending(todo, root)

@@ -143,6 +143,22 @@ def test_resume_continues_one_run_and_skips_what_finished(tmp_path: Path) -> Non
     assert pending(todo, tmp_path) == todo[7:]
 
 
+def test_each_part_is_chained_and_the_plan_order_kept_once() -> None:
+    from bench.experiments.run import chained
+
+    order = [["equal", 0, "wrr", "n300-c1"], ["equal", 0, "iphash", "n300-c1"]]
+    first = {"started": "T0", "loadavg_at_start": [0.1], "order": order, "commit": "a"}
+    second = chained({"started": "T1", "loadavg_at_start": [0.9], "order": order}, first)
+    third = chained({"started": "T2", "loadavg_at_start": [0.5], "order": order}, second)
+    assert third["started"] == "T0" and third["loadavg_at_start"] == [0.1]
+    assert [e["started"] for e in third["earlier_invocations"]] == ["T0", "T0"]
+    assert third["earlier_invocations"][0]["commit"] == "a"
+    assert all("order" not in e for e in third["earlier_invocations"])
+    assert third["order"] == order and first["order"] == order  # the caller's dict untouched
+    other = chained({"started": "T3", "loadavg_at_start": [0.2], "order": order[:1]}, first)
+    assert other["earlier_invocations"][0]["order"] == order  # another plan keeps its own
+
+
 def test_a_run_in_parts_says_so() -> None:
     from bench.experiments.report import parts_text
 

@@ -54,3 +54,14 @@ def test_files_without_provenance_are_marked_not_recorded() -> None:
     assert "not recorded" in rf.describe_file({"standard": {"exactness": []}})
     partial = rf.describe_file({"provenance": {"when": "w", "commit": "c" * 40, "bmv2": {}}})
     assert partial.startswith("partial") and "not recorded" in partial
+
+
+def test_the_full_profile_is_quoted_once_its_plan_is_complete(tmp_path) -> None:
+    full = tmp_path / "experiments-full"
+    (full / "raw" / "a").mkdir(parents=True)
+    (full / "meta.json").write_text('{"runs_planned": 2}')
+    (full / "raw" / "a" / "run.json").write_text("{}")
+    assert rf.experiments_dir(tmp_path) == tmp_path / "experiments"
+    (full / "raw" / "b").mkdir()
+    (full / "raw" / "b" / "run.json").write_text("{}")
+    assert rf.experiments_dir(tmp_path) == full
