@@ -152,6 +152,29 @@ def run_k6(
             p.kill()
             text = p.communicate()[0].decode(errors="replace") + "\n[killed: timeout]\n"
         (out / f"k6-{name}.txt").write_text(text)
+        trim_k6_csv(out / f"k6-{name}.csv.gz")
+
+
+# The rows of k6's CSV the figures read (every request's duration and outcome), and the two
+# per-second ones that say how the arrival rate was met; k6 writes ~15 rows per request
+# (timings of each phase, bytes, iterations), which would make the full profile's raw files
+# ~150 MB.
+K6_KEPT = frozenset({"http_req_duration", "http_req_failed", "dropped_iterations", "vus"})
+
+
+def trim_k6_csv(csv_gz: Path) -> None:
+    """Keep only K6_KEPT's rows in k6's CSV output, in place (gzip, same header)."""
+    if not csv_gz.exists():
+        return
+    with gzip.open(csv_gz, "rt") as f:
+        header = f.readline()
+        i_name = header.rstrip("\n").split(",").index("metric_name")
+        kept = [ln for ln in f if ln.split(",", i_name + 1)[i_name] in K6_KEPT]
+    tmp = csv_gz.with_name(csv_gz.name + ".tmp")
+    with gzip.open(tmp, "wt") as f:
+        f.write(header)
+        f.writelines(kept)
+    tmp.replace(csv_gz)
 
 
 def ab_times_ms(tsv: Path | bytes) -> list[float]:

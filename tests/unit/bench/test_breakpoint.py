@@ -54,3 +54,32 @@ def test_k6_outcomes_read_the_failed_rows_of_the_csv(tmp_path: Path) -> None:
         f.write(header + "".join(rows))
     assert k6_outcomes(csv) == [(100.0, False), (101.0, True)]
     assert k6_outcomes(tmp_path / "missing.csv.gz") == []
+
+
+def test_trimmed_k6_csv_keeps_what_the_figures_read(tmp_path: Path) -> None:
+    from bench.experiments.load import k6_requests, trim_k6_csv
+
+    csv = tmp_path / "k6.csv.gz"
+    rows = [
+        "http_reqs,100,1.000000,\n",
+        "http_req_waiting,100,29.1,\n",
+        "http_req_duration,100,29.5,\n",
+        "http_req_failed,100,0.000000,\n",
+        "vus,100,8,\n",
+        "iteration_duration,101,31.0,\n",
+        "http_req_duration,101,40.0,\n",
+        "http_req_failed,101,1.000000,\n",
+    ]
+    with gzip.open(csv, "wt") as f:
+        f.write("metric_name,timestamp,metric_value,check\n" + "".join(rows))
+    before = (k6_requests(csv), k6_outcomes(csv))
+    trim_k6_csv(csv)
+    assert (k6_requests(csv), k6_outcomes(csv)) == before
+    with gzip.open(csv, "rt") as f:
+        kept = [ln.split(",")[0] for ln in f]
+    assert kept == ["metric_name", "http_req_duration", "http_req_failed", "vus"] + [
+        "http_req_duration",
+        "http_req_failed",
+    ]
+    assert [p.name for p in tmp_path.iterdir()] == ["k6.csv.gz"]
+    trim_k6_csv(tmp_path / "missing.csv.gz")  # a k6 that wrote nothing: nothing to trim
