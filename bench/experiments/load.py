@@ -163,13 +163,17 @@ K6_KEPT = frozenset({"http_req_duration", "http_req_failed", "dropped_iterations
 
 
 def trim_k6_csv(csv_gz: Path) -> None:
-    """Keep only K6_KEPT's rows in k6's CSV output, in place (gzip, same header)."""
+    """Keep only K6_KEPT's rows in k6's CSV output, in place (gzip, same header). A file k6
+    left cut short (killed at the timeout) is left as it is."""
     if not csv_gz.exists():
         return
-    with gzip.open(csv_gz, "rt") as f:
-        header = f.readline()
-        i_name = header.rstrip("\n").split(",").index("metric_name")
-        kept = [ln for ln in f if ln.split(",", i_name + 1)[i_name] in K6_KEPT]
+    try:
+        with gzip.open(csv_gz, "rt") as f:
+            header = f.readline()
+            i_name = header.rstrip("\n").split(",").index("metric_name")
+            kept = [ln for ln in f if ln.split(",", i_name + 1)[i_name] in K6_KEPT]
+    except (EOFError, gzip.BadGzipFile, ValueError):
+        return
     tmp = csv_gz.with_name(csv_gz.name + ".tmp")
     with gzip.open(tmp, "wt") as f:
         f.write(header)

@@ -83,3 +83,7 @@ def test_trimmed_k6_csv_keeps_what_the_figures_read(tmp_path: Path) -> None:
     ]
     assert [p.name for p in tmp_path.iterdir()] == ["k6.csv.gz"]
     trim_k6_csv(tmp_path / "missing.csv.gz")  # a k6 that wrote nothing: nothing to trim
+    cut = gzip.compress(("metric_name,timestamp\n" + "".join(rows)).encode())[:-12]
+    (tmp_path / "cut.csv.gz").write_bytes(cut)  # k6 killed at the timeout
+    trim_k6_csv(tmp_path / "cut.csv.gz")
+    assert (tmp_path / "cut.csv.gz").read_bytes() == cut
