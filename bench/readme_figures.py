@@ -386,14 +386,18 @@ def older_ab_readme(root: Path) -> str:
 # ---------------------------------------------------------------- experiments
 
 
+def recorded_runs(experiments: Path) -> int:
+    """Runs with a run.json under an experiments directory (a begun run has none)."""
+    return sum(1 for _ in (experiments / "raw").glob("**/run.json"))
+
+
 def experiments_dir(root: Path) -> Path:
     """The experiments the READMEs quote: the full profile's once every run of its plan is
     recorded (it runs in parts, `--resume`), the quick profile's until then."""
     full = root / "experiments-full"
     if (full / "meta.json").exists():
         planned = json.loads((full / "meta.json").read_text()).get("runs_planned")
-        recorded = sum(1 for _ in (full / "raw").glob("**/run.json"))
-        if isinstance(planned, int) and recorded >= planned:
+        if isinstance(planned, int) and recorded_runs(full) >= planned:
             return full
     return root / "experiments"
 
@@ -810,8 +814,7 @@ def provenance_table(root: Path) -> str:
         if p.exists() and p.name == "meta.json" and (p.parent / "raw").is_dir():
             from bench.experiments.report import parts_text
 
-            runs = sum(1 for _ in (p.parent / "raw").glob("**/run.json"))
-            more = parts_text(doc, runs).replace("**", "")
+            more = parts_text(doc, recorded_runs(p.parent)).replace("**", "")
             text += f";{more}" if more else ""
         lines.append(f"| `{rel}` | {text} |")
     return "\n".join(lines) + "\n"
