@@ -59,14 +59,28 @@ def tcp_sink(port: int, duration: float, skip: float, out: Path) -> None:
     out.write_text(json.dumps({"window_s": duration - skip, "bytes": counts}))
 
 
-def bulk(dst: str, port: int, flows: int, duration: float) -> None:
-    """`flows` TCP connections sending as fast as the network takes for `duration` s."""
+def bound(kind: socket.SocketKind, sport: int | None) -> socket.socket:
+    """A socket, bound to source port `sport` when one is given (else the kernel picks)."""
+    s = socket.socket(socket.AF_INET, kind)
+    if sport is not None:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", sport))
+    return s
+
+
+def bulk(dst: str, port: int, flows: int, duration: float, sports: list[int] | None) -> None:
+    """`flows` TCP connections sending as fast as the network takes for `duration` s, from
+    the source ports `sports` (one per flow) when given."""
+    if sports is not None and len(sports) != flows:
+        raise SystemExit(f"bench.qos_traffic: {flows} flows need {flows} source ports")
     payload = bytes(CHUNK)
     end = time.monotonic() + duration
 
-    def one() -> None:
+    def one(sport: int | None) -> None:
         try:
-            with socket.create_connection((dst, port), timeout=5) as s:
+            with bound(socket.SOCK_STREAM, sport) as s:
+                s.settimeout(5)
+                s.connect((dst, port))
                 s.settimeout(1.0)
                 while time.monotonic() < end:
                     try:
@@ -76,16 +90,20 @@ def bulk(dst: str, port: int, flows: int, duration: float) -> None:
         except OSError:
             return
 
-    threads = [threading.Thread(target=one, daemon=True) for _ in range(flows)]
+    threads = [
+        threading.Thread(target=one, args=(sports[i] if sports else None,), daemon=True)
+        for i in range(flows)
+    ]
     for th in threads:
         th.start()
     for th in threads:
         th.join(timeout=duration + 5)
 
 
-def voip_send(dst: str, port: int, pps: int, size: int, duration: float) -> None:
-    """`pps` UDP packets of `size` payload bytes per second, paced on the monotonic clock."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+def voip_send(dst: str, port: int, pps: int, size: int, duration: float, sport: int | None) -> None:
+    """`pps` UDP packets of `size` payload bytes per second, paced on the monotonic clock,
+    from source port `sport` when given."""
+    s = bound(socket.SOCK_DGRAM, sport)
     pad = bytes(max(0, size - VOIP.size))
     start = time.monotonic()
     seq = 0
@@ -131,12 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--dst", required=True)
     a.add_argument("--port", type=int, required=True)
     a.add_argument("--flows", type=int, default=1)
+    a.add_argument("--sports", type=lambda v: [int(x) for x in v.split(",")], default=None)
     a.add_argument("--duration", type=float, required=True)
     a = sub.add_parser("voip-send")
     a.add_argument("--dst", required=True)
     a.add_argument("--port", type=int, required=True)
     a.add_argument("--pps", type=int, default=50)
     a.add_argument("--size", type=int, default=160)
+    a.add_argument("--sport", type=int, default=None)
     a.add_argument("--duration", type=float, required=True)
     a = sub.add_parser("voip-recv")
     a.add_argument("--port", type=int, required=True)
@@ -146,9 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.role == "tcp-sink":
         tcp_sink(args.port, args.duration, args.skip, args.out)
     elif args.role == "bulk":
-        bulk(args.dst, args.port, args.flows, args.duration)
+        bulk(args.dst, args.port, args.flows, args.duration, args.sports)
     elif args.role == "voip-send":
-        voip_send(args.dst, args.port, args.pps, args.size, args.duration)
+        voip_send(args.dst, args.port, args.pps, args.size, args.duration, args.sport)
     else:
         voip_recv(args.port, args.duration, args.out)
     return 0

@@ -75,3 +75,36 @@ def iphash_member(flow: Flow, pool_size: int) -> int:
     """Index into the VIP's pool that IP hash picks: the flow's signature (the state
     lookup's) modulo the pool's size."""
     return signature(flow) % pool_size
+
+
+# The queueing disciplines' flow buckets per port (p4src/include/qos.p4: QOS_BUCKETS).
+QOS_BUCKETS = 64
+
+
+def crc16(data: bytes) -> int:
+    """BMv2's crc16: CRC-16/ARC (reflected polynomial 0x8005, initial value 0)."""
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+    return crc
+
+
+def qos_flow_bucket(src: str, dst: str, protocol: int, sport: int, dport: int) -> int:
+    """The flow bucket a packet takes in its port's queue (of QOS_BUCKETS): the CRC-16 of
+    {src_addr ++ dst_addr ++ protocol ++ src_port ++ dst_port}, as the switch sees the
+    packet on its way out (after any rewrite)."""
+    key = (
+        ipaddress.IPv4Address(src).packed
+        + ipaddress.IPv4Address(dst).packed
+        + bytes([protocol])
+        + sport.to_bytes(2, "big")
+        + dport.to_bytes(2, "big")
+    )
+    return crc16(key) % QOS_BUCKETS
+
+
+def qos_host_bucket(address: str) -> int:
+    """The host bucket (PCQ's class, CAKE's host share) of an address."""
+    return crc16(ipaddress.IPv4Address(address).packed) % QOS_BUCKETS

@@ -3,12 +3,16 @@ from __future__ import annotations
 import random
 
 from p4lb.models.hashing import (
+    QOS_BUCKETS,
     Flow,
     bucket_index,
+    crc16,
     crc32,
     flow_hash,
     full_bucket_rate,
     iphash_member,
+    qos_flow_bucket,
+    qos_host_bucket,
     signature,
 )
 
@@ -31,6 +35,14 @@ def _random_flows(n: int, seed: int) -> list[Flow]:
 def test_crc_check_values() -> None:
     # The standard check input "123456789" (CRC catalogue check values).
     assert crc32(b"123456789") == 0xCBF43926
+    assert crc16(b"123456789") == 0xBB3D  # CRC-16/ARC
+
+
+def test_a_qos_bucket_hashes_addresses_protocol_and_ports_in_that_order() -> None:
+    # qos.p4: {src_addr ++ dst_addr ++ protocol ++ src_port ++ dst_port}, modulo 64.
+    key = bytes([10, 0, 0, 1, 10, 0, 0, 4, 17, 0x9C, 0x40, 0x13, 0x8A])
+    assert qos_flow_bucket("10.0.0.1", "10.0.0.4", 17, 40000, 5002) == crc16(key) % 64
+    assert qos_host_bucket("10.0.1.1") == crc16(bytes([10, 0, 1, 1])) % QOS_BUCKETS
 
 
 def test_the_hash_input_is_the_client_address_then_port_and_the_service_id_is_added() -> None:
