@@ -302,7 +302,28 @@ def name_server_namespaces(lab: Lab) -> str:
     return HEALTH_NETNS + "{backend}"
 
 
+SHELL_DRAIN_TRIES = 20  # x 100 ms: how long stop waits for an interrupted command's shell
+
+
+def release_shells(nodes: list[Any]) -> None:
+    """Free the shells of nodes left mid-command, as a KeyboardInterrupt (Ctrl-C, or the
+    benchmarks' SIGTERM) inside `node.cmd` leaves them: Mininet's own stop runs commands on
+    them and asserts they are idle. The command is interrupted and its output read to the
+    sentinel, within a bound; a shell that still does not answer is marked idle anyway, as
+    it is about to be killed."""
+    for node in nodes:
+        if not getattr(node, "waiting", False):
+            continue
+        node.sendInt()
+        for _ in range(SHELL_DRAIN_TRIES):
+            node.monitor(timeoutms=100)
+            if not node.waiting:
+                break
+        node.waiting = False
+
+
 def stop(lab: Lab) -> None:
+    release_shells([*lab.net.hosts, *lab.net.switches])
     for name in lab.netns:
         subprocess.run(["ip", "netns", "delete", name], capture_output=True)
     for name, pid in lab.pids.items():

@@ -14,6 +14,7 @@ retransmissions, the switch's packet rate and CPU, the machine's load).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -531,12 +532,28 @@ def run_jobs(
                         f"{rec['elapsed_s']:.1f}s",
                         flush=True,
                     )
-            finally:
-                stop(lab)
+            except BaseException:
+                stop_after_error(lab)
+                raise
+            stop(lab)
     except KeyboardInterrupt:
         if running and not (running.path(root) / "run.json").exists():
             shutil.rmtree(running.path(root), ignore_errors=True)  # begun, not recorded
         raise
+
+
+def stop_after_error(lab: Lab) -> None:
+    """Stop the network while an error or interrupt is on its way out: a failure to stop
+    is said, not raised in its place (it would skip the interrupt's bookkeeping: the meta's
+    end, the begun run's removal, the report)."""
+    try:
+        stop(lab)
+    except Exception as e:  # noqa: BLE001 - the error in flight is the one to report
+        print(f"stopping the network failed as well: {type(e).__name__}: {e}", flush=True)
+        for name, pid in lab.pids.items():  # the switch, which Mininet's stop did not reach
+            if name.startswith("switch") and pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
 
 
 def chained(meta: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
