@@ -412,16 +412,45 @@ def experiments(root: Path) -> str:
     return block
 
 
+def claims(block: str) -> list[list[str]]:
+    """The rows of an experiments block's claimed/found table, as cells: claim, found,
+    verdict, ..., what decided it (fifth)."""
+    rows = block.split("### Claimed / found", 1)[1].strip().splitlines()[2:]
+    cells = [[c.strip() for c in row.strip("|").split(" | ")] for row in rows]
+    return [c for c in cells if len(c) >= 5]
+
+
 def verdicts(root: Path) -> str:
     """README.md's list of the seeds' claims with their verdicts and what decided them."""
-    block = experiments(root)
-    rows = block.split("### Claimed / found", 1)[1].strip().splitlines()[2:]
-    out = []
-    for row in rows:
-        cells = [c.strip() for c in row.strip("|").split(" | ")]
-        if len(cells) >= 5:
-            out.append(f"* {cells[0]}: **{cells[2]}** ({cells[1]}). Decided by {cells[4]}.")
+    out = [f"* {c[0]}: **{c[2]}** ({c[1]}). Decided by {c[4]}." for c in claims(experiments(root))]
     return "\n".join(out) + "\n"
+
+
+def profiles_compared(root: Path) -> str:
+    """Each seed claim's verdict and figures on the quick profile beside the full profile's,
+    and the verdicts that changed between them (issue 33)."""
+    from bench.experiments import report
+
+    full = root / "experiments-full"
+    if experiments_dir(root) != full:
+        return "The full profile is not complete: nothing to compare yet.\n"
+    quick_block = report.readme_block(root / "experiments")
+    if quick_block is None:
+        raise MissingFile("experiments/raw")
+    quick = {c[0]: c for c in claims(quick_block)}
+    lines = ["| claim | quick profile | full profile |", "|---|---|---|"]
+    changed = []
+    for c in claims(experiments(root)):
+        q = quick.get(c[0])
+        if q is not None and q[2] != c[2]:
+            changed.append(c[0])
+        was = "not in the quick profile" if q is None else f"**{q[2]}** ({q[1]})"
+        lines.append(f"| {c[0]} | {was} | **{c[2]}** ({c[1]}) |")
+    head = (
+        "Verdicts that changed from the quick profile to the full one: "
+        f"{'; '.join(changed) if changed else 'none'}."
+    )
+    return head + "\n\n" + "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------- inline figures
@@ -823,6 +852,7 @@ def provenance_table(root: Path) -> str:
 REGIONS: dict[str, Callable[[Path], str]] = {
     "experiments": experiments,
     "verdicts": verdicts,
+    "profiles-compared": profiles_compared,
     "overhead-goal": overhead_goal,
     "switch-summary": switch_summary,
     "floor": floor_table,

@@ -65,3 +65,28 @@ def test_the_full_profile_is_quoted_once_its_plan_is_complete(tmp_path) -> None:
     (full / "raw" / "b").mkdir()
     (full / "raw" / "b" / "run.json").write_text("{}")
     assert rf.experiments_dir(tmp_path) == full
+
+
+def test_a_verdict_that_changes_between_the_profiles_is_named(monkeypatch, tmp_path) -> None:
+    from bench.experiments import report
+
+    def block(verdict: str) -> str:
+        return (
+            "### Claimed / found\n\n"
+            "| claim | found | verdict | test | decided by |\n|---|---|---|---|---|\n"
+            f"| 001: rr below iphash | rr 28 ms | {verdict} | t | `make bench` (k6) |\n"
+            "| 000: weights followed | 20 % | reproduced | t | `make bench` (clients) |\n"
+        )
+
+    blocks = {"experiments": block("not reproduced"), "experiments-full": block("reproduced")}
+    monkeypatch.setattr(report, "readme_block", lambda where: blocks[where.name])
+    monkeypatch.setattr(rf, "experiments_dir", lambda root: root / "experiments-full")
+    text = rf.profiles_compared(tmp_path)
+    assert text.startswith("Verdicts that changed from the quick profile to the full one: 001: rr")
+    assert (
+        "| 001: rr below iphash | **not reproduced** (rr 28 ms) | **reproduced** (rr 28 ms) |"
+        in text
+    )
+    assert "000: weights followed" not in text.splitlines()[0]
+    blocks["experiments"] = block("reproduced")
+    assert rf.profiles_compared(tmp_path).splitlines()[0].endswith("full one: none.")
