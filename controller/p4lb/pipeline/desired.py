@@ -180,16 +180,33 @@ def _members_by_pool(current: Iterable[Entry]) -> dict[tuple[str, int, int], lis
     }
 
 
+def maglev_tables(entries: Iterable[Entry], maglev_code: int | None) -> dict[int, list[Slot]]:
+    """The Maglev table in use of each Maglev VIP in `entries` (its slot table at the
+    version its vip_table entry names), by service id."""
+    entries = list(entries)
+    members = _members_by_pool(entries)
+    return {
+        e.p("service_id"): members.get(("wrr_table", e.p("service_id"), e.p("version")), [])
+        for e in entries
+        if e.table == "vip_table" and maglev_code is not None and e.p("algorithm") == maglev_code
+    }
+
+
 def desired_entries(
     cfg: Config,
     current: list[Entry],
     algorithm_codes: Mapping[str, int] | None = None,
     ids: Ids | None = None,
+    maglev_in_use: Mapping[int, list[Slot]] | None = None,
 ) -> tuple[Ids, list[Entry]]:
     """Every entry the switch should hold for `cfg`, given what it holds now (which decides
     ids and which version each VIP's pools are written under). Algorithm codes are the P4
     program's (`Schema.algorithms`, the default). `ids`: the tier's, which every balancer
-    shares (a copied connection names its backend by id); else the switch's own, kept."""
+    shares (a copied connection names its backend by id); else the switch's own, kept.
+    `maglev_in_use`: the tier's Maglev tables (by service id), which a Maglev VIP's next
+    table continues instead of this switch's own: every balancer of a tier must hold the
+    same table, and one that restarted or joined holds none (from scratch, its table
+    would differ from the others' wherever their history changed theirs)."""
     if algorithm_codes is None:
         algorithm_codes = schema().algorithms()
     if ids is None:
@@ -207,7 +224,9 @@ def desired_entries(
         in_use: list[Slot] = []
         # Still Maglev: the next table changes the one in use as little as it can.
         still_maglev = v.algorithm == "maglev" and old is not None and old.p("service_id") == sid
-        if still_maglev and old and old.p("algorithm") == algorithm_codes.get("maglev"):
+        if v.algorithm == "maglev" and maglev_in_use is not None and sid in maglev_in_use:
+            in_use = maglev_in_use[sid]
+        elif still_maglev and old and old.p("algorithm") == algorithm_codes.get("maglev"):
             in_use = members.get(("wrr_table", sid, old.p("version")), [])
         slots = wrr_slots(v, ids, in_use)
         version = 0

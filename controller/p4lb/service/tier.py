@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 from p4lb.intent.lock import ConfigLocked, config_lock
 from p4lb.intent.model import Balancer, Config, ConfigError, member_config
-from p4lb.pipeline.desired import desired_entries
+from p4lb.pipeline.desired import desired_entries, maglev_tables
 from p4lb.pipeline.digests import ConnDigests
-from p4lb.pipeline.entries import Entry, Update
+from p4lb.pipeline.entries import Entry, Slot, Update
 from p4lb.pipeline.ids import Ids, assign_ids, ids_on_switch
 from p4lb.pipeline.p4info import Schema
 from p4lb.pipeline.plan import plan
@@ -71,6 +71,9 @@ class Member:
     announced: bool = False
     pins: list[Entry] = field(default_factory=list)  # collision pins still to write
     fresh: bool = True  # a new session: the switch may have lost its state (a restart)
+    # Was ready, and a runtime command holds the primary role for a moment (election id
+    # + 1): the switch still holds the tier's state and forwards; it stays announced.
+    paused: bool = False
     thread: threading.Thread | None = None
 
     @property
@@ -115,6 +118,7 @@ class TierController:
         self.health_round = 0  # bumped on each health change: members reconcile on it
         self._last_good: Config | None = None
         self.ids: Ids | None = None  # the tier's service and backend ids
+        self.speaker_rounds = 0  # rounds the speakers' loop finished (tests wait on it)
         # The speakers are driven from a thread of their own (a `gobgp` call can take a
         # while on a loaded machine): the balancers' loops never wait for one, so their
         # digests are served and their copies written meanwhile.
@@ -231,6 +235,7 @@ class TierController:
                 elif not sw.is_primary and m.ready.is_set():
                     # A runtime command writes as election id + 1 for a moment: the switch
                     # keeps forwarding and announcing; this loop waits to be primary again.
+                    m.paused = True
                     m.ready.clear()
                     self.metrics.primary.labels(m.name).set(0)
                 self._handle_stream(m, sw)
@@ -244,6 +249,7 @@ class TierController:
                         seen_health = health
                         next_check = time.monotonic() + self.check_s
             except NotPrimaryError as e:
+                m.paused = m.paused or m.ready.is_set()
                 m.ready.clear()
                 self.metrics.primary.labels(m.name).set(0)
                 log.info("%s: not primary (%s); waiting", m.name, e)
@@ -284,6 +290,7 @@ class TierController:
         self._insert_copies(m, sw, todo, timed=False)
         m.fresh = False
         m.ready.set()
+        m.paused = False
         self.metrics.primary.labels(m.name).set(1)
         log.info("%s: in the tier (%d shared connections copied)", m.name, len(todo))
         self._speakers_due.set()
@@ -292,6 +299,7 @@ class TierController:
         if m.ready.is_set() or m.announced:
             log.warning("%s: out of the tier: %s", m.name, why)
         m.ready.clear()
+        m.paused = False
         self.metrics.primary.labels(m.name).set(0)
         with self.lock:
             self.shared.lost(m.name)
@@ -303,9 +311,10 @@ class TierController:
         return vips + list(cfg.tier_announce if cfg else ())
 
     def _speakers(self) -> None:
-        """Announce for each balancer that holds the tier's state and is not drained,
-        withdraw for the others; every check_s, have a speaker that lost its routes (it
-        restarted) announce them again."""
+        """Announce for each balancer that holds the tier's state and is not drained (also
+        while a runtime command holds its primary role: paused), withdraw for the others;
+        every check_s, have a speaker that lost its routes (it restarted) announce them
+        again."""
         next_check = 0.0
         while not self.stopping:
             self._speakers_due.wait(0.2)
@@ -316,7 +325,7 @@ class TierController:
             for m in list(self.members.values()):
                 if self.stopping:
                     return
-                if m.ready.is_set() and not m.balancer.drain:
+                if (m.ready.is_set() or m.paused) and not m.balancer.drain:
                     self._announce(m)
                     if check:
                         self._check_announced(m)
@@ -324,6 +333,7 @@ class TierController:
                     self._withdraw(m)
                     if m.balancer.drain:
                         log.info("%s: draining: withdrawn", m.name)
+            self.speaker_rounds += 1
 
     def _announce(self, m: Member) -> None:
         sp = m.speaker
@@ -381,7 +391,7 @@ class TierController:
                 over = overlay(cfg, states)
                 started = time.monotonic()
                 try:
-                    result = self._apply(sw, member_config(over.config, m.balancer))
+                    result = self._apply(m, sw, member_config(over.config, m.balancer))
                 except NotPrimaryError:
                     raise
                 except SwitchError:
@@ -401,20 +411,44 @@ class TierController:
             )
         return True
 
-    def _apply(self, sw: Switch, cfg: Config) -> ApplyResult:
+    def _apply(self, m: Member, sw: Switch, cfg: Config) -> ApplyResult:
         """apply() with the tier's ids: every balancer gives a VIP and a backend the same
         id, so a connection copied from one names the right backend on another. The ids
-        come from the first balancer reached (what it holds), then stay."""
+        come from the first balancer reached (what it holds), then stay. So do the Maglev
+        tables: each balancer's next table continues the tier's (`_tier_maglev`), so a
+        restarted or new balancer gets the table the others hold, and any balancer sends a
+        flow it has no state for where the others would."""
         pushed = sw.ensure_pipeline()
         current = sw.read_entries()
         with self.lock:
             base = self.ids if self.ids is not None else ids_on_switch(current)
             self.ids = assign_ids(cfg, base)
             ids = self.ids
-        _, desired = desired_entries(cfg, current, sw.schema.algorithms(), ids)
+        codes = sw.schema.algorithms()
+        maglev = self._tier_maglev(m, codes.get("maglev"))
+        _, desired = desired_entries(cfg, current, codes, ids, maglev)
         batches = plan(desired, current)
         sw.write_plan(batches)
         return ApplyResult(pushed, batches)
+
+    def _tier_maglev(self, m: Member, code: int | None) -> dict[int, list[Slot]] | None:
+        """The tier's Maglev tables for `m` to continue: those of the first balancer in the
+        config's order that holds the tier's state, read now (so a runtime command's change
+        is in them); None when that is `m` itself (its own tables are the tier's). A
+        balancer joining (a new session: its switch may have restarted empty) never is."""
+        for other in list(self.members.values()):
+            if other is m:
+                if not m.fresh:
+                    return None
+                continue
+            sw = other.sw
+            if not other.ready.is_set() or sw is None:
+                continue
+            try:
+                return maglev_tables(sw.read_entries(("vip_table", "wrr_table")), code)
+            except Exception as e:  # noqa: BLE001 - another balancer's trouble is not m's
+                log.info("%s: Maglev tables not read from %s (%s)", m.name, other.name, e)
+        return None
 
     def _health_changed(self, *_: object) -> None:
         self.health_round += 1

@@ -6,17 +6,23 @@ restarts empty gets the intent and every live copy back; a collision is pinned o
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from p4lb.intent.model import Balancer, Config, member_config
 from p4lb.pipeline import shared as shared_mod
-from p4lb.pipeline.entries import ip
+from p4lb.pipeline.desired import desired_entries, maglev_tables
+from p4lb.pipeline.entries import Slot, ip
+from p4lb.pipeline.p4info import schema
 from p4lb.service.tier import TierController
+from p4lb.switch.client import Switch
 from tests.unit.fake_switch import FakeSwitch
 from tests.unit.support import default_config, held, holds, poll_until
+from tests.unit.tier.test_tier_stats_and_speaker import GOBGP
 
 
 @pytest.fixture
@@ -154,3 +160,97 @@ def test_a_collision_is_pinned_on_every_balancer(
     )
     assert poll_until(lambda: copies(a) == {7000: ("use_backend", 2)})
     assert poll_until(lambda: copies(b) == {7000: ("use_backend", 2)})
+
+
+def maglev_of(fake: FakeSwitch) -> dict[int, list[Slot]]:
+    return maglev_tables(held(fake), schema().algorithms()["maglev"])
+
+
+def test_a_restarted_balancer_gets_the_maglev_table_the_others_hold(
+    fakes: tuple[FakeSwitch, FakeSwitch],
+) -> None:
+    """The tiers' Maglev tables have a history (a backend that was down, then back, took
+    entries from the others' surplus), which a table built from scratch does not repeat: a
+    restarted balancer must continue the tier's table, or the flows the router moves to it
+    with no state there land on other backends (session 38's full suite: 5 connections
+    reset when a killed balancer came back)."""
+    a, b = fakes
+    base = tier_config(a, b)
+    web = dataclasses.replace(base.vips[0], algorithm="maglev")
+    down = dataclasses.replace(web.backends[0], weight=0)
+    first = dataclasses.replace(
+        base, vips=(dataclasses.replace(web, backends=(down, *web.backends[1:])),)
+    )
+    later = dataclasses.replace(base, vips=(web,))
+    now = {"cfg": first}
+    ctl = TierController(lambda: now["cfg"], check_s=0.2, retry_s=0.1)
+    t = threading.Thread(target=ctl.run, kwargs={"duration_s": 60}, daemon=True)
+    t.start()
+    try:
+        for fake, bal in ((a, first.tier[0]), (b, first.tier[1])):
+            assert poll_until(lambda f=fake, x=bal: holds(f, member_config(first, x)))
+        now["cfg"] = later
+        for fake, bal in ((a, later.tier[0]), (b, later.tier[1])):
+            assert poll_until(lambda f=fake, x=bal: holds(f, member_config(later, x)))
+        table = maglev_of(b)
+        assert table and maglev_of(a) == table
+        scratch = maglev_tables(
+            desired_entries(member_config(later, later.tier[0]), [])[1],
+            schema().algorithms()["maglev"],
+        )
+        assert scratch != table  # the history matters: else this test proves nothing
+        a.restart()  # empty, as a restarted BMv2
+        assert poll_until(lambda: maglev_of(a) != {})
+        assert maglev_of(a) == table
+    finally:
+        ctl.stop()
+        t.join(15)
+        assert not t.is_alive()
+
+
+def test_a_runtime_command_taking_a_balancer_for_a_moment_withdraws_nothing(
+    fakes: tuple[FakeSwitch, FakeSwitch], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`p4lb weight set` on a tier writes each balancer as election id + 1 for a moment; the
+    switch keeps forwarding with the tier's state, so its route must stay (a full e2e run
+    saw new connections fail "Network is unreachable": every balancer withdrew at once)."""
+    a, b = fakes
+    exe = tmp_path / "gobgp"
+    exe.write_text(GOBGP)
+    exe.chmod(0o755)
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("STANDIN_RIB", str(tmp_path / "rib.json"))
+    monkeypatch.setenv("STANDIN_CALLS", str(calls))
+    base = tier_config(a, b)
+    cfg = dataclasses.replace(
+        base,
+        tier=tuple(
+            dataclasses.replace(bal, speaker_api=f"127.0.0.1:{50051 + i}", nexthop=f"10.10.0.1{i}")
+            for i, bal in enumerate(base.tier)
+        ),
+    )
+    ctl = TierController(lambda: cfg, check_s=0.2, retry_s=0.1)
+    t = threading.Thread(target=ctl.run, kwargs={"duration_s": 60}, daemon=True)
+    t.start()
+
+    def calls_of(port: int) -> list[str]:  # the stand-in gobgp's calls to one speaker
+        lines = calls.read_text().splitlines() if calls.exists() else []
+        return [ln for ln in lines if f"-p {port} " in ln]
+
+    try:
+        assert poll_until(lambda: (m := ctl.members.get("lb1")) is not None and m.announced)
+        lb1 = ctl.members["lb1"]
+        with Switch(a.address, 1, 50) as command:  # the runtime command's session
+            assert command.is_primary
+            assert poll_until(lambda: not lb1.ready.is_set())
+            mark, rounds = len(calls_of(50051)), ctl.speaker_rounds
+            # Two rounds of the speakers' loop ended since: one began after lb1 left ready.
+            assert poll_until(lambda: ctl.speaker_rounds >= rounds + 2)
+            assert not any(" del " in c for c in calls_of(50051)[mark:]), calls_of(50051)
+            assert lb1.announced
+        assert poll_until(lb1.ready.is_set)  # primary again: back in the tier
+    finally:
+        ctl.stop()
+        t.join(15)
+        assert not t.is_alive()
