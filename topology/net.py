@@ -72,6 +72,8 @@ class Options:
     # BMv2 egress queues per port (`--priority-queues`; 0: its default, one). The QoS
     # disciplines that put sparse flows first need them (bench/qos.py: 8).
     priority_queues: int = 0
+    # Seconds a server keeps a connection that sends no request (None: its default, 5).
+    server_idle_timeout_s: float | None = None
 
 
 @dataclass
@@ -238,7 +240,13 @@ def access_log(server: Any) -> Path:
 
 
 def start_server(
-    lab: Lab, host: Any, cap: Capacity, port: int, log: Path, threaded: bool = False
+    lab: Lab,
+    host: Any,
+    cap: Capacity,
+    port: int,
+    log: Path,
+    threaded: bool = False,
+    idle_timeout_s: float | None = None,
 ) -> None:
     """One HTTP server on `host`:`port` with capacity `cap`, logging to `log`; its PID is
     kept in the lab (stop() ends it). Returns once it listens (bounded wait)."""
@@ -249,6 +257,7 @@ def start_server(
         f"--log {log}"
         + (" --threaded" if threaded else "")
         + (f" --workers {cap.workers} --service-ms {cap.service_ms:g}" if cap.workers else "")
+        + (f" --idle-timeout {idle_timeout_s:g}" if idle_timeout_s is not None else "")
     )
     # One simple command in the background, so $! is the server's own PID (with
     # `cd ... && cmd &` it would be a subshell's, and stopping it would orphan the server).
@@ -266,7 +275,9 @@ def start_servers(lab: Lab, threaded: bool) -> None:
     """One HTTP server per backend host, with its capacity from the lab's options."""
     caps = lab.options.capacities or [Capacity()] * len(lab.servers)
     for s, cap in zip(lab.servers, caps, strict=True):
-        start_server(lab, s, cap, SERVER_PORT, access_log(s), threaded)
+        start_server(
+            lab, s, cap, SERVER_PORT, access_log(s), threaded, lab.options.server_idle_timeout_s
+        )
 
 
 def wait_servers_idle(lab: Lab, timeout_s: float = 10.0) -> None:
