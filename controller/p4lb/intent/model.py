@@ -89,9 +89,9 @@ class HealthSettings:
         fall = 2             # consecutive failures that take an UP backend DOWN
         http_path = ""       # "": TCP connect only; "/health": also GET it ...
         http_status = 200    # ... and expect this status (anything else is a failure)
-        namespace = ""       # "": probe from the controller's namespace; a name: run the
-                             # probe under `ip netns exec NAME`; a path (/proc/PID/ns/net,
-                             # /run/netns/NAME): under `nsenter --net=PATH` (a Mininet host).
+        namespace = ""       # "": probe from the controller's namespace; a name
+                             # (/run/netns/NAME) or a path (/proc/PID/ns/net: a Mininet
+                             # host): probe from inside it (the probing thread enters it).
                              # "{backend}" in it becomes the backend's name: "{backend}"
                              # probes each backend from its own host's namespace.
 

@@ -1,9 +1,13 @@
-"""Health checks, step by step: the rise/fall state machine, the probes (in process, a
-subprocess in a namespace, real servers on 127.0.0.1), and the checker driven round by round."""
+"""Health checks, step by step: the rise/fall state machine, the probes (in process, from
+inside a namespace in process, a subprocess in a namespace, real servers on 127.0.0.1), and
+the checker driven round by round."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -16,7 +20,13 @@ import pytest
 from p4lb.intent.model import HealthSettings
 from p4lb.service.health.checker import HealthChecker
 from p4lb.service.health.overlay import effective_weights
-from p4lb.service.health.probes import SubprocessProbe, namespace_prefix, tcp_probe
+from p4lb.service.health.probes import (
+    SubprocessProbe,
+    inside,
+    namespace_prefix,
+    namespace_probe,
+    tcp_probe,
+)
 from p4lb.service.health.socket_probe import main as probe_main
 from p4lb.service.health.state import Health, ProbeResult, State, Target, observe
 
@@ -357,3 +367,48 @@ def test_subprocess_probe_runs_the_module(listener: socket.socket) -> None:
 def test_subprocess_probe_that_cannot_start_is_a_failure() -> None:
     r = SubprocessProbe(python="/nonexistent/python")(real(1))
     assert not r.ok and r.reason.startswith("cannot run the probe")
+
+
+# ---------------------------------------------------------------- in a namespace, in process
+
+
+@pytest.fixture
+def netns() -> Iterator[str]:
+    """A network namespace of its own (loopback up), removed after."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("namespace probe skipped: needs root and iproute2's ip")
+    name = f"p4lb-ut-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "delete", name], check=True)
+
+
+def this_thread_netns() -> str:
+    return os.readlink("/proc/thread-self/ns/net")
+
+
+def test_a_namespace_probe_reaches_what_listens_only_there_and_comes_back(netns: str) -> None:
+    home = this_thread_netns()
+    with inside(netns):
+        there = socket.create_server(("127.0.0.1", 0))  # stays in that namespace
+        assert this_thread_netns() != home
+    assert this_thread_netns() == home
+    port = there.getsockname()[1]
+    try:
+        for namespace in (netns, f"/run/netns/{netns}"):
+            r = namespace_probe(real(port, namespace=namespace))
+            assert r.ok, r.reason
+            assert this_thread_netns() == home
+        assert not tcp_probe(real(port)).ok  # nothing listens on it here
+    finally:
+        there.close()
+
+
+def test_a_namespace_that_does_not_exist_is_a_failure_here() -> None:
+    home = this_thread_netns()
+    r = namespace_probe(real(free_port(), namespace="/nonexistent/ns"))
+    assert not r.ok and "cannot enter namespace /nonexistent/ns" in r.reason
+    assert this_thread_netns() == home
