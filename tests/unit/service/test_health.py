@@ -378,7 +378,9 @@ def netns() -> Iterator[str]:
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("namespace probe skipped: needs root and iproute2's ip")
     name = f"p4lb-ut-{os.getpid()}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
+    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"namespace probe skipped: ip netns add failed: {made.stderr.strip()}")
     try:
         subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
         yield name
