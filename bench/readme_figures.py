@@ -228,7 +228,7 @@ def tier_failover(root: Path) -> str:
             f"{span(v['longest_stall_s'])} | {span(v['rejoin_s'])} | "
             f"**{v['broken']} / {v['moved']}** | {v['ab_failed_while_converged']} of "
             f"{thousands(conv)} | {v['ab_failed_across_route_changes']} of {thousands(across)}"
-            + (f" ({gave_up} batches)" if gave_up else "")
+            + (f" ({gave_up} batch{'es' if gave_up != 1 else ''})" if gave_up else "")
             + " |"
         )
     return "\n".join(lines) + "\n"
