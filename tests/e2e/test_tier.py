@@ -45,8 +45,6 @@ def traffic() -> Iterator[tuple[dict[str, Any], Load]]:
         yield held
 
 
-# Without the sharing (no cookie, no copies, or either naming the wrong backend) every
-# round-robin connection that moves breaks: a third or more of them.
 # What the controller logged that can move a connection: a backend's health, a balancer
 # leaving or joining the tier (shown when a connection broke or moved).
 EVENTS = (" is DOWN", " is UP", "out of the tier", "in the tier", "announced", "withdrawn")
@@ -56,6 +54,8 @@ def events(log: str) -> str:
     return "\n".join(ln for ln in log.splitlines() if any(e in ln for e in EVENTS))
 
 
+# Without the sharing (no cookie, no copies, or either naming the wrong backend) every
+# round-robin connection that moves breaks: a third or more of them.
 def assert_none_broken(result: dict[str, Any]) -> None:
     print("drops by balancer:", result.get("drops"))
     conns = result["connections"]
