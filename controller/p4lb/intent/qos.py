@@ -50,6 +50,14 @@ KEYS: dict[str, dict[str, Any]] = {
 }
 
 
+TOP_KEYS = ("thrift_port", "port")
+
+
+def port_keys() -> list[str]:
+    """Every key a `[qos.port.N]` table may hold, whatever its discipline."""
+    return sorted({"discipline", *(k for keys in KEYS.values() for k in keys)})
+
+
 def parse_port(number: Any, raw: Mapping[str, Any], src: str, where: str) -> QosPort:
     """One port's discipline from its table (or `p4lb qos set`'s arguments); ConfigError, one
     line naming the key, for anything wrong."""
@@ -125,7 +133,7 @@ def parse(raw: Any, src: str) -> QosSettings:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{src}: qos: must be a table")
     for k in raw:
-        if k not in ("thrift_port", "port"):
+        if k not in TOP_KEYS:
             raise ConfigError(f"{src}: qos.{k}: unknown key (expected thrift_port or port)")
     thrift = raw.get("thrift_port", 9090)
     if isinstance(thrift, bool) or not isinstance(thrift, int) or not 1 <= thrift <= 65535:

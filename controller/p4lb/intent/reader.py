@@ -39,6 +39,57 @@ from p4lb.intent.validate import validate
 _MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
+# The keys each table accepts: the unknown-key checks below and accepted_keys() (which
+# docs/configuration.md is tested against) both read them from here.
+TOP_KEYS = ("switch", "host", "vip", "tier", "metrics", "qos")
+SWITCH_KEYS = ("address", "device_id", "election_id", "mac", "ports", "tls", "insecure")
+TLS_KEYS = ("ca", "cert", "key", "server_name")
+HOST_KEYS = ("name", "address", "mac", "switch_port", "prefix_len")
+VIP_KEYS = ("address", "protocol", "port", "algorithm", "choices", "mac", "backend", "health")
+BACKEND_KEYS = ("name", "address", "port", "weight", "mac", "switch_port")
+METRICS_KEYS = ("listen", "insecure", "history_s")
+TIER_KEYS = ("announce", "state_ttl_s", "balancer")
+BALANCER_KEYS = (
+    "name",
+    "address",
+    "device_id",
+    "mac",
+    "ports",
+    "speaker_netns",
+    "speaker_api",
+    "nexthop",
+    "drain",
+    "host",
+    "tls",
+    "insecure",
+)
+
+
+def accepted_keys() -> list[str]:
+    """Every key path the config file may hold, as docs/configuration.md names them:
+    `switch.tls.ca`, `host.prefix_len`, `vip.NAME.backend.weight`, `qos.port.N.limit`, ...
+    (a table's own path included: `vip.NAME.health`)."""
+    health = [f.name for f in fields(HealthSettings)]
+    tables: list[tuple[str, tuple[str, ...] | list[str]]] = [
+        ("", TOP_KEYS),
+        ("switch", SWITCH_KEYS),
+        ("switch.tls", TLS_KEYS),
+        ("host", HOST_KEYS),
+        ("vip", ("NAME",)),
+        ("vip.NAME", VIP_KEYS),
+        ("vip.NAME.backend", BACKEND_KEYS),
+        ("vip.NAME.health", health),
+        ("metrics", METRICS_KEYS),
+        ("tier", TIER_KEYS),
+        ("tier.balancer", BALANCER_KEYS),
+        ("tier.balancer.tls", TLS_KEYS),
+        ("tier.balancer.host", HOST_KEYS),
+        ("qos", qos.TOP_KEYS),
+        ("qos.port", ("N",)),
+        ("qos.port.N", qos.port_keys()),
+    ]
+    return sorted({f"{where}.{k}" if where else k for where, keys in tables for k in keys})
+
 
 def load(path: str | os.PathLike[str]) -> Config:
     """Read and validate a config file; raise ConfigError with one line on any problem."""
@@ -61,7 +112,7 @@ def load(path: str | os.PathLike[str]) -> Config:
 
 def parse(data: dict[str, Any], source: str = "<config>") -> Config:
     """Turn decoded TOML into a Config valid as an intent."""
-    _only(data, {"switch", "host", "vip", "tier", "metrics", "qos"}, source, "")
+    _only(data, TOP_KEYS, source, "")
     sw = _switch(data.get("switch", {}), source, "switch")
     hosts = tuple(
         parse_host(h, source, f"host[{i}]") for i, h in enumerate(_list(data, "host", source, ""))
@@ -118,7 +169,7 @@ def _metrics(t: Any, src: str) -> MetricsSettings | None:
         return None
     if not isinstance(t, dict):
         raise ConfigError(f"{src}: metrics: must be a table ([metrics])")
-    _only(t, {"listen", "insecure", "history_s"}, src, "metrics")
+    _only(t, METRICS_KEYS, src, "metrics")
     d = MetricsSettings()
     listen = _get(t, "listen", str, src, "metrics", d.listen)
     host, sep, port = listen.rpartition(":")
@@ -155,7 +206,7 @@ def _tls(t: Any, src: str, where: str) -> TlsSettings | None:
         raise ConfigError(
             f"{src}: {where}.tls: must be a table {{ ca = ..., cert = ..., key = ... }}"
         )
-    _only(t, {"ca", "cert", "key", "server_name"}, src, f"{where}.tls")
+    _only(t, TLS_KEYS, src, f"{where}.tls")
     base = Path(src).parent if Path(src).is_file() else Path.cwd()
     paths = {}
     for key in ("ca", "cert", "key"):
@@ -186,7 +237,7 @@ def _tier(
     speaker_netns, speaker_api, nexthop, drain, and `[[tier.balancer.host]]`)."""
     if not isinstance(t, dict):
         raise ConfigError(f"{src}: tier: must be a table")
-    _only(t, {"announce", "state_ttl_s", "balancer"}, src, "tier")
+    _only(t, TIER_KEYS, src, "tier")
     announce = t.get("announce", [])
     if not isinstance(announce, list) or not all(isinstance(p, str) for p in announce):
         raise ConfigError(f"{src}: tier.announce: must be a list of prefixes")
@@ -201,25 +252,7 @@ def _tier(
     out = []
     for i, b in enumerate(_list(t, "balancer", src, "tier")):
         where = f"tier.balancer[{i}]"
-        _only(
-            b,
-            {
-                "name",
-                "address",
-                "device_id",
-                "mac",
-                "ports",
-                "speaker_netns",
-                "speaker_api",
-                "nexthop",
-                "drain",
-                "host",
-                "tls",
-                "insecure",
-            },
-            src,
-            where,
-        )
+        _only(b, BALANCER_KEYS, src, where)
         one = _switch(
             {k: b[k] for k in ("address", "device_id", "mac", "ports", "tls", "insecure") if k in b}
             | {"election_id": sw.election_id},
@@ -255,7 +288,7 @@ def _tier(
     return tuple(out), tuple(announce), float(ttl)
 
 
-def _only(table: dict[str, Any], allowed: set[str], src: str, where: str) -> None:
+def _only(table: dict[str, Any], allowed: tuple[str, ...], src: str, where: str) -> None:
     for k in table:
         if k not in allowed:
             key = f"{where}.{k}" if where else k
@@ -314,7 +347,7 @@ def _name(value: str, src: str, where: str) -> str:
 def _switch(t: Any, src: str, where: str) -> SwitchConfig:
     if not isinstance(t, dict):
         raise ConfigError(f"{src}: switch: must be a table")
-    _only(t, {"address", "device_id", "election_id", "mac", "ports", "tls", "insecure"}, src, where)
+    _only(t, SWITCH_KEYS, src, where)
     d = SwitchConfig()
     address = _get(t, "address", str, src, "switch", d.address)
     host, sep, port = address.rpartition(":")
@@ -341,7 +374,7 @@ def _switch(t: Any, src: str, where: str) -> SwitchConfig:
 
 
 def parse_host(t: dict[str, Any], src: str, where: str) -> Host:
-    _only(t, {"name", "address", "mac", "switch_port", "prefix_len"}, src, where)
+    _only(t, HOST_KEYS, src, where)
     return Host(
         name=_name(_get(t, "name", str, src, where), src, f"{where}.name"),
         address=_ipv4(_get(t, "address", str, src, where), src, f"{where}.address"),
@@ -360,12 +393,7 @@ def parse_vip(name: str, t: Any, src: str, default_mac: str) -> Vip:
     if not isinstance(t, dict):
         raise ConfigError(f"{src}: {where}: must be a table")
     _name(name, src, where)
-    _only(
-        t,
-        {"address", "protocol", "port", "algorithm", "choices", "mac", "backend", "health"},
-        src,
-        where,
-    )
+    _only(t, VIP_KEYS, src, where)
     protocol = _get(t, "protocol", str, src, where, "tcp").lower()
     if protocol not in PROTOCOLS:
         raise ConfigError(f"{src}: {where}.protocol: {protocol!r} is not one of {PROTOCOLS}")
@@ -413,7 +441,7 @@ def _health(t: dict[str, Any], src: str, where: str) -> HealthSettings | None:
 
 
 def parse_backend(t: dict[str, Any], src: str, where: str) -> Backend:
-    _only(t, {"name", "address", "port", "weight", "mac", "switch_port"}, src, where)
+    _only(t, BACKEND_KEYS, src, where)
     address = _ipv4(_get(t, "address", str, src, where), src, f"{where}.address")
     return Backend(
         name=_name(_get(t, "name", str, src, where, address), src, f"{where}.name"),
