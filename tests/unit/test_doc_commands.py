@@ -51,3 +51,23 @@ def test_the_example_check_prints_what_the_docs_show(
     assert c.prompt == "$"
     assert main(_argv(c.command)) == 0
     assert capsys.readouterr().out.splitlines() == c.output
+
+
+def test_the_qos_commands_run_as_written(
+    fake: FakeSwitch, fake_cfg: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stand-in for simple_switch_CLI (BMv2's Thrift client) that logs what it is told.
+    log = tmp_path / "thrift.log"
+    cli = tmp_path / "simple_switch_CLI"
+    cli.write_text(f"#!/bin/sh\ncat >> {log}\nexit 0\n")
+    cli.chmod(0o755)
+    monkeypatch.setenv("P4LB_SWITCH_CLI", str(cli))
+    monkeypatch.setenv("P4LB_CONFIG", str(fake_cfg))  # the running lab's config, as sudo p4lb
+    commands = doc_block("qos-tour")
+    assert [c.command.split()[:3] for c in commands] == [["sudo", "p4lb", "qos"]] * 3
+    for c in commands[:2]:
+        assert main(_argv(c.command.removeprefix("sudo "))) == 0, c.command
+    assert "set_queue_rate 1000 4 0" in log.read_text().splitlines()
+    assert 'discipline = "fq_codel-approx"' in fake_cfg.read_text()
+    assert main(_argv(commands[2].command.removeprefix("sudo "))) == 0
+    assert "qos.port" not in fake_cfg.read_text()
