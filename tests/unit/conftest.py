@@ -12,6 +12,13 @@ from tests.unit.fake_switch import FakeSwitch
 from tests.unit.support import DEFAULT_CONFIG
 
 
+@pytest.fixture(autouse=True)
+def no_running_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pointer to a running lab's config (/run/p4lb/config) moved to an empty place, so
+    a `make run` up on this machine does not change which config `p4lb` picks in a test."""
+    monkeypatch.setenv("P4LB_RUN_POINTER", str(tmp_path / "run-p4lb" / "config"))
+
+
 @pytest.fixture
 def fake() -> Iterator[FakeSwitch]:
     sw = FakeSwitch().start()

@@ -29,6 +29,8 @@ def config_lock(config_path: str | os.PathLike[str], wait_s: float = LOCK_WAIT_S
     path = lock_path(config_path)
     try:
         fd = open_private(path)
+    except PermissionError:
+        raise  # the CLI says whose it is and to use sudo
     except OSError as e:
         raise ConfigError(f"{config_path}: cannot open lock file {path}: {e.strerror}") from None
     try:

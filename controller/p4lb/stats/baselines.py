@@ -19,9 +19,12 @@ def state_path(config_path: str | os.PathLike[str]) -> Path:
 
 
 def load_baselines(config_path: str | os.PathLike[str]) -> dict[str, Any]:
-    """VIP name -> baseline; {} when there is no (readable) state file."""
+    """VIP name -> baseline; {} when there is no state file or it is not JSON (a
+    PermissionError goes up: the CLI says to use sudo)."""
     try:
         data = json.loads(state_path(config_path).read_text())
+    except PermissionError:
+        raise
     except (OSError, ValueError):
         return {}
     vips = data.get("vips", {}) if isinstance(data, dict) else {}

@@ -39,6 +39,7 @@ from p4lb.pipeline.p4info import (
 from p4lb.switch import codec
 from p4lb.switch.errors import NotPrimaryError, SwitchError, describe_write_error
 from p4lb.switch.stream import CONNECT_TIMEOUT_S, Stream
+from p4lb.switch.transport import Transport, probe
 
 log = logging.getLogger("p4lb")
 
@@ -63,11 +64,39 @@ def credentials(tls: TlsSettings) -> grpc.ChannelCredentials:
         path = getattr(tls, key)
         try:
             data[key] = Path(path).read_bytes() if path else None
+        except PermissionError:
+            raise  # the running lab's key is root's: the CLI says to use sudo
         except OSError as e:
             raise SwitchError(f"tls.{key}: cannot read {path}: {e.strerror}") from None
     return grpc.ssl_channel_credentials(
         root_certificates=data["ca"], private_key=data["key"], certificate_chain=data["cert"]
     )
+
+
+def not_ready(address: str, tls: TlsSettings | None) -> str:
+    """Why no session came up within the connect timeout, from a probe of the address:
+    nothing listens, no answer, a switch that takes TLS only (and the config has none), or
+    a failed TLS handshake."""
+    found = probe(address)
+    within = f"within {CONNECT_TIMEOUT_S:.0f} s"
+    if found is Transport.REFUSED:
+        return f"switch at {address} is unreachable (connection refused: nothing listens there)"
+    if found is Transport.SILENT:
+        return f"switch at {address} is unreachable (no P4Runtime server answered {within})"
+    if tls is None and found is Transport.TLS:
+        return (
+            f"switch at {address} refused clear text: it requires TLS; give the config a "
+            "[switch.tls] table (the running make run's config has one: sudo p4lb ... uses "
+            "it by default)"
+        )
+    if tls is not None and found is Transport.OTHER:
+        return f"switch at {address} does not answer TLS (the config's tls expects it {within})"
+    if tls is not None:
+        return (
+            f"switch at {address}: the TLS handshake failed (switch certificate not signed by "
+            f"{tls.ca}, or the switch refused our client certificate)"
+        )
+    return f"switch at {address} is unreachable (no P4Runtime server answered {within})"
 
 
 class Switch:
@@ -107,13 +136,7 @@ class Switch:
             grpc.channel_ready_future(self._channel).result(timeout=CONNECT_TIMEOUT_S)
         except grpc.FutureTimeoutError:
             self._channel.close()
-            why = "no P4Runtime server answered"
-            if tls is not None:
-                why += " or the TLS handshake failed (switch certificate not signed by "
-                why += f"{tls.ca}, or the switch refused our client certificate)"
-            raise SwitchError(
-                f"switch at {address} is unreachable ({why} within {CONNECT_TIMEOUT_S:.0f} s)"
-            ) from None
+            raise SwitchError(not_ready(address, tls)) from None
         self.stub = p4r_grpc.P4RuntimeStub(self._channel)
         self._stream: Stream | None = None
         if election_id is None:

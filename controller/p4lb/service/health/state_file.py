@@ -71,9 +71,12 @@ def save_state(config_path: str | os.PathLike[str], doc: Mapping[str, Any]) -> N
 
 
 def load_state(config_path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The state file's content; {} when there is none or it is unreadable."""
+    """The state file's content; {} when there is none or it is not JSON (a PermissionError
+    goes up: the CLI says to use sudo, rather than show no health at all)."""
     try:
         data = json.loads(state_path(config_path).read_text())
+    except PermissionError:
+        raise
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) and isinstance(data.get("vips"), dict) else {}
