@@ -6,10 +6,13 @@ VIPs only while that balancer holds the tier's state.
 One thread per balancer, each the single-switch loop's cycle: connect, take the switch,
 reconcile (the same desired entries, the same single-flip update as the others), turn
 digests on, catch up, announce; then serve its digests, and reconcile every few seconds or
-at once when a backend's health changes. A balancer that goes away (its switch dies, its
-session breaks) is withdrawn at once and forgotten as a holder of copies; when it returns
-it gets the whole state again before it announces. A balancer marked `drain = true` stays
-programmed and keeps serving what reaches it, but announces nothing.
+at once when a backend's health changes. A balancer whose switch is gone (its P4Runtime
+port refuses connections) is withdrawn at once; one whose session broke while its switch
+still listens (busy or hung: load can cause it) stays announced for a hold time, then is
+withdrawn only above a floor of announced balancers (p4lb.service.announce). Either way it
+is forgotten as a holder of copies, and when it returns it gets the whole state again
+before it announces. A balancer marked `drain = true` stays programmed and keeps serving
+what reaches it, but announces nothing; one removed from the file is withdrawn and let go.
 
 Shared connections (p4lb.pipeline.shared): a connection a stateful VIP (round robin, the
 least-* algorithms) opened on one balancer is copied into every other balancer's
@@ -22,7 +25,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +50,7 @@ from p4lb.pipeline.shared import (
     flow_of,
     pin,
 )
+from p4lb.service.announce import Policy, View, decide, floor
 from p4lb.service.health.checker import HealthChecker
 from p4lb.service.health.overlay import overlay, targets_of
 from p4lb.service.health.probes import Probe, default_probe
@@ -75,6 +81,12 @@ class Member:
     # + 1): the switch still holds the tier's state and forwards; it stays announced.
     paused: bool = False
     thread: threading.Thread | None = None
+    joined_at: float = 0.0  # when it last joined (monotonic)
+    left_at: float = 0.0  # when it last stopped serving
+    gone: bool = False  # its switch refused connections when it left: the process is gone
+    withdrawn_silent: bool = False  # its last withdrawal was for silence (announce.py)
+    held: bool = False  # kept announced past the hold by the floor (logged once)
+    removed: bool = False  # no longer in the config: its loop ends, it is withdrawn
 
     @property
     def name(self) -> str:
@@ -101,6 +113,7 @@ class TierController:
         retry_s: float = 0.5,
         probe: Probe = default_probe,
         metrics: ControllerMetrics | None = None,
+        policy: Policy | None = None,
     ) -> None:
         self.load_config = load_config
         # Per balancer: reconcile time, write errors, digests, mastership.
@@ -123,6 +136,8 @@ class TierController:
         # while on a loaded machine): the balancers' loops never wait for one, so their
         # digests are served and their copies written meanwhile.
         self._speakers_due = threading.Event()
+        self.policy = policy if policy is not None else Policy()
+        self._stamp: tuple[int, int, int] | None = None  # the config file's, when last read
 
     def stop(self, *_: object) -> None:
         self._stop.set()
@@ -146,16 +161,21 @@ class TierController:
         speakers = threading.Thread(target=self._speakers, name="p4lb-speakers", daemon=True)
         speakers.start()
         next_report = time.monotonic() + REPORT_S
+        seen: Config | None = None
         try:
             while not self.stopping and (deadline is None or time.monotonic() < deadline):
                 cfg = self.config()
                 if cfg is not None:
-                    self.checker.set_targets(targets_of(cfg))
+                    if cfg is not seen:
+                        seen = cfg
+                        self.checker.set_targets(targets_of(cfg))
                     self._members_of(cfg)
                 if time.monotonic() >= next_report:
                     next_report = time.monotonic() + REPORT_S
                     self._report_delays()
-                self._stop.wait(min(self.check_s, 0.5))
+                # A drain or a new balancer in the file is seen within this: the file is
+                # parsed again only when it changed (config()).
+                self._stop.wait(min(self.check_s, 0.1))
         finally:
             self._stop.set()
             for m in list(self.members.values()):
@@ -186,7 +206,19 @@ class TierController:
             )
 
     def config(self) -> Config | None:
-        """The file's intent; while it is broken, the last valid one."""
+        """The file's intent; while it is broken, the last valid one. The file is read again
+        only when it changed (its inode, size or modification time: the writer replaces it
+        by a rename, so every save is a new inode)."""
+        stamp = None
+        if self.config_path:
+            try:
+                st = os.stat(self.config_path)
+                stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+            except OSError:
+                stamp = None
+        if stamp is not None and stamp == self._stamp and self._last_good is not None:
+            return self._last_good
+        self._stamp = stamp
         try:
             cfg = self.load_config()
         except ConfigError as e:
@@ -199,13 +231,25 @@ class TierController:
 
     def _members_of(self, cfg: Config) -> None:
         """A thread for each balancer the config names (a balancer added to the file joins
-        within a round); a balancer removed from the file is left alone, as it is."""
+        within a round); a balancer removed from the file is withdrawn and its loop ends."""
+        names = {b.name for b in cfg.tier}
+        for m in list(self.members.values()):
+            if m.name not in names and not m.removed:
+                m.removed = True
+                self._speakers_due.set()
         for b in cfg.tier:
             with self.lock:
-                m = self.members.get(b.name)
-                if m is None:
+                known = self.members.get(b.name)
+                if known is not None and known.removed:
+                    if known.thread is not None and known.thread.is_alive():
+                        continue  # removed a moment ago and back: once its loop ended
+                    known = None
+                if known is None:
                     m = self.members[b.name] = Member(b)
                 else:
+                    m = known
+                    if m.balancer.drain != b.drain:
+                        self._speakers_due.set()  # a drain acts now, not at the next wake
                     m.balancer = b
             if m.thread is None:
                 m.thread = threading.Thread(
@@ -218,7 +262,7 @@ class TierController:
     def _member_loop(self, m: Member) -> None:
         next_check = 0.0
         seen_health = -1
-        while not self.stopping:
+        while not self.stopping and not m.removed:
             try:
                 if m.sw is None:
                     cfg = self._member_cfg(m)
@@ -264,6 +308,12 @@ class TierController:
         if m.sw is not None:
             m.sw.close()
             m.sw = None
+        if m.removed:
+            m.ready.clear()
+            m.paused = False
+            with self.lock:
+                self.shared.lost(m.name)
+            self._speakers_due.set()
 
     def _member_cfg(self, m: Member) -> Config | None:
         cfg = self._last_good or self.config()
@@ -289,6 +339,9 @@ class TierController:
             todo = self.shared.writes(m.name)
         self._insert_copies(m, sw, todo, timed=False)
         m.fresh = False
+        m.joined_at = time.monotonic()
+        m.gone = False
+        m.held = False
         m.ready.set()
         m.paused = False
         self.metrics.primary.labels(m.name).set(1)
@@ -296,8 +349,13 @@ class TierController:
         self._speakers_due.set()
 
     def _leave(self, m: Member, why: str) -> None:
-        if m.ready.is_set() or m.announced:
-            log.warning("%s: out of the tier: %s", m.name, why)
+        was_serving = m.ready.is_set() or m.paused
+        if was_serving:
+            m.left_at = time.monotonic()
+        m.gone = switch_gone(m.balancer.address)
+        if was_serving or m.announced:
+            state = "its switch is gone" if m.gone else "its switch still listens"
+            log.warning("%s: out of the tier: %s (%s)", m.name, why, state)
         m.ready.clear()
         m.paused = False
         self.metrics.primary.labels(m.name).set(0)
@@ -310,11 +368,30 @@ class TierController:
         vips = sorted({f"{v.address}/32" for v in cfg.vips}) if cfg else []
         return vips + list(cfg.tier_announce if cfg else ())
 
+    def _views(self, members: list[Member], now: float) -> list[View]:
+        out = []
+        for m in members:
+            serving = m.ready.is_set() or m.paused
+            out.append(
+                View(
+                    m.name,
+                    m.announced,
+                    serving,
+                    m.balancer.drain or m.removed,
+                    m.gone and not serving,
+                    silent_s=0.0 if serving or m.gone else now - m.left_at,
+                    serving_s=now - m.joined_at if serving else 0.0,
+                    withdrawn_silent=m.withdrawn_silent,
+                )
+            )
+        return out
+
     def _speakers(self) -> None:
-        """Announce for each balancer that holds the tier's state and is not drained (also
-        while a runtime command holds its primary role: paused), withdraw for the others;
-        every check_s, have a speaker that lost its routes (it restarted) announce them
-        again."""
+        """Announce for the balancers the decision keeps (p4lb.service.announce: those that
+        hold the tier's state and are not drained, also while a runtime command holds their
+        primary role; silent ones within the hold or needed by the floor), withdraw for the
+        others; every check_s, have a speaker that lost its routes (it restarted) announce
+        them again."""
         next_check = 0.0
         while not self.stopping:
             self._speakers_due.wait(0.2)
@@ -322,17 +399,40 @@ class TierController:
             check = time.monotonic() >= next_check
             if check:
                 next_check = time.monotonic() + self.check_s
-            for m in list(self.members.values()):
+            members = list(self.members.values())
+            views = self._views(members, time.monotonic())
+            chosen = decide(views, self.policy)
+            least = floor(sum(1 for v in views if not v.drained))
+            for m, v in zip(members, views, strict=True):
                 if self.stopping:
                     return
-                if (m.ready.is_set() or m.paused) and not m.balancer.drain:
+                if m.name in chosen:
                     self._announce(m)
-                    if check:
+                    if check and v.serving:
                         self._check_announced(m)
+                    if not v.serving and v.silent_s >= self.policy.hold_s and not m.held:
+                        m.held = True
+                        log.warning(
+                            "%s: silent for %.1f s, kept announced: the floor (%d of %d)",
+                            m.name,
+                            v.silent_s,
+                            least,
+                            sum(1 for w in views if not w.drained),
+                        )
                 elif m.announced:
                     self._withdraw(m)
-                    if m.balancer.drain:
+                    m.withdrawn_silent = not (v.gone or v.drained or v.serving)
+                    if v.drained:
                         log.info("%s: draining: withdrawn", m.name)
+                    elif v.gone:
+                        log.info("%s: withdrawn: its switch is gone", m.name)
+                    else:
+                        log.warning("%s: withdrawn: silent for %.1f s", m.name, v.silent_s)
+                if m.removed and not m.announced and not (m.thread and m.thread.is_alive()):
+                    with self.lock:
+                        if self.members.get(m.name) is m:
+                            del self.members[m.name]
+                    log.info("%s: removed from the tier", m.name)
             self.speaker_rounds += 1
 
     def _announce(self, m: Member) -> None:
@@ -584,6 +684,21 @@ def conn_events(sw: Switch) -> ConnEvents:
 
 def digest_name(sw: Switch, digest_id: int) -> str:
     return next((n for n, d in sw.schema.digests.items() if d.preamble.id == digest_id), "")
+
+
+def switch_gone(address: str, timeout_s: float = 0.5) -> bool:
+    """Whether nothing listens at a switch's P4Runtime address (`host:port`): the connection
+    is refused, so its process is gone. A live process's kernel completes the handshake
+    however busy the process is, so load cannot make this true; a timeout (a host that does
+    not answer at all) is not taken as proof either."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except (OSError, ValueError):
+        return False
 
 
 def run_tier(load_config: Callable[[], Config], config_path: str | None) -> int:

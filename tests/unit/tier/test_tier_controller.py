@@ -6,8 +6,11 @@ restarts empty gets the intent and every live copy back; a collision is pinned o
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +21,7 @@ from p4lb.pipeline import shared as shared_mod
 from p4lb.pipeline.desired import desired_entries, maglev_tables
 from p4lb.pipeline.entries import Slot, ip
 from p4lb.pipeline.p4info import schema
+from p4lb.service.announce import Policy
 from p4lb.service.tier import TierController
 from p4lb.switch.client import Switch
 from tests.unit.fake_switch import FakeSwitch
@@ -254,3 +258,109 @@ def test_a_runtime_command_taking_a_balancer_for_a_moment_withdraws_nothing(
         ctl.stop()
         t.join(15)
         assert not t.is_alive()
+
+
+GOBGP_PER_PORT = """#!/usr/bin/env python3
+import json, os, sys
+args = sys.argv[1:]
+port = args[3]
+rib_path = os.environ["STANDIN_RIB"] + "." + port
+rib = json.load(open(rib_path)) if os.path.exists(rib_path) else {}
+cmd = args[4:]
+if cmd[:1] == ["-j"]:
+    print(json.dumps(rib)); sys.exit(0)
+prefix = cmd[5]
+if cmd[4] == "add":
+    rib[prefix] = [{"nexthop": cmd[cmd.index("nexthop") + 1]}]
+else:
+    rib.pop(prefix, None)
+json.dump(rib, open(rib_path, "w"))
+"""
+
+
+def silence(fake: FakeSwitch) -> socket.socket:
+    """The switch's port still listening (its kernel would: the process lives) but nothing
+    answering there: a listener on the same port (gRPC's server sets SO_REUSEPORT), then the
+    fake's server stopped, so its sessions end and new ones never get an answer."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    s.bind(("127.0.0.1", fake.port))
+    s.listen(64)
+    fake.stop()
+    return s
+
+
+def test_gone_switches_are_withdrawn_at_once_silent_ones_after_the_hold_above_the_floor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three balancers: two go silent (their switches listen but answer nothing, as a
+    switch too busy to answer looks); after the hold one of them is withdrawn, the other is
+    kept by the floor (2 of 3). Then the third's switch goes (nothing listens): withdrawn
+    at once; the silent one kept stays announced: the VIP never goes dark."""
+    fakes = [FakeSwitch(device_id=i).start() for i in (1, 2, 3)]
+    exe = tmp_path / "gobgp"
+    exe.write_text(GOBGP_PER_PORT)
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("STANDIN_RIB", str(tmp_path / "rib"))
+    cfg = default_config()
+    cfg = dataclasses.replace(
+        cfg,
+        switch=dataclasses.replace(cfg.switch, election_id=10),
+        tier=tuple(
+            Balancer(
+                f"lb{i}",
+                f.address,
+                i,
+                f"02:00:00:00:01:0{i}",
+                speaker_api=f"127.0.0.1:{50050 + i}",
+                nexthop=f"10.10.0.1{i}",
+            )
+            for i, f in enumerate(fakes, 1)
+        ),
+    )
+
+    def rib(i: int) -> set[str]:
+        p = tmp_path / f"rib.{50050 + i}"
+        return set(json.loads(p.read_text())) if p.exists() else set()
+
+    hold = 1.0
+    ctl = TierController(
+        lambda: cfg, check_s=0.2, retry_s=0.1, policy=Policy(hold_s=hold, settle_s=0.5)
+    )
+    t = threading.Thread(target=ctl.run, kwargs={"duration_s": 60}, daemon=True)
+    t.start()
+    listeners: list[socket.socket] = []
+    try:
+        assert poll_until(lambda: all(rib(i) for i in (1, 2, 3)))
+        listeners = [silence(fakes[0]), silence(fakes[1])]
+        left = time.monotonic()
+        assert poll_until(lambda: not all(ctl.members[n].ready.is_set() for n in ("lb1", "lb2")))
+        # Within the hold both stay announced.
+        assert poll_until(lambda: time.monotonic() - left > hold * 0.6, timeout=hold)
+        assert rib(1) and rib(2) and rib(3)
+        # After it, exactly one of the two goes; the floor keeps the other.
+        assert poll_until(lambda: not rib(1) or not rib(2), timeout=10)
+        assert poll_until(lambda: ctl.speaker_rounds > 0)
+        rounds = ctl.speaker_rounds
+        assert poll_until(lambda: ctl.speaker_rounds >= rounds + 3)
+        assert bool(rib(1)) != bool(rib(2)) and rib(3)
+        kept = 1 if rib(1) else 2
+        assert not ctl.members[f"lb{kept}"].gone
+        # The third's switch gone (nothing listens): withdrawn well within the hold.
+        fakes[2].stop()
+        gone_at = time.monotonic()
+        assert poll_until(lambda: not rib(3), timeout=5)
+        assert time.monotonic() - gone_at < hold + 0.5
+        assert ctl.members["lb3"].gone
+        rounds = ctl.speaker_rounds
+        assert poll_until(lambda: ctl.speaker_rounds >= rounds + 3)
+        assert rib(kept)  # never dark: the floor holds the silent one
+    finally:
+        ctl.stop()
+        t.join(15)
+        for s in listeners:
+            s.close()
+        for f in fakes:
+            f.stop()
+    assert not t.is_alive()
