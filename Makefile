@@ -23,25 +23,29 @@ QUICK ?=
 FULL ?=
 PY_DIRS := $(wildcard controller tests topology bench scripts)
 
-.PHONY: help deps venv build artifacts run stop test test-unit test-all lint bench bench-report bench-ab bench-switch bench-floor bench-peers bench-cost bench-tier bench-choices bench-restore-peer bench-qos results readme-figures shell clean
+.PHONY: help deps venv build artifacts run stop test test-unit lint bench bench-report bench-ab bench-switch bench-floor bench-peers bench-cost bench-tier bench-choices bench-restore-peer bench-qos results readme-figures shell clean
 
 help:
 	@echo "p4lb make targets:"
 	@echo "  deps       install everything (p4c + BMv2: packages, else built from source; Mininet, ab,"
-	@echo "             k6, Python venv; P4LB_FROM_SOURCE=1 forces the source route)"
+	@echo "             FRR + GoBGP for the tier, k6, Python venv, /usr/local/bin/p4lb;"
+	@echo "             P4LB_FROM_SOURCE=1 forces the source route)"
 	@echo "  venv       create $(VENV) with the p4lb package and test tools"
 	@echo "  build      compile p4src/lb.p4 (and the baseline) into $(BUILD)/"
 	@echo "  artifacts  build, then refresh $(COMPILED)/ (P4Info, BMv2 JSON, source stamp)"
-	@echo "  run        start the Mininet topology + BMv2 + controller, open the CLI"
-	@echo "             (TOPO=scaleout BALANCERS=3: a tier of balancers behind FRR, BGP and ECMP)"
-	@echo "  stop       stop everything 'make run' started (by PID) and remove its interfaces"
-	@echo "  test       lint + the whole test suite (layers without their tools are skipped)"
+	@echo "  run        start the Mininet topology + BMv2 + controller, open the CLI (needs root)"
+	@echo "             (TOPO=tier BALANCERS=3: the tier, balancers behind FRR, BGP and ECMP;"
+	@echo "             RUN_ARGS=--detach with it: start, print the banner and return)"
+	@echo "  stop       stop everything 'make run' started (by PID), the lab and the tier, and"
+	@echo "             remove its interfaces (needs root)"
+	@echo "  test       lint + the whole test suite; as root (sudo make test) every layer runs,"
+	@echo "             the last line names the layers skipped and why"
 	@echo "  results    every figure of results/ on this tree, then README tables and plots from the"
 	@echo "             files (PROFILE=quick, the default: into $(SCRATCH); PROFILE=full: into results/;"
 	@echo "             RESULTS_DIR=DIR: there; PEER_P4=path: with the peer's cost; FROM=STEP: resume;"
 	@echo "             steps whose tools are missing are skipped and named). make readme-figures:"
 	@echo "             only the README regions"
-	@echo "  bench      the experiment suite (issue 15): quick profile; FULL=1 the whole matrix;"
+	@echo "  bench      the experiment suite: quick profile; FULL=1 the whole matrix;"
 	@echo "             RESUME=1 continues a stopped run (Ctrl-C stops one, finished runs are kept);"
 	@echo "             results/experiments/ + results/README.md (report only: make bench-report)"
 	@echo "  bench-ab   ApacheBench runs for every algorithm + controller speed (QUICK=1: smoke run)"
@@ -55,13 +59,13 @@ help:
 	@echo "             and the floor: instructions per packet, client-direction TCP (BUILDS as above)"
 	@echo "  bench-cost the same programs' instructions per path and BMv2 phase (callgrind inclusive"
 	@echo "             costs): results/switch/cost_breakdown.json"
-	@echo "  bench-tier the tier (TOPO=scaleout): req/s and switch CPU with 1-3 balancers, failover"
+	@echo "  bench-tier the tier (TOPO=tier): req/s and switch CPU with 1-3 balancers, failover"
 	@echo "             figures per event kind; then what sharing costs per packet (instructions, per"
 	@echo "             build as BUILDS); results/tier/ (QUICK=1: one short repetition)"
 	@echo "  bench-choices  what a new connection costs with leastconn comparing every backend vs two,"
 	@echo "             at 3, 8, 16 backends (instructions per SYN, per build); results/algorithms/"
 	@echo "  bench-restore-peer  the leastconn restore scenario on HAProxy (needs haproxy, root)"
-	@echo "  bench-qos  queueing disciplines on a 1,000 packets/s port (seed 004): VoIP delay, jitter,"
+	@echo "  bench-qos  queueing disciplines on a 1,000 packets/s port: VoIP delay, jitter,"
 	@echo "             loss, goodput + Jain, TIPHON grades; results/qos/ (QUICK=1: 1 x 10 s, into the scratch tree)"
 	@echo "  shell      p4runtime-shell on the running switch, as a reader (own venv: $(SHELL_VENV);"
 	@echo "             CONFIG=run/lb.toml, SHELL_ARGS=--primary to write)"
@@ -118,26 +122,30 @@ lint: $(VPY)
 	$(VENV)/bin/mypy
 	shellcheck scripts/*.sh vagrant/*.sh .ci/run
 
-test: lint
+test: $(VPY)
+	@[ "$$(id -u)" -eq 0 ] || echo "make test: not root: the dataplane and e2e layers will be skipped (sudo make test runs them)"
+	@$(MAKE) --no-print-directory lint
 	$(VPY) -m pytest tests
 
 test-unit: $(VPY)
 	$(VPY) -m pytest tests/unit
 
-# TOPO=scaleout: a tier of balancers behind FRR and ECMP (topology/tier.py; BALANCERS=3).
+# TOPO=tier: a tier of balancers behind FRR and ECMP (topology/tier.py; BALANCERS=3);
+# TOPO=scaleout, its former name, still works. RUN_ARGS=--detach: the tier runs on in the
+# background after the banner (`sudo make stop` stops it).
 TOPO ?=
 BALANCERS ?= 3
 run: $(VPY)
 	@$(MAKE) --no-print-directory -s build >/dev/null 2>&1 || true
-ifeq ($(TOPO),scaleout)
+ifneq ($(filter $(TOPO),tier scaleout),)
 	$(VPY) -m topology.tier run --balancers $(BALANCERS) $(RUN_ARGS)
 else
 	$(VPY) -m topology.run $(RUN_ARGS)
 endif
 
+# The single-switch lab and the tier, whichever runs, and the pointer /run/p4lb/config.
 stop:
-	$(PY) -m topology.stop
-	$(VPY) -m topology.tier down
+	@$(VPY) -m topology.stop
 
 # Where benchmarks write (issue 33): a quick or partial run never overwrites the committed
 # figures. QUICK=1 (and PROFILE=quick) write into $(SCRATCH), laid out like results/;

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from mininet.cli import CLI
+from mininet.log import output
+
+from p4lb.intent.running import clear_pointer, pointer_path, write_pointer
 from p4lb.pipeline.p4info import schema
 from topology.net import (
     RUN_DIR,
     VIP_ADDR,
     VIP_PORT,
+    Lab,
     Options,
     build,
     name_server_namespaces,
@@ -25,11 +32,34 @@ BANNER = """
 p4lb is running: VIP {vip}:{port} over {servers} ({algorithm}).
   mininet> h1 curl -s http://{vip}:{port}/ | head -c 80        # one request through the VIP
   mininet> h1 ab -n 300 -c 10 http://{vip}:{port}/              # load
-From another terminal:
-  .venv/bin/p4lb -c {config} weight set web h2 3
-  .venv/bin/p4lb -c {config} stats     # health column: kill a server to see it go DOWN
+  mininet> p4lb weight set web h2 3                            # a runtime change
+  mininet> p4lb stats                                          # shares, Jain's index, health
+From another terminal (p4lb finds this run's config through {pointer}):
+  sudo p4lb stats          # health column: kill a server to see it go DOWN
+  sudo p4lb weight set web h2 3
 {metrics}Controller log: {log}.  Type 'exit' to stop everything.
 """
+
+
+class LabCLI(CLI):  # type: ignore[misc]  # Mininet has no type hints
+    """Mininet's CLI with one command more: `p4lb ARGS` runs the p4lb CLI on the lab's
+    config (`mininet> p4lb weight set web h2 3`, `mininet> p4lb stats`)."""
+
+    def __init__(self, lab: Lab, **kwargs: Any) -> None:
+        self.lab = lab  # before Mininet's __init__: it runs the command loop
+        super().__init__(lab.net, **kwargs)
+
+    def do_p4lb(self, line: str) -> None:
+        """Run p4lb on the running lab's config, e.g. p4lb weight set web h2 3, p4lb stats."""
+        try:
+            args = shlex.split(line)
+        except ValueError as e:
+            output(f"p4lb: {e}\n")
+            return
+        r = subprocess.run(
+            p4lb_cmd(self.lab, *args), capture_output=True, text=True, stdin=subprocess.DEVNULL
+        )
+        output(r.stdout + r.stderr)
 
 
 def metrics_started(log: Path, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> bool:
@@ -63,8 +93,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--switch-log", action="store_true", help="BMv2 logging on (slow)")
     p.add_argument("--no-cli", action="store_true", help="start, check one request, stop")
     a = p.parse_args(argv)
-    from mininet.cli import CLI
-
     lab = build(
         Options(
             servers=a.servers,
@@ -96,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         start_servers(lab, a.threaded)
         lab.save_state()
+        write_pointer(lab.config_path)  # `sudo p4lb stats` from anywhere finds this config
         client = lab.clients[0]
         if a.no_cli:
             out = client.cmd(f"curl -s -m 5 http://{VIP_ADDR}:{VIP_PORT}/")
@@ -107,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                 port=VIP_PORT,
                 algorithm=a.algorithm,
                 servers=", ".join(s.name for s in lab.servers),
-                config=lab.config_path,
+                pointer=pointer_path(),
                 log=log,
                 metrics=""
                 if a.no_metrics
@@ -115,9 +144,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"  stats page: http://{a.metrics}/ (e.g. chromium http://{a.metrics}/)\n",
             )
         )
-        CLI(lab.net)
+        LabCLI(lab)
         return 0
     finally:
+        clear_pointer(lab.config_path)
         stop(lab)
 
 

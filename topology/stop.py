@@ -1,5 +1,6 @@
-"""`make stop`: stop what `make run` started, by the PIDs it recorded, and remove the
-switch interfaces it made. Never kills by name."""
+"""`make stop`: stop what `make run` started, the single-switch lab and the tier alike, by
+the PIDs they recorded, remove the interfaces and namespace names they made, and the pointer
+to the running config (/run/p4lb/config). Never kills by name. Needs root."""
 
 from __future__ import annotations
 
@@ -9,16 +10,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from topology import thrift_guard
+from p4lb.intent.running import clear_pointer
+from topology import thrift_guard, tier
 
 STATE = Path(__file__).resolve().parents[1] / "run" / "state.json"
 
 
-def main() -> int:
-    if not STATE.exists():
-        print("make stop: nothing recorded as running")
-        return 0
-    state = json.loads(STATE.read_text())
+def stop_lab(state_file: Path) -> bool:
+    """The single-switch lab (`make run`), from its state file; whether one was recorded."""
+    if not state_file.exists():
+        return False
+    state = json.loads(state_file.read_text())
     for name, pid in state.get("pids", {}).items():
         try:
             os.kill(int(pid), 15)
@@ -31,7 +33,27 @@ def main() -> int:
         thrift_guard.release(int(port))
     for name in state.get("netns", []):  # only the names: the namespaces were the hosts'
         subprocess.run(["ip", "netns", "delete", name], capture_output=True)
-    STATE.unlink()
+    state_file.unlink()
+    return True
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        print(tier.NEEDS_ROOT, file=sys.stderr)
+        return 1
+    try:
+        lab = stop_lab(STATE)
+        if lab:
+            print("stopped the single-switch lab")
+        the_tier = tier.stop_from_state(tier.RUN / "state.json")
+        clear_pointer()
+    except PermissionError:
+        print(tier.NEEDS_ROOT, file=sys.stderr)
+        return 1
+    if the_tier:
+        print("stopped the tier")
+    if not (lab or the_tier):
+        print("make stop: nothing recorded as running")
     return 0
 
 

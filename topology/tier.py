@@ -1,17 +1,29 @@
-"""A tier of p4lb balancers behind ECMP and BGP (`make run TOPO=scaleout`), in network
+"""A tier of p4lb balancers behind ECMP and BGP (`make run TOPO=tier`), in network
 namespaces on this host, on the engines people deploy: FRR (zebra, bgpd, bfdd) as the front
 router, GoBGP as each balancer's BGP speaker, FRR's bfdd beside it, the kernel's ECMP.
 
-    client c1 ── r0 (FRR) ── br-lb ──┬─ port 1 [BMv2 lb1] port 2 ── speaker lb1 (GoBGP + bfdd)
-     10.1.0.2   10.1.0.1  10.10.0.1  │            port 3 ─┐        10.10.0.11
-                                     ├─ port 1 [BMv2 lb2] ... ─── speaker lb2  10.10.0.12
-                   r1 (FRR) ─────────┤  ...               │
-                 10.10.0.2           │                    │
-                  10.2.0.1 ── br-srv ┴────────────────────┴── servers s1..s3 10.2.0.11..
+    client c1 ── r0 (FRR) ── br-lb ──┬─ port 1 [BMv2 lb1] port 3 ─┐   data: 10.10.0.41
+     10.1.0.2   10.1.0.1  10.10.0.1  ├─ speaker lb1 (GoBGP + bfdd) │   control: 10.10.0.11
+                                     ├─ port 1 [BMv2 lb2] ...      │   10.10.0.42 / .12
+                   r1 (FRR) ─────────┤  ...                        │
+                 10.10.0.2           │                             │
+                  10.2.0.1 ── br-srv ┴─────────────────────────────┴── servers s1..s3 10.2.0.11..
 
-- Each speaker sits *behind* its switch (port 2): its BGP sessions and BFD packets cross the
-  switch's data plane, so they die with the switch (BFD, 100 ms x 3) and prove it forwards.
-  Its address is the next hop it announces; ARP for it is flooded through the switch.
+- Control and data take separate links. Each speaker has its own port on br-lb (its
+  address, 10.10.0.1i, carries its BGP sessions and BFD) and announces the balancer's data
+  address (10.10.0.4i: the next hop) for the switch. Overload is not failure: a busy switch
+  queues its traffic ahead of its P4 program (each port's capture ring, then one shared
+  1,024-packet FIFO, BMv2's input buffer), where no priority can reach, so control packets
+  crossing it would be late or lost exactly when it is busy, and a live balancer would look
+  dead. The speaker dies with its switch instead: its bond (topology.bond) kills it the
+  moment the switch's process ends, and the kernel closes its sessions (the routers drop
+  its routes in about 0.1 s); `p4lb run` withdraws a balancer whose switch is gone, or one
+  that stays silent, but never below a floor (p4lb.service.announce).
+- The routers hold each balancer's data address at its switch's MAC (a permanent neighbour
+  entry) and the fabric's bridge holds that MAC behind the switch's port 1 (a static
+  entry): no ARP crosses a switch, and no frame for a quiet switch is flooded to the others.
+- The control plane's daemons (FRR, GoBGP, bfdd) run at a higher CPU priority than the
+  switches (nice CONTROL_NICE): on a host the switches keep busy, BFD is still sent on time.
 - Forward path: r0 spreads the VIP (learned from every speaker, default VRF) over the
   balancers with the kernel's ECMP (hash policy 3, fields 0x37: the 5-tuple); a balancer
   NATs to a backend on br-srv (its port 3).
@@ -19,16 +31,19 @@ router, GoBGP as each balancer's BGP speaker, FRR's bfdd beside it, the kernel's
   speakers announce 0.0.0.0/0: a reply goes to any live balancer (ECMP again), whose reverse
   NAT is stateless (a table of backends), then to r0 and the client. No reply depends on one
   balancer. (One router with a VRF for the return path would do too; this kernel has no VRF.)
-- ARP floods only between ports 1 and 2 (the config's `ports`): br-lb and br-srv are never
-  bridged through a switch.
+- A switch floods ARP only back to port 1 (the config's `ports`), that is nowhere: br-lb
+  and br-srv are never bridged through a switch.
 
-`python -m topology.tier up|down` builds or removes it; tests and `topology.tier_run` use the
-Tier class. Everything it starts is recorded by PID in run/tier/state.json and stopped by PID.
+`python -m topology.tier run|up|down` runs, builds or removes it (`make run TOPO=tier`,
+`make stop`); tests and `topology.tier_load` use the Tier class. Everything it starts is
+recorded by PID in run/tier/state.json and stopped by PID; every process is started in a
+session of its own, so `run --detach` can return and leave the tier running.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -38,6 +53,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,12 +68,14 @@ from p4lb.intent.model import (
     TlsSettings,
     Vip,
 )
+from p4lb.intent.running import clear_pointer, pointer_path, write_pointer
 from topology import thrift_guard
 from topology.bmv2 import grpc_tls_args, log_args, switch_binary, wait_listening
 from topology.pki import make_pki
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "run" / "tier"
+STATE = RUN / "state.json"  # what runs: the one record every process changes under its lock
 NS = "p4t-"  # every namespace of the tier: p4t-fab, p4t-r0, p4t-r1, p4t-c1, p4t-lb1.., p4t-s1..
 VIP = "10.0.0.100"
 VIP_PORT = 80
@@ -74,17 +92,25 @@ ROUTER_RET = "10.10.0.2"  # r1: learns the return path's default route
 ROUTER_SRV = "10.2.0.1"  # r1: the servers' gateway
 GRPC_BASE = 9560  # balancer i: P4Runtime on 127.0.0.1:GRPC_BASE+i
 THRIFT_BASE = 9090  # and Thrift on THRIFT_BASE+i
+# BFD between each speaker and the routers. Its packets never cross a switch (the control
+# link), so the detection time (interval x multiplier) need only outlast the control
+# plane's own delays: bfdd's scheduling on a busy host (it runs at CONTROL_NICE) and the
+# bridge. A switch's death is not left to BFD: the bond closes the speaker's sessions.
+# (Were BFD to cross a switch, the detection time would have to exceed the switch's worst
+# queueing delay: its capture ring plus 1,024 packets at its slowest rate under load,
+# seconds on BMv2, and no loss of `multiplier` packets in a row, which tail drops break.)
 BFD_MS = 100
-BFD_MULT = 3
+BFD_MULT = 5
+CONTROL_NICE = -10  # FRR, GoBGP, bfdd: ahead of the switches and servers (nice 0)
 PKI = RUN / "pki"  # the tier's throwaway CA: one server pair for every switch, the controller's
 BGP_SECRET = RUN / "bgp-password"  # TCP MD5 key of every BGP session, made per tier
 MAX_BALANCERS = 16  # the router's ECMP width; one inbound filter entry per possible balancer
-# GTSM (RFC 5082): a speaker's BGP packets cross its switch, which routes them (TTL - 1), so
-# each side sends TTL 255 and accepts >= 254. GoBGP does it itself (ttl-security). On the
-# routers a packet filter does it (router_filter): FRR 8.4's `ttl-security hops 2` makes
-# bgpd ask bfdd for single-hop BFD, which a routed hop breaks (failover fell back to the BGP
-# hold time: 2.3 s instead of 0.23 s); with `ebgp-multihop 255` BFD stays multihop.
-GTSM_HOPS = 2
+# GTSM (RFC 5082): a speaker is on the routers' link (the control link), so each side sends
+# TTL 255 and accepts only 255. GoBGP does it itself (ttl-security). On the routers a packet
+# filter does it (router_filter): FRR 8.4's `ttl-security` makes bgpd ask bfdd for
+# single-hop BFD, which the tier's multihop profile does not give (failover fell back to the
+# BGP hold time once: 2.3 s instead of 0.23 s); with `ebgp-multihop 255` BFD stays multihop.
+GTSM_HOPS = 1
 
 
 def bgp_password() -> str:
@@ -103,7 +129,13 @@ def controller_tls() -> TlsSettings:
 
 
 def speaker_addr(i: int) -> str:
+    """Balancer i's speaker on the control link: its BGP sessions and BFD."""
     return f"10.10.0.{10 + i}"
+
+
+def nexthop_addr(i: int) -> str:
+    """Balancer i's data address: the next hop its speaker announces, its switch's port 1."""
+    return f"10.10.0.{40 + i}"
 
 
 def server_addr(j: int) -> str:
@@ -159,16 +191,18 @@ def missing_tools() -> list[str]:
 
 def router_conf(name: str, router_id: str, prefixes: list[str], password: str) -> str:
     """FRR for a router of the tier: BGP with dynamic neighbours on 10.10.0.0/24, each
-    session with the tier's TCP MD5 key and GTSM (TTL >= 254: one routed hop, the switch);
-    from each balancer's address only `prefixes` (a prefix another address announces, or
-    one not in the list, is dropped); BFD multihop (the sessions cross a switch); ECMP over
-    up to 16 balancers. TTL 255 out; router_filter drops a BGP packet below 254 in."""
+    session with the tier's TCP MD5 key and GTSM (TTL 255: the routers' own link); from
+    each speaker's address only `prefixes` with that balancer's own data address as next
+    hop (a prefix another address announces, one not in the list, or another balancer's
+    next hop is dropped); BFD multihop; ECMP over up to 16 balancers. TTL 255 out;
+    router_filter drops a BGP packet below 255 in."""
     plist = "\n".join(
         f"ip prefix-list TIER seq {5 * (k + 1)} permit {p}" for k, p in enumerate(prefixes)
     )
     plist += "\n" + "\n".join(
+        f"ip prefix-list NEXTHOP-{i} seq 5 permit {nexthop_addr(i)}/32\n"
         f"route-map TIER-IN permit {i}\n match peer {speaker_addr(i)}\n"
-        " match ip address prefix-list TIER\nexit"
+        f" match ip address prefix-list TIER\n match ip next-hop prefix-list NEXTHOP-{i}\nexit"
         for i in range(1, MAX_BALANCERS + 1)
     )
     return f"""frr defaults traditional
@@ -214,7 +248,8 @@ exit
 def p4lb_config(balancers: int, servers: int, algorithm: str = "wrr") -> Config:
     """The p4lb config of the tier: the VIPs over the servers (port 3 of every switch), the
     routes every balancer has (clients and both routers: port 1), and per balancer its
-    address, id, MAC, its speaker (port 2) and how the controller reaches the speaker."""
+    address, id, MAC, its data address (the next hop its speaker announces) and how the
+    controller reaches its speaker."""
     hosts = (
         Host("clients", "10.1.0.0", ROUTER_MACS["r0-lb"], 1, prefix_len=16),
         Host("r0", ROUTER_LB, ROUTER_MACS["r0-lb"], 1),
@@ -238,11 +273,10 @@ def p4lb_config(balancers: int, servers: int, algorithm: str = "wrr") -> Config:
             address=f"127.0.0.1:{GRPC_BASE + i}",
             device_id=i,
             mac=mac(1, i),
-            ports=(1, 2),
-            hosts=(Host(f"lb{i}-speaker", speaker_addr(i), mac(4, i), 2),),
+            ports=(1,),
             speaker_netns=NS + f"lb{i}",
             speaker_api="127.0.0.1:50051",
-            nexthop=speaker_addr(i),
+            nexthop=nexthop_addr(i),
         )
         for i in range(1, balancers + 1)
     )
@@ -278,7 +312,7 @@ def router_filter(lb_side: str) -> str:
 
 def speaker_conf(i: int, password: str) -> str:
     """GoBGP for balancer i: eBGP to both routers from its own address, with the tier's TCP
-    MD5 key and GTSM (it sends TTL 255 and accepts >= 254: the switch routes in between)."""
+    MD5 key and GTSM (it sends TTL 255 and accepts only 255: the routers' own link)."""
     neighbours = "".join(
         f"""
 [[neighbors]]
@@ -318,9 +352,32 @@ def speaker_bfd_conf(i: int) -> str:
     return f"bfd\n{peers}exit\n"
 
 
+@contextlib.contextmanager
+def state_lock() -> Iterator[None]:
+    """Hold the lock every change to state.json takes (the tier's run, an operator's
+    `restart`/`add`/`remove`, a test), so none of them loses another's record."""
+    RUN.mkdir(parents=True, exist_ok=True)
+    fd = os.open(RUN / ".state.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def balancer_records(i: int) -> tuple[set[str], set[str], str, int]:
+    """What balancer i owns in state.json: its processes' names, its root-namespace links,
+    its speaker's namespace and its switch's Thrift port (`remove` takes exactly these)."""
+    ns = NS + f"lb{i}"
+    procs = {f"switch-lb{i}", f"gobgpd-lb{i}", f"bond-lb{i}", f"{ns}-bfdd"}
+    return procs, {f"t{i}p1", f"t{i}p3"}, ns, THRIFT_BASE + i
+
+
 @dataclass
 class Tier:
-    """The tier's namespaces, links and processes. `pids` maps a name to a PID we started."""
+    """The tier's namespaces, links and processes. `pids` maps a name to a PID we started;
+    `lbs` are the balancers' indexes (lb1 is 1). state.json is the record: every change
+    goes through `edit()`, which reads it first (another process may have changed it)."""
 
     balancers: int = 3
     servers: int = 3
@@ -330,24 +387,65 @@ class Tier:
     root_links: list[str] = field(default_factory=list)
     namespaces: list[str] = field(default_factory=list)
     thrift_ports: list[int] = field(default_factory=list)  # guarded (topology.thrift_guard)
+    lbs: list[int] = field(default_factory=list)
+    _editing: int = field(default=0, repr=False, compare=False)
 
     # --- state for `make stop` ------------------------------------------------------------
 
+    @classmethod
+    def load(cls) -> Tier:
+        """The tier state.json records (empty if none is)."""
+        t = cls()
+        t.reload()
+        return t
+
+    def reload(self) -> None:
+        """Take what state.json records now (nothing changes if there is no file)."""
+        if not STATE.exists():
+            return
+        s = json.loads(STATE.read_text())
+        self.pids = {k: int(v) for k, v in s["pids"].items()}
+        self.root_links = list(s["links"])
+        self.namespaces = list(s["netns"])
+        self.thrift_ports = list(s.get("thrift_ports", []))
+        self.balancers = int(s.get("balancers", self.balancers))
+        self.servers = int(s.get("servers", self.servers))
+        self.clients = int(s.get("clients", self.clients))
+        self.lbs = list(s.get("balancer_ids", range(1, self.balancers + 1)))
+
     def save(self) -> None:
+        """Write the record whole (a reader never sees half of it)."""
         RUN.mkdir(parents=True, exist_ok=True)
-        (RUN / "state.json").write_text(
-            json.dumps(
-                {
-                    "pids": self.pids,
-                    "links": self.root_links,
-                    "netns": self.namespaces,
-                    "thrift_ports": self.thrift_ports,
-                    "balancers": self.balancers,
-                    "servers": self.servers,
-                    "clients": self.clients,
-                }
-            )
-        )
+        doc = {
+            "pids": self.pids,
+            "links": self.root_links,
+            "netns": self.namespaces,
+            "thrift_ports": self.thrift_ports,
+            "balancers": self.balancers,
+            "servers": self.servers,
+            "clients": self.clients,
+            "balancer_ids": self.lbs,
+        }
+        tmp = STATE.with_name(f".{STATE.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, STATE)
+
+    @contextlib.contextmanager
+    def edit(self) -> Iterator[None]:
+        """Change the record: under the state lock, from the file as it is, written back at
+        the end. Nested edits share the outer one."""
+        if self._editing:
+            yield
+            self.save()
+            return
+        with state_lock():
+            self._editing += 1
+            try:
+                self.reload()
+                yield
+                self.save()
+            finally:
+                self._editing -= 1
 
     # --- plumbing -------------------------------------------------------------------------
 
@@ -355,7 +453,9 @@ class Tier:
         ns = NS + name
         sh("ip", "netns", "del", ns, check=False)
         sh("ip", "netns", "add", ns)
-        self.namespaces.append(ns)
+        with self.edit():
+            if ns not in self.namespaces:
+                self.namespaces.append(ns)
         in_ns(ns, "ip", "link", "set", "lo", "up")
         in_ns(ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
         return ns
@@ -376,7 +476,9 @@ class Tier:
             else:
                 sh("ip", "link", "set", tmp, "name", dev)
                 sh("ip", "link", "set", dev, "up")
-                self.root_links.append(dev)
+                with self.edit():
+                    if dev not in self.root_links:
+                        self.root_links.append(dev)
             no_offload(ns, dev)
 
     def addr(self, ns: str, dev: str, cidr: str, mac_addr: str | None = None) -> None:
@@ -384,23 +486,32 @@ class Tier:
             in_ns(ns, "ip", "link", "set", dev, "address", mac_addr)
         in_ns(ns, "ip", "addr", "add", cidr, "dev", dev)
 
-    def start(self, name: str, args: list[str], ns: str | None, log: Path) -> int:
-        """A process in `ns` (`ip netns exec` execs it: the PID is the process's own)."""
+    def start(self, name: str, args: list[str], ns: str | None, log: Path, nice: int = 0) -> int:
+        """A process in `ns` (`ip netns exec` and `nice` exec it: the PID is the process's
+        own), at niceness `nice`."""
         log.parent.mkdir(parents=True, exist_ok=True)
+        if nice:
+            args = ["nice", "-n", str(nice), *args]
         cmd = (["ip", "netns", "exec", ns] if ns else []) + args
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
-        self.pids[name] = proc.pid
-        self.save()
+        with self.edit():
+            self.pids[name] = proc.pid
         return proc.pid
 
     def frr_daemon(self, ns: str, state: Path, daemon: str, extra: list[str]) -> None:
         """An FRR daemon daemonized in `ns`, its sockets and pid file under `state`."""
         pidfile = state / f"{daemon}.pid"
         pidfile.unlink(missing_ok=True)
-        args = ["ip", "netns", "exec", ns, f"/usr/lib/frr/{daemon}", "-d", "-u", "root"]
+        # The control plane runs ahead of the switches on the CPU (CONTROL_NICE).
+        args = ["ip", "netns", "exec", ns, "nice", "-n", str(CONTROL_NICE)]
+        args += [f"/usr/lib/frr/{daemon}", "-d", "-u", "root"]
         args += ["-g", "frrvty", "-P", "0", "--vty_socket", str(state), "-z", f"{state}/zserv.api"]
         args += ["-i", str(pidfile), "--log", f"file:{state}/{daemon}.log", *extra]
         r = subprocess.run(args, capture_output=True, text=True, timeout=30)
@@ -410,8 +521,8 @@ class Tier:
             if pidfile.exists() and pidfile.read_text().strip():
                 break
             time.sleep(0.05)
-        self.pids[f"{ns}-{daemon}"] = int(pidfile.read_text().strip())
-        self.save()
+        with self.edit():
+            self.pids[f"{ns}-{daemon}"] = int(pidfile.read_text().strip())
 
     # --- the pieces -----------------------------------------------------------------------
 
@@ -498,17 +609,40 @@ class Tier:
             in_ns(NS + name, "nft", "-f", str(rules))
 
     def balancer_links(self, i: int) -> None:
-        """Balancer i's three switch ports (root-namespace veth ends) and its speaker's
-        namespace behind port 2."""
+        """Balancer i's two switch ports (root-namespace veth ends: port 1 on br-lb, port 3
+        on br-srv), its speaker's namespace on br-lb (the control link), and the routers'
+        and the bridge's fixed entries for its data address."""
         fab = NS + "fab"
         self.veth(f"t{i}p1", None, f"t{i}p1-f", fab)
         in_ns(fab, "ip", "link", "set", f"t{i}p1-f", "master", "br-lb")
+        # The switch's MAC lives behind its port 1 for good: a frame for a quiet switch is
+        # never flooded to the others (which would balance it too).
+        in_ns(fab, "bridge", "fdb", "replace", mac(1, i), "dev", f"t{i}p1-f", "master", "static")
         self.veth(f"t{i}p3", None, f"t{i}p3-f", fab)
         in_ns(fab, "ip", "link", "set", f"t{i}p3-f", "master", "br-srv")
         spk = self.netns(f"lb{i}")
-        self.veth(f"t{i}p2", None, "eth0", spk)
+        self.veth(f"lb{i}-f", fab, "eth0", spk)
+        in_ns(fab, "ip", "link", "set", f"lb{i}-f", "master", "br-lb")
         self.addr(spk, "eth0", f"{speaker_addr(i)}/24", mac(4, i))
-        self.save()
+        # The routers reach the data address at the switch's MAC without asking: an ARP
+        # request would queue in the switch like the traffic (no ARP crosses a switch).
+        for ns, dev in ((NS + "r0", "r0-lb"), (NS + "r1", "r1-lb")):
+            in_ns(
+                ns,
+                "ip",
+                "neigh",
+                "replace",
+                nexthop_addr(i),
+                "lladdr",
+                mac(1, i),
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            )
+        with self.edit():
+            if i not in self.lbs:
+                self.lbs.append(i)
 
     def start_switch(self, i: int, binary: str | None = None, log: bool = False) -> int:
         """Balancer i's BMv2 (no pipeline until p4lb pushes one), P4Runtime on 127.0.0.1 over
@@ -517,16 +651,36 @@ class Tier:
         args = [binary or switch_binary(), "--device-id", str(i), "--no-p4"]
         args += ["--thrift-port", str(THRIFT_BASE + i)]
         args += log_args(RUN / f"lb{i}" / "switch.log" if log else None)
-        for port in (1, 2, 3):
+        for port in (1, 3):
             args += ["-i", f"{port}@t{i}p{port}"]
         args += ["--", "--grpc-server-addr", f"127.0.0.1:{GRPC_BASE + i}"]
         args += grpc_tls_args(PKI / "ca.crt", PKI / "switch.crt", PKI / "switch.key")
         thrift_guard.confine(THRIFT_BASE + i)
-        if THRIFT_BASE + i not in self.thrift_ports:
-            self.thrift_ports.append(THRIFT_BASE + i)
+        with self.edit():
+            if THRIFT_BASE + i not in self.thrift_ports:
+                self.thrift_ports.append(THRIFT_BASE + i)
         pid = self.start(f"switch-lb{i}", args, None, out)
         wait_listening(GRPC_BASE + i, 20.0)
         return pid
+
+    def start_bond(self, i: int) -> int:
+        """Balancer i's bond (topology.bond): its speaker dies with its switch process."""
+        return self.start(
+            f"bond-lb{i}",
+            [
+                sys.executable,
+                "-m",
+                "topology.bond",
+                "--switch",
+                f"switch-lb{i}",
+                "--speaker",
+                f"gobgpd-lb{i}",
+                "--state",
+                str(STATE),
+            ],
+            None,
+            RUN / f"lb{i}" / "bond.out",
+        )
 
     def start_speaker(self, i: int) -> None:
         """Balancer i's GoBGP (announcing nothing yet: p4lb announces once the switch holds
@@ -543,6 +697,7 @@ class Tier:
             ["gobgpd", "-f", str(conf), "-p", "--api-hosts", "127.0.0.1:50051", "--pprof-disable"],
             spk,
             state / "gobgpd.log",
+            nice=CONTROL_NICE,
         )
         bfdd = self.pids.get(f"{spk}-bfdd")
         if bfdd is not None and alive(bfdd):
@@ -586,25 +741,32 @@ class Tier:
                 )
 
     def up(self) -> None:
+        if STATE.exists():
+            raise RuntimeError(f"a tier is recorded as running ({STATE}): sudo make stop first")
         BGP_SECRET.unlink(missing_ok=True)  # a new key and CA for every tier
         make_pki(PKI, ["switch"])
         self.build_network()
         self.start_routers()
         self.start_servers()
         for i in range(1, self.balancers + 1):
-            self.balancer_links(i)
-            self.start_switch(i)
-            self.start_speaker(i)
+            self.add_balancer(i)
+
+    def add_balancer(self, i: int) -> None:
+        """Balancer i whole: links, switch, speaker, bond (the controller does the rest)."""
+        self.balancer_links(i)
+        self.start_switch(i)
+        self.start_speaker(i)
+        self.start_bond(i)
 
     # --- events ---------------------------------------------------------------------------
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
-        """Kill one process we started, by its PID."""
-        pid = self.pids.pop(name)
+        """Kill one process we started, by its PID (the event of a test: no restart)."""
+        with self.edit():
+            pid = self.pids.pop(name)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
         gone_by(pid, time.monotonic() + 2)
-        self.save()
 
     def ecmp_next_hops(self, vip: str = VIP) -> list[str]:
         """The next hops r0's kernel has for the VIP now."""
@@ -614,8 +776,11 @@ class Tier:
     # --- teardown -------------------------------------------------------------------------
 
     def down(self) -> None:
-        stop_recorded(self.pids, self.root_links, self.namespaces, self.thrift_ports)
-        (RUN / "state.json").unlink(missing_ok=True)
+        """Stop everything recorded, whoever started it (the run, an operator's verb)."""
+        with state_lock():
+            self.reload()
+            stop_recorded(self.pids, self.root_links, self.namespaces, self.thrift_ports)
+            STATE.unlink(missing_ok=True)
 
 
 def alive(pid: int) -> bool:
@@ -665,15 +830,20 @@ def stop_recorded(
 BANNER = """
 p4lb tier is running: {n} balancers behind r0 (FRR, ECMP), VIP {vip}:80 (wrr) and :81 (maglev)
 over {servers} servers. Each balancer's GoBGP speaker announces the VIP while its switch holds
-the tier's state.
-  ip netns exec p4t-c1 curl -s http://{vip}/ | head -c 80          # one request
-  ip netns exec p4t-c1 ab -n 1000 -c 20 http://{vip}/               # load
-  ip netns exec p4t-r0 ip route show {vip}                          # the ECMP next hops
-  .venv/bin/p4lb -c {config} stats                                  # per balancer + tier
-  .venv/bin/p4lb -c {config} tier drain lb1                         # withdraw one
-  kill -9 $(jq .pids[\"switch-lb2\"] {state})                        # a balancer dies
-Controller log: {log}.  Ctrl-C (or `make stop`) stops everything.
+the tier's state. p4lb finds the tier's config through {pointer}.
+  sudo ip netns exec p4t-c1 curl -s http://{vip}/ | head -c 80   # one request
+  sudo ip netns exec p4t-c1 ab -n 1000 -c 20 http://{vip}/        # load
+  sudo ip netns exec p4t-r0 ip route show {vip}                   # the ECMP next hops
+  sudo p4lb stats                                                 # per balancer + tier
+  sudo p4lb tier drain lb1                                        # withdraw one
+  {kill_line}   # a balancer dies
+Controller log: {log}.  {how_to_stop}
 """
+
+
+def kill_line(name: str, state: Path) -> str:
+    """The shell command that kills one process of the tier by the PID state.json holds."""
+    return f"sudo kill -9 $(jq -r '.pids[\"{name}\"]' {state})"
 
 
 def ab(requests: int, concurrency: int, seconds: int | None = None) -> dict[str, Any]:
@@ -716,17 +886,25 @@ def start_controller(t: Tier, config: Path) -> int:
     )
 
 
+NEEDS_ROOT = "make stop: needs root: sudo make stop"
+
+
 def run(argv: list[str]) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="make run TOPO=scaleout")
+    p = argparse.ArgumentParser(prog="make run TOPO=tier")
     p.add_argument("--balancers", type=int, default=3)
     p.add_argument("--servers", type=int, default=3)
     p.add_argument("--algorithm", default="wrr", help="the port-80 VIP's algorithm")
     p.add_argument("--no-cli", action="store_true", help="start, check one request, stop")
+    p.add_argument(
+        "--detach",
+        action="store_true",
+        help="start, print the banner and return, the tier left running (sudo make stop)",
+    )
     a = p.parse_args(argv)
     if missing := missing_tools():
-        print(f"make run TOPO=scaleout: needs {', '.join(missing)}", file=sys.stderr)
+        print(f"make run TOPO=tier: needs {', '.join(missing)}", file=sys.stderr)
         return 2
     from topology.tier_load import start_tier
 
@@ -736,40 +914,70 @@ def run(argv: list[str]) -> int:
         print(f"tier: {e}", file=sys.stderr)
         return 1
     config = RUN / "lb.toml"
+    state = RUN / "state.json"
+    left_running = False
     try:
         if a.no_cli:
             print(f"tier: the VIP answers; r0's next hops: {', '.join(t.ecmp_next_hops())}")
             return 0
+        write_pointer(config)  # `sudo p4lb stats` from anywhere finds the tier's config
         print(
             BANNER.format(
                 n=a.balancers,
                 vip=VIP,
                 servers=a.servers,
-                config=config,
+                pointer=pointer_path(),
                 log=RUN / "controller.log",
-                state=RUN / "state.json",
-            )
+                kill_line=kill_line("switch-lb2", state),
+                how_to_stop="`sudo make stop` stops everything."
+                if a.detach
+                else "Ctrl-C (or `sudo make stop` in another terminal) stops everything.",
+            ),
+            flush=True,
         )
+        if a.detach:  # every process runs in a session of its own, recorded in state.json
+            left_running = True
+            return 0
         with contextlib.suppress(KeyboardInterrupt):
-            while (RUN / "state.json").exists():  # `make stop` removes it
+            while state.exists():  # `make stop` removes it
                 time.sleep(0.5)
         return 0
     finally:
-        t.down()
+        if not left_running:
+            clear_pointer(config)
+            t.down()
+
+
+def stop_from_state(state: Path) -> bool:
+    """Stop the tier `state` (its state.json) records, by PID, and remove the pointer when it
+    names the tier's config; whether a tier was recorded."""
+    if not state.exists():
+        return False
+    s = json.loads(state.read_text())
+    stop_recorded(s["pids"], s["links"], s["netns"], s.get("thrift_ports", []))
+    state.unlink()
+    clear_pointer(state.parent / "lb.toml")
+    return True
+
+
+def down() -> int:
+    """`python -m topology.tier down`: stop the recorded tier. Needs root."""
+    if os.geteuid() != 0:
+        print(NEEDS_ROOT, file=sys.stderr)
+        return 1
+    try:
+        stopped = stop_from_state(RUN / "state.json")
+    except PermissionError:
+        print(NEEDS_ROOT, file=sys.stderr)
+        return 1
+    print("tier: stopped" if stopped else "tier: nothing recorded as running")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["down"]:
-        state = RUN / "state.json"
-        if not state.exists():
-            print("tier: nothing recorded as running")
-            return 0
-        s = json.loads(state.read_text())
-        stop_recorded(s["pids"], s["links"], s["netns"], s.get("thrift_ports", []))
-        state.unlink()
-        print("tier: stopped")
-        return 0
+        return down()
     if args[:1] == ["run"]:
         return run(args[1:])
     if args[:1] == ["up"]:
@@ -780,7 +988,10 @@ def main(argv: list[str] | None = None) -> int:
         t.up()
         print(f"tier: up, state in {RUN}/state.json")
         return 0
-    print("usage: python -m topology.tier run [--balancers N ...] | up | down", file=sys.stderr)
+    print(
+        "usage: python -m topology.tier run [--balancers N ... --detach] | up | down",
+        file=sys.stderr,
+    )
     return 2
 
 
