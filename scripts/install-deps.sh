@@ -3,8 +3,12 @@
 # Idempotent: a re-run with everything present changes nothing and fetches nothing.
 #
 # 1. Distribution packages: Mininet, ApacheBench, tcpdump, nftables (keeps BMv2's Thrift port
-#    off the network), openssl (the throwaway CA of `make run`), ... and a Python >= 3.11
-#    (python3.11 + python3.11-venv where the distribution's python3 is older, as on Ubuntu 22.04).
+#    off the network), openssl (the throwaway CA of `make run`), sudo where it is missing (the
+#    README's commands use it), ... and a Python >= 3.11 (python3.11 + python3.11-venv where
+#    the distribution's python3 is older, as on Ubuntu 22.04).
+# 1b. The tier's engines, FRR (frr: its routers) and GoBGP (gobgpd: each balancer's speaker),
+#    installed with a policy-rc.d that lets no package start a service; the services a fresh
+#    install enabled are disabled again: the tier starts its own daemons in its namespaces.
 # 2. p4c and BMv2 (simple_switch_grpc), first route that works:
 #      a. already installed (found on PATH: packages, or a source build in /usr/local)
 #      b. home:p4lang:latest, p4lang's maintained packages (Ubuntu 22.04, x86_64)
@@ -19,7 +23,9 @@
 #    that gives an older p4c or BMv2 (home:p4lang still carries p4c 1.2.4.8) counts as failed.
 # 3. k6 (seed 001's load shapes), the version pinned in scripts/toolchain.env: k6's own apt
 #    repository, else `go install` where Go is installed.
-# 4. .venv with the p4lb package, built with that Python.
+# 4. .venv with the p4lb package, built with that Python; then /usr/local/bin/p4lb, two lines
+#    that exec .venv/bin/p4lb, so `sudo p4lb stats` works (sudo's secure_path has /usr/local/bin;
+#    to uninstall, remove that file).
 # 5. The versions now installed and the next command; exit 2 (everything else installed)
 #    with one message naming what is missing and what to do when no route gave p4c and BMv2.
 #
@@ -34,6 +40,10 @@
 #   P4LB_TIMEOUT          seconds before a repository request counts as timed out (30)
 #   P4LB_TOOL_PATH        PATH searched for the installed tools ($PATH)
 #   P4LB_DISTRO_PKGS      distribution packages besides Python (space-separated; default below)
+#   P4LB_TIER_PKGS        the tier's engines ("frr gobgpd"; "" to skip them)
+#   P4LB_POLICY_RC_D      the policy-rc.d put in place while they install (/usr/sbin/policy-rc.d)
+#   P4LB_SYSTEMCTL        systemctl, to disable the services their install enabled (systemctl)
+#   P4LB_WRAPPER          where the p4lb command goes           (/usr/local/bin/p4lb)
 #   P4LB_VENV=0           skip building .venv
 #   P4LB_NEXT             the next command to print           (make run)
 #   P4LB_FROM_SOURCE=1    skip the package routes: build from source
@@ -78,7 +88,14 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+POLICY_RC_D="${P4LB_POLICY_RC_D:-/usr/sbin/policy-rc.d}"
+OUR_POLICY=0 # 1 while the policy-rc.d in place is ours (removed on any exit)
+# shellcheck disable=SC2317 # called by the EXIT trap
+cleanup() {
+    if [ "$OUR_POLICY" -eq 1 ]; then $SUDO rm -f "$POLICY_RC_D"; fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
 
 log() { printf 'deps: %s\n' "$*"; }
 have() { PATH="$TOOL_PATH" command -v "$1" >/dev/null 2>&1; }
@@ -127,6 +144,10 @@ else
 fi
 read -r -a DISTRO_PKGS <<<"${P4LB_DISTRO_PKGS:-make git curl gnupg ca-certificates mininet \
 apache2-utils tcpdump tcpreplay ethtool iproute2 iputils-ping shellcheck nftables openssl} ${PY_PKGS[*]}"
+if [ "$HAVE_APT" -eq 1 ] && ! have sudo; then
+    log "sudo is missing: adding it (the README's commands run through it: sudo make run, sudo p4lb)"
+    DISTRO_PKGS+=(sudo)
+fi
 UPDATED=0
 if [ "$HAVE_APT" -eq 0 ]; then
     log "no apt-get here: install Mininet, ab, tcpdump and Python >= 3.11 yourself"
@@ -139,6 +160,43 @@ else
     if ! apt_get install -y -qq --no-install-recommends "${DISTRO_PKGS[@]}" >/dev/null; then
         log "FAILED: apt-get could not install the distribution packages above; fix apt and re-run"
         exit 1
+    fi
+fi
+
+# 1b. The tier's engines: FRR (zebra, bgpd, bfdd: the tier's routers) and GoBGP (each
+# balancer's BGP speaker). No package may start a service: a policy-rc.d of ours forbids it
+# while they install (one already in place is left as it is), and the services a fresh install
+# enabled are disabled, so nothing of theirs runs in this host's own namespace, now or at boot.
+read -r -a TIER_PKGS <<<"${P4LB_TIER_PKGS-frr gobgpd}"
+SYSTEMCTL="${P4LB_SYSTEMCTL:-systemctl}"
+if [ "${#TIER_PKGS[@]}" -eq 0 ] || [ "$HAVE_APT" -eq 0 ]; then
+    :
+elif all_installed "${TIER_PKGS[@]}"; then
+    log "the tier's engines already installed: ${TIER_PKGS[*]}"
+else
+    log "installing ${TIER_PKGS[*]}: the tier's engines (FRR routes to the balancers, GoBGP" \
+        "announces each one; make run TOPO=tier and its tests start them in namespaces)"
+    [ "$UPDATED" -eq 1 ] || apt_get update -qq || log "apt-get update reported errors (above); going on"
+    UPDATED=1
+    if [ ! -e "$POLICY_RC_D" ]; then
+        printf '#!/bin/sh\n# p4lb install-deps.sh: no service starts while packages install\nexit 101\n' \
+            >"$TMP/policy-rc.d"
+        $SUDO install -D -m 0755 "$TMP/policy-rc.d" "$POLICY_RC_D"
+        OUR_POLICY=1
+    fi
+    if apt_get install -y -qq --no-install-recommends "${TIER_PKGS[@]}" >/dev/null; then
+        if PATH="$TOOL_PATH:$PATH" command -v "$SYSTEMCTL" >/dev/null 2>&1; then
+            for pkg in "${TIER_PKGS[@]}"; do
+                $SUDO "$SYSTEMCTL" disable --now "${pkg}.service" >/dev/null 2>&1 || true
+            done
+            log "${TIER_PKGS[*]}: their system services are disabled (the tier runs its own daemons)"
+        fi
+    else
+        NOTES+=("${TIER_PKGS[*]}: apt-get could not install them (the tier's tests will skip, naming them)")
+    fi
+    if [ "$OUR_POLICY" -eq 1 ]; then
+        $SUDO rm -f "$POLICY_RC_D"
+        OUR_POLICY=0
     fi
 fi
 
@@ -431,6 +489,19 @@ if [ "${P4LB_VENV:-1}" != 0 ]; then
     fi
 fi
 
+# 4b. `p4lb` on PATH for sudo: two lines that exec this checkout's .venv/bin/p4lb.
+WRAPPER="${P4LB_WRAPPER:-/usr/local/bin/p4lb}"
+if [ -x "$ROOT/.venv/bin/p4lb" ]; then
+    printf '#!/bin/sh\nexec "%s/.venv/bin/p4lb" "$@"\n' "$ROOT" >"$TMP/p4lb"
+    if cmp -s "$TMP/p4lb" "$WRAPPER"; then
+        log "p4lb already on PATH: ${WRAPPER}"
+    else
+        $SUDO install -D -m 0755 "$TMP/p4lb" "$WRAPPER"
+        log "installed ${WRAPPER}: it runs ${ROOT}/.venv/bin/p4lb, so 'sudo p4lb stats' works" \
+            "(remove the file to uninstall)"
+    fi
+fi
+
 # 5. What is there now, and one verdict.
 found=()
 for t in p4c simple_switch_grpc mn ab tcpdump; do
@@ -450,6 +521,12 @@ if [ "$HAVE_APT" -eq 1 ]; then
         [ -z "$v" ] || found+=("$p $v")
     done
 fi
+if [ "$HAVE_APT" -eq 1 ]; then
+    for p in "${TIER_PKGS[@]}"; do
+        v=$(dpkg-query --admindir="$DPKG_ADMIN" -W -f='${Version}' "$p" 2>/dev/null) || continue
+        [ -z "$v" ] || found+=("$p $v")
+    done
+fi
 if [ -r "${P4LB_PREFIX:-/usr/local}/share/p4lb/toolchain-source.txt" ]; then
     v=$(sed -n 's/^PI_VERSION=//p' "${P4LB_PREFIX:-/usr/local}/share/p4lb/toolchain-source.txt")
     found+=("PI ${v:-?} (source)")
@@ -463,6 +540,9 @@ missing=()
 for t in "${P4_TOOLS[@]}" "${OTHER_TOOLS[@]}"; do have "$t" || missing+=("$t"); done
 if [ -z "$(missing_p4)" ] && ! p4_ok; then missing+=("a new enough p4c and BMv2 (${WHY#too old: })"); fi
 if [ "${P4LB_VENV:-1}" != 0 ] && [ ! -x "$ROOT/.venv/bin/p4lb" ]; then missing+=(.venv); fi
+if [ "${#TIER_PKGS[@]}" -gt 0 ] && { [ "$HAVE_APT" -eq 0 ] || ! all_installed "${TIER_PKGS[@]}"; }; then
+    missing+=("${TIER_PKGS[@]}")
+fi
 if [ "${#missing[@]}" -eq 0 ]; then
     for n in "${NOTES[@]}"; do log "note: ${n}"; done
     log "next: ${NEXT}"

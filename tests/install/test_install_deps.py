@@ -34,7 +34,7 @@ NEEDED = [
 ]
 MISSING = [t for t in NEEDED if shutil.which(t) is None] + (["root"] if os.geteuid() else [])
 if MISSING:
-    pytest.skip(f"install tests skipped: missing {', '.join(MISSING)}", allow_module_level=True)
+    pytest.skip(f"install layer skipped: missing {', '.join(MISSING)}", allow_module_level=True)
 
 ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout
 # p4c and PI versions of the stand-in routes, and their BMv2's. home:p4lang still carries the p4c
@@ -83,6 +83,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         )
         repo.build_deb(distro / "py.deb", "python3.11", "3.11.0-1", {"python3.11": "Python 3.11.0"})
         repo.build_deb(distro / "pyvenv.deb", "python3.11-venv", "3.11.0-1", {})
+        repo.build_deb(distro / "sudo.deb", "sudo", "1.9.13-1", {"sudo": "Sudo version 1.9.13"})
+        # The tier's engines, as Debian names them.
+        repo.build_deb(distro / "frr.deb", "frr", "8.4.4-1", {"vtysh": "vtysh 8.4.4"})
+        repo.build_deb(distro / "gobgpd.deb", "gobgpd", "3.10.0-1", {"gobgpd": "gobgpd 3.10.0"})
         for d in ("latest/xUbuntu_22.04", "old/xUbuntu_22.04", "old/xUbuntu_24.04", "distro"):
             repo.index(www / d, signer)
         key = base / "distro.gpg"
@@ -116,6 +120,12 @@ chmod +x "$P4LB_PREFIX/bin/"*
 """
 
 
+# systemctl's stand-in: records what it was asked.
+SYSTEMCTL_STANDIN = """#!/bin/sh
+echo "$@" >>"$STANDIN_SYSTEMCTL_LOG"
+"""
+
+
 @dataclass
 class Machine:
     root: Path
@@ -123,6 +133,14 @@ class Machine:
     site: Site
     prefix: Path
     source_log: Path
+
+    @property
+    def wrapper(self) -> Path:
+        return Path(self.env["P4LB_WRAPPER"])
+
+    def systemctl_calls(self) -> list[str]:
+        log = Path(self.env["STANDIN_SYSTEMCTL_LOG"])
+        return log.read_text().splitlines() if log.exists() else []
 
     def source_runs(self) -> list[str]:
         """One line per run of the source route: what it was told."""
@@ -163,6 +181,9 @@ def machine(site: Site, tmp_path: Path) -> Machine:
     standin.write_text(SOURCE_STANDIN)
     standin.chmod(0o755)
     prefix = tmp_path / "prefix"
+    systemctl = tmp_path / "systemctl"
+    systemctl.write_text(SYSTEMCTL_STANDIN)
+    systemctl.chmod(0o755)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
@@ -185,6 +206,11 @@ def machine(site: Site, tmp_path: Path) -> Machine:
         "P4LB_RETRIES": "4",
         "P4LB_BACKOFF": "0",
         "P4LB_VENV": "0",
+        # Inside the throwaway root: the p4lb command, the policy-rc.d; systemctl's stand-in.
+        "P4LB_WRAPPER": str(root / "usr/local/bin/p4lb"),
+        "P4LB_POLICY_RC_D": str(root / "usr/sbin/policy-rc.d"),
+        "P4LB_SYSTEMCTL": str(systemctl),
+        "STANDIN_SYSTEMCTL_LOG": str(tmp_path / "systemctl.log"),
     }
     return Machine(root, env, site, prefix, tmp_path / "source-runs")
 
@@ -468,3 +494,56 @@ def test_k6_by_go_install(machine: Machine, tmp_path: Path, fail: bool) -> None:
     else:
         assert lines(out, f"k6 {version}")  # in the versions installed
         assert not lines(out, "note: k6")
+
+
+def test_sudo_the_tiers_engines_and_the_p4lb_command(machine: Machine, tmp_path: Path) -> None:
+    """sudo where it is missing; frr and gobgpd with no service started (our policy-rc.d in
+    place while dpkg runs, gone after) and their services disabled; /usr/local/bin/p4lb runs
+    the checkout's venv. A rerun changes none of it."""
+    seen = tmp_path / "policy-seen"
+    policy = machine.env["P4LB_POLICY_RC_D"]
+    conf = Path(machine.env["APT_CONFIG"])
+    conf.write_text(
+        conf.read_text() + f'DPkg::Pre-Invoke {{ "if [ -x {policy} ]; then {policy} frr start; '
+        f'echo policy $? >>{seen}; else echo none >>{seen}; fi"; }};\n'
+    )
+    machine.env["P4LB_FROM_SOURCE"] = "1"
+    rc, out = machine.run()
+    assert rc == 0, out
+    assert lines(out, "sudo is missing: adding it")
+    assert machine.installed("sudo") == "1.9.13-1"
+    assert lines(out, "installing frr gobgpd: the tier's engines")
+    assert machine.installed("frr") == "8.4.4-1" and machine.installed("gobgpd") == "3.10.0-1"
+    # dpkg ran once without our policy (the distribution packages), once with it, forbidding.
+    assert seen.read_text().splitlines() == ["none", "policy 101"]
+    assert not Path(policy).exists()
+    assert machine.systemctl_calls() == [
+        "disable --now frr.service",
+        "disable --now gobgpd.service",
+    ]
+    assert lines(out, "installed: ") and "frr 8.4.4-1, gobgpd 3.10.0-1" in out
+    # The p4lb command: this checkout's venv, runnable.
+    wrapper = machine.wrapper
+    assert wrapper.read_text() == f'#!/bin/sh\nexec "{SCRIPT.parents[1]}/.venv/bin/p4lb" "$@"\n'
+    assert lines(out, f"installed {wrapper}: it runs")
+    r = subprocess.run([str(wrapper), "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("usage: p4lb"), r.stderr
+    before = wrapper.stat().st_mtime_ns
+    rc, out = machine.run()
+    assert rc == 0, out
+    assert lines(out, "the tier's engines already installed: frr gobgpd")
+    assert lines(out, f"p4lb already on PATH: {wrapper}")
+    assert not lines(out, "sudo is missing")
+    assert wrapper.stat().st_mtime_ns == before
+    assert len(machine.systemctl_calls()) == 2  # nothing installed: nothing disabled again
+
+
+def test_a_policy_rc_d_of_the_machine_is_left_alone(machine: Machine) -> None:
+    policy = Path(machine.env["P4LB_POLICY_RC_D"])
+    policy.parent.mkdir(parents=True)
+    policy.write_text("#!/bin/sh\nexit 0\n")
+    machine.env["P4LB_FROM_SOURCE"] = "1"
+    rc, out = machine.run()
+    assert rc == 0, out
+    assert machine.installed("frr")
+    assert policy.read_text() == "#!/bin/sh\nexit 0\n"
