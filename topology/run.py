@@ -13,6 +13,7 @@ from typing import Any
 from mininet.cli import CLI
 from mininet.log import output
 
+from p4lb.intent.reader import is_loopback
 from p4lb.intent.running import clear_pointer, pointer_path, write_pointer
 from p4lb.pipeline.p4info import schema
 from topology.net import (
@@ -86,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         "--metrics",
         default="127.0.0.1:9100",
         metavar="IP:PORT",
-        help="p4lb run's [metrics] listener: /metrics and the stats page (default %(default)s)",
+        help="p4lb run's [metrics] listener: /metrics and the stats page, no authentication "
+        "(default %(default)s; another address than loopback: anyone who reaches it reads them)",
     )
     p.add_argument("--no-metrics", action="store_true", help="no [metrics] listener")
     p.add_argument("--threaded", action="store_true", help="threaded HTTP servers")
@@ -110,9 +112,13 @@ def main(argv: list[str] | None = None) -> int:
             namespace = name_server_namespaces(lab)
             with open(lab.config_path, "a") as f:
                 f.write(f'\n[vip.web.health]\nhttp_path = "/"\nnamespace = "{namespace}"\n')
-        if not a.no_metrics:  # loopback only: the listener has no authentication
+        if not a.no_metrics:
+            # The listener has no authentication: loopback, unless --metrics names another
+            # address on purpose (in the VM, for the forwarded port that reaches only this
+            # VM's NAT address): that choice is the config's insecure = true.
+            insecure = "" if is_loopback(a.metrics) else "insecure = true\n"
             with open(lab.config_path, "a") as f:
-                f.write(f'\n[metrics]\nlisten = "{a.metrics}"\n')
+                f.write(f'\n[metrics]\nlisten = "{a.metrics}"\n{insecure}')
         subprocess.run(p4lb_cmd(lab, "apply"), check=True)
         log = RUN_DIR / "controller.log"
         with open(log, "w") as out:
