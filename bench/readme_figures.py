@@ -1,5 +1,5 @@
-"""The figures README.md and results/README.md quote, generated from the results files
-(issue 33: no hand-copied number).
+"""The figures README.md, results/README.md and the manual (docs/) quote, generated from the
+results files: no hand-copied number.
 
 A figure lives in a marked region, `<!-- results:NAME -->` ... `<!-- /results:NAME -->`;
 REGIONS maps each NAME to the function that writes it from a results directory. Text
@@ -7,10 +7,11 @@ outside the regions is prose and carries no measured number.
 
     python -m bench.readme_figures [--results DIR] [--check]
 
-With --results results (the default) the two READMEs are rewritten in place; with another
+With --results results (the default) the files are rewritten in place; with another
 directory (a quick run's scratch tree) the regenerated copies go into it (DIR/README.md
-from results/README.md, DIR/README.top.md from README.md), and the committed READMEs stay
-as they are. --check changes nothing and exits 1 naming each region that differs."""
+from results/README.md, DIR/README.top.md from README.md, DIR/docs/NAME.md from
+docs/NAME.md), and the committed files stay as they are. --check changes nothing and
+exits 1 naming each region that differs."""
 
 from __future__ import annotations
 
@@ -23,11 +24,28 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, provenance
+from bench import outdir, provenance, rawstore
 from bench.floor import LEVELS
 
 ROOT = outdir.ROOT
-READMES = {"results/README.md": ROOT / "results" / "README.md", "README.md": ROOT / "README.md"}
+READMES = {
+    rel: ROOT / rel
+    for rel in (
+        "results/README.md",
+        "README.md",
+        "docs/benchmarks.md",
+        "docs/design.md",
+        "docs/tier.md",
+    )
+}
+# The papers the experiments reproduce, as the docs name them (the results files number them).
+PAPERS = {
+    "000": "Fathurrohim and Basuki",
+    "001": "Sudiatmika et al.",
+    "002": "Usman et al.",
+    "003": "Ramadhan and Wardhana",
+    "004": "Maulana et al.",
+}
 # A region is a block (markers on lines of their own) or inline (within a sentence, the
 # generator's text then has no line break at its end).
 REGION = re.compile(
@@ -387,8 +405,8 @@ def older_ab_readme(root: Path) -> str:
 
 
 def recorded_runs(experiments: Path) -> int:
-    """Runs with a run.json under an experiments directory (a begun run has none)."""
-    return sum(1 for _ in (experiments / "raw").glob("**/run.json"))
+    """Runs with a run.json in an experiments directory's raw files (a begun run has none)."""
+    return rawstore.run_count(experiments)
 
 
 def experiments_dir(root: Path) -> Path:
@@ -406,7 +424,10 @@ def experiments(root: Path) -> str:
     from bench.experiments import report
 
     where = experiments_dir(root)
-    block = report.readme_block(where)
+    try:
+        block = report.readme_block(where)
+    except rawstore.RawError as e:
+        raise MissingFile(str(e)) from None
     if block is None:
         raise MissingFile(f"{where.name}/raw")
     return block
@@ -422,8 +443,16 @@ def claims(block: str) -> list[list[str]]:
 
 def verdicts(root: Path) -> str:
     """README.md's list of the seeds' claims with their verdicts and what decided them."""
-    out = [f"* {c[0]}: **{c[2]}** ({c[1]}). Decided by {c[4]}." for c in claims(experiments(root))]
+    out = [
+        f"* {paper_named(c[0])}: **{c[2]}** ({c[1]}). Decided by {c[4]}."
+        for c in claims(experiments(root))
+    ]
     return "\n".join(out) + "\n"
+
+
+def paper_named(claim: str) -> str:
+    """A claim with its leading paper number ("002: ...", "002's ...") as the authors' names."""
+    return re.sub(r"^(\d{3})\b", lambda m: PAPERS.get(m.group(1), m.group(1)), claim)
 
 
 def profiles_compared(root: Path) -> str:
@@ -434,7 +463,10 @@ def profiles_compared(root: Path) -> str:
     full = root / "experiments-full"
     if experiments_dir(root) != full:
         return "The full profile is not complete: nothing to compare yet.\n"
-    quick_block = report.readme_block(root / "experiments")
+    try:
+        quick_block = report.readme_block(root / "experiments")
+    except rawstore.RawError as e:
+        raise MissingFile(str(e)) from None
     if quick_block is None:
         raise MissingFile("experiments/raw")
     quick = {c[0]: c for c in claims(quick_block)}
@@ -747,7 +779,7 @@ def peers(root: Path) -> str:
     return "\n".join(lines)
 
 
-QOS_SEED = "Seed 004 (MikroTik, 35 Mbit/s; its own figures and grades)"
+QOS_SEED = "Maulana et al. (MikroTik, 35 Mbit/s; their own figures and grades)"
 
 
 def qos_tiphon(root: Path) -> str:
@@ -840,7 +872,7 @@ def provenance_table(root: Path) -> str:
         p = root / rel
         doc = json.loads(p.read_text()) if p.exists() else None
         text = describe_file(doc) if p.exists() else "not in this tree"
-        if p.exists() and p.name == "meta.json" and (p.parent / "raw").is_dir():
+        if p.exists() and p.name == "meta.json" and rawstore.has_raw(p.parent):
             from bench.experiments.report import parts_text
 
             more = parts_text(doc, recorded_runs(p.parent)).replace("**", "")
@@ -919,6 +951,11 @@ def regions(text: str) -> dict[str, str]:
     return {m.group("name"): m.group("body") for m in REGION.finditer(text)}
 
 
+def copy_name(rel: str) -> str:
+    """Where a partial run's regenerated copy of `rel` goes, under its results directory."""
+    return {"results/README.md": "README.md", "README.md": "README.top.md"}.get(rel, rel)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.readme_figures", description=__doc__)
     ap.add_argument("--results", type=Path, default=outdir.RESULTS)
@@ -940,11 +977,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"readme-figures: {rel}: region {name} differs from {root}")
                     bad += 1
             continue
-        target = (
-            path
-            if in_place
-            else root / ("README.md" if rel.startswith("results/") else "README.top.md")
-        )
+        target = path if in_place else root / copy_name(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(new)
         print(
             f"readme-figures: {target}"
