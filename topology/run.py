@@ -61,6 +61,8 @@ class LabCLI(CLI):  # type: ignore[misc]  # Mininet has no type hints
             p4lb_cmd(self.lab, *args), capture_output=True, text=True, stdin=subprocess.DEVNULL
         )
         output(r.stdout + r.stderr)
+        if r.returncode:  # the shell would show it in $?: here, one line
+            output(f"(p4lb exited with status {r.returncode})\n")
 
 
 def metrics_started(log: Path, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> bool:

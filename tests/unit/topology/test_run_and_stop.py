@@ -177,4 +177,5 @@ def test_the_mininet_cli_runs_p4lb_on_the_labs_config(
         lab_run.LabCLI(lab, stdin=stdin, script=str(script))  # type: ignore[arg-type]
     assert printed[0] == f"{config}: ok (1 VIPs, 3 backends)\n"
     assert printed[1] == "p4lb: VIP 'web' has no backend 'nobody'\n"  # its error, one line
-    assert len(printed) == 2
+    assert printed[2] == "(p4lb exited with status 1)\n"
+    assert len(printed) == 3
