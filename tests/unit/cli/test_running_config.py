@@ -235,3 +235,25 @@ def test_stats_with_unreadable_state_files_is_one_line_suggesting_sudo(
         f"p4lb: cannot read {state}: permission denied (it belongs to root",
         f": use sudo p4lb -c {config} stats)",
     )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: files another user may not read")
+def test_the_switchs_tls_files_are_one_line_suggesting_sudo(shared_dir: Path) -> None:
+    """A readable config whose TLS key files are root's (as the tier's): say so, not crash."""
+    for name in ("ca.crt", "p4lb.crt", "p4lb.key"):
+        (shared_dir / name).write_text("not read by this test\n")
+        (shared_dir / name).chmod(0o600)
+    config = shared_dir / "lb.toml"
+    tls = 'tls = { ca = "ca.crt", cert = "p4lb.crt", key = "p4lb.key" }'
+    config.write_text(
+        DEFAULT_CONFIG.read_text().replace(
+            'address = "127.0.0.1:9559"', f'address = "127.0.0.1:9559"\n{tls}'
+        )
+    )
+    config.chmod(0o644)
+    r = as_other_user("-c", str(config), "stats")
+    one_line_with_sudo(
+        r,
+        f"p4lb: cannot read {shared_dir}/ca.crt: permission denied (it belongs to root",
+        f": use sudo p4lb -c {config} stats)",
+    )

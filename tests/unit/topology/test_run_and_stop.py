@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from p4lb.intent.running import pointer_path, write_pointer
-from tests.unit.support import DEFAULT_CONFIG
+from tests.unit.support import DEFAULT_CONFIG, ROOT
 from topology import run as lab_run
 from topology import stop, tier
 
@@ -47,6 +47,7 @@ def states(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]
     tier_run.mkdir(parents=True)
     monkeypatch.setattr(stop, "STATE", lab_state)
     monkeypatch.setattr(tier, "RUN", tier_run)
+    monkeypatch.setattr(tier, "STATE", tier_run / "state.json", raising=False)
     return lab_state, tier_run / "state.json"
 
 
@@ -179,3 +180,33 @@ def test_the_mininet_cli_runs_p4lb_on_the_labs_config(
     assert printed[1] == "p4lb: VIP 'web' has no backend 'nobody'\n"  # its error, one line
     assert printed[2] == "(p4lb exited with status 1)\n"
     assert len(printed) == 3
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie waiting for a parent that is not us does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_the_tiers_processes_outlive_its_run_and_make_stop_ends_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `make run TOPO=tier RUN_ARGS=--detach` relies on: a process the tier starts runs
+    in a session of its own, recorded in state.json, after the Python that started it is
+    gone; stopping from state.json ends it."""
+    code = (
+        "import sys; from pathlib import Path; from topology import tier; "
+        f"tier.RUN = Path({str(tmp_path)!r}); tier.STATE = tier.RUN / 'state.json'; "
+        "tier.Tier().start('server', [sys.executable, '-c', 'import time; time.sleep(60)'], "
+        f"None, Path({str(tmp_path / 'server.log')!r}))"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
+    pid = json.loads((tmp_path / "state.json").read_text())["pids"]["server"]
+    assert running(pid) and os.getsid(pid) == pid
+    monkeypatch.setattr(tier, "RUN", tmp_path)
+    monkeypatch.setattr(tier, "STATE", tmp_path / "state.json", raising=False)
+    assert tier.stop_from_state(tmp_path / "state.json")
+    assert not running(pid) and not (tmp_path / "state.json").exists()
