@@ -1,10 +1,11 @@
 """Every table and plot of the experiment suite, rebuilt from the raw files alone.
 
-Reads results/experiments/raw/**/run.json and the load generators' files beside each, writes
-results/experiments/{summary.md, runs.json, *.png}; `readme_block` is results/README.md's
-experiments region (bench.readme_figures fills it): the seeds' figures next to ours, and the
-claimed / found table with its verdicts, each naming the bench and the test that decided it.
-Points are medians over the repetitions with min and max."""
+Reads results/experiments/raw/**/run.json (or those in raw.tar.xz, through bench.rawstore)
+and the load generators' files beside each, writes results/experiments/{summary.md,
+runs.json, *.png}; `readme_block` is results/README.md's experiments region
+(bench.readme_figures fills it): the seeds' figures next to ours, and the claimed / found
+table with its verdicts, each naming the bench and the test that decided it. Points are
+medians over the repetitions with min and max."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import ab as abparse
-from bench import stats
+from bench import rawstore, stats
 from bench.experiments import breakpoint
 from bench.experiments import load as loadgen
 from p4lb.stats.fairness import jain, weighted_jain
@@ -152,8 +153,9 @@ def breakpoint_figures(
 
 
 def load_runs(root: Path) -> list[dict[str, Any]]:
+    """Every run's figures from root's raw files (raw/ or raw.tar.xz: bench.rawstore)."""
     runs = []
-    for p in sorted((root / "raw").glob("**/run.json")):
+    for p in rawstore.run_files(root):
         try:
             runs.append(metrics(p.parent))
         except (ValueError, KeyError, OSError) as e:
@@ -1004,7 +1006,7 @@ def others_text(root: Path) -> str:
     """Processes not part of the suite that were busy (> 20 % CPU) right after some run."""
     seen: dict[str, int] = defaultdict(int)
     n = 0
-    for p in sorted((root / "raw").glob("**/run.json")):
+    for p in rawstore.run_files(root):
         procs = json.loads(p.read_text()).get("busiest_processes_after")
         if procs is None:
             continue
@@ -1172,7 +1174,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--readme", default=None, help="ignored: bench.readme_figures fills READMEs")
     a = p.parse_args(argv)
     root = Path(a.out)
-    runs = load_runs(root)
+    try:
+        runs = load_runs(root)
+    except rawstore.RawError as e:
+        print(f"report: {e}", file=sys.stderr)
+        return 1
     if not runs:
         print(f"report: no runs under {root / 'raw'}", file=sys.stderr)
         return 1

@@ -7,7 +7,8 @@ files go to results/experiments/raw/<experiment>/<scenario>/<variant>/<load>/r<k
 the load generator's own output (ab text, -g/-e files; k6 summary JSON and per-request
 CSV) and run.json (requests per server counted at the servers, connections counted by the
 servers' kernels (SYNs that completed) and by the switch, switch drop counters, TCP
-retransmissions, the switch's packet rate and CPU, the machine's load).
+retransmissions, the switch's packet rate and CPU, the machine's load). Once every run of
+the plan is recorded, raw/ becomes one archive, raw.tar.xz (bench.rawstore).
 
 `python -m bench.experiments.report` turns these files into tables and plots."""
 
@@ -30,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, provenance
+from bench import outdir, provenance, rawstore
 from bench.experiments import load as loadgen
 from bench.experiments.plan import (
     PROFILES,
@@ -635,8 +636,15 @@ def main(argv: list[str] | None = None) -> int:
     algs = algorithms()
     todo = selected(jobs(profile, algs, k6 is not None, set(a.only), seed), a.scenarios, a.variants)
     keep = a.keep or a.resume
-    if not keep and (root / "raw").exists():
-        shutil.rmtree(root / "raw")
+    if not keep:
+        shutil.rmtree(root / "raw", ignore_errors=True)
+        (root / rawstore.ARCHIVE).unlink(missing_ok=True)
+    elif not (root / "raw").is_dir() and (root / rawstore.ARCHIVE).exists():
+        try:  # a completed run kept as its archive: its runs are found (and skipped) in raw/
+            rawstore.unpack(root)
+        except rawstore.RawError as e:
+            print(f"bench.experiments: {e}", file=sys.stderr)
+            return 2
     root.mkdir(parents=True, exist_ok=True)
     meta = facts | {
         "algorithms": list(algs),
@@ -680,8 +688,15 @@ def main(argv: list[str] | None = None) -> int:
     meta["provenance"] = run.finish(profile.reps, order="meta.json's `order`", order_seed=seed)
     (root / "meta.json").write_text(json.dumps(meta, indent=1))
     print(outdir.said(root))
-    finished = len(todo) - len(pending(todo, root))
-    print(f"done: {finished} runs, {len(failures)} failed, {fmt_s(time.monotonic() - started)}")
+    left = pending(todo, root)
+    print(
+        f"done: {len(todo) - len(left)} runs, {len(failures)} failed, "
+        f"{fmt_s(time.monotonic() - started)}"
+    )
+    if not left and not meta.get("interrupted") and (root / "raw").is_dir():
+        # complete: one archive, not a file per run (--resume unpacks it again)
+        rec = rawstore.pack(root)
+        print(f"raw files: {rec['files']} -> {root / rawstore.ARCHIVE} ({rec['bytes']:,} bytes)")
     if not a.no_report:
         from bench.experiments import report
 

@@ -16,10 +16,15 @@ from bench import readme_figures as rf
 def test_committed_readme_regions_match_their_results_files(rel: str) -> None:
     text = rf.READMES[rel].read_text()
     new, missing = rf.regenerate(text, outdir.RESULTS, rel)
-    assert missing == []
+    # A raw archive too large to commit (bench.rawstore) is absent from a fresh clone: the
+    # regions it feeds are left as they were, named in the skip below; nothing else may miss.
+    absent = [m for m in missing if "raw.tar.xz: not in this tree" in m]
+    assert [m for m in missing if m not in absent] == []
     old_r, new_r = rf.regions(text), rf.regions(new)
     differ = [name for name in old_r if old_r[name] != new_r[name]]
     assert differ == [], f"{rel}: regions {differ} differ from results/ (make readme-figures)"
+    if absent:
+        pytest.skip(f"{rel}: not checked, their raw files missing: {'; '.join(absent)}")
 
 
 def test_a_hand_edited_figure_is_caught() -> None:
