@@ -253,3 +253,50 @@ def test_a_path_or_module_that_does_not_exist_is_named(tmp_path: Path) -> None:
         "docs/_probe.md:2: `topology/scaleout.py` does not exist",
         "docs/_probe.md:3: module `p4lb.intent.reader.nope` does not exist",
     ]
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to dashes."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(doc: Path) -> set[str]:
+    text = doc.read_text()
+    found = {slug(m.group(1)) for m in re.finditer(r"^#+ (.+)$", text, re.M)}
+    return found | set(re.findall(r'<a id="([^"]+)">', text))
+
+
+def link_problems(doc: Path, root: Path = ROOT) -> list[str]:
+    out = []
+    rel = doc.relative_to(root) if doc.is_relative_to(root) else doc
+    for n, line in enumerate(doc.read_text().splitlines(), 1):
+        for m in LINK.finditer(line):
+            target = m.group(1)
+            if re.match(r"^[a-z]+:", target):  # http:, https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (doc.parent / path).resolve() if path else doc
+            if not dest.exists():
+                out.append(f"{rel}:{n}: link to {target}: no such file")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+                out.append(f"{rel}:{n}: link to {target}: no heading #{anchor} there")
+    return out
+
+
+def test_links_between_the_docs_lead_somewhere() -> None:
+    problems = [p for doc in doc_files() for p in link_problems(doc)]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_broken_link_is_named(tmp_path: Path) -> None:
+    doc = tmp_path / "a.md"
+    (tmp_path / "b.md").write_text("# Health checks\n")
+    doc.write_text("[ok](b.md#health-checks) [x](b.md#health) [y](c.md)\n")
+    assert link_problems(doc, tmp_path) == [
+        "a.md:1: link to b.md#health: no heading #health there",
+        "a.md:1: link to c.md: no such file",
+    ]
