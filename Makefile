@@ -23,7 +23,7 @@ QUICK ?=
 FULL ?=
 PY_DIRS := $(wildcard controller tests topology bench scripts)
 
-.PHONY: help deps venv build artifacts run stop test test-unit lint bench bench-report bench-ab bench-switch bench-floor bench-peers bench-cost bench-tier bench-choices bench-restore-peer bench-qos results readme-figures shell clean
+.PHONY: help deps venv build artifacts run stop tier-restart tier-add tier-remove test test-unit lint bench bench-report bench-ab bench-switch bench-floor bench-peers bench-cost bench-tier bench-choices bench-restore-peer bench-qos results readme-figures shell clean
 
 help:
 	@echo "p4lb make targets:"
@@ -38,6 +38,9 @@ help:
 	@echo "             RUN_ARGS=--detach with it: start, print the banner and return)"
 	@echo "  stop       stop everything 'make run' started (by PID), the lab and the tier, and"
 	@echo "             remove its interfaces (needs root)"
+	@echo "  tier-restart  LB=lb2: restart a running tier's balancer, its switch and speaker"
+	@echo "             (WHAT=--speaker: the speaker only); tier-add: one more balancer;"
+	@echo "             tier-remove LB=lb4: withdraw one, then stop and remove it (needs root)"
 	@echo "  test       lint + the whole test suite; as root (sudo make test) every layer runs,"
 	@echo "             the last line names the layers skipped and why"
 	@echo "  results    every figure of results/ on this tree, then README tables and plots from the"
@@ -146,6 +149,20 @@ endif
 # The single-switch lab and the tier, whichever runs, and the pointer /run/p4lb/config.
 stop:
 	@$(VPY) -m topology.stop
+
+# The operator's verbs on a running tier (topology/tier_ops.py); `make stop` stops what they start.
+LB ?=
+WHAT ?=
+tier-restart: $(VPY)
+	@test -n "$(LB)" || { echo "make tier-restart: which balancer? LB=lb2"; exit 2; }
+	@$(VPY) -m topology.tier restart $(LB) $(WHAT)
+
+tier-add: $(VPY)
+	@$(VPY) -m topology.tier add
+
+tier-remove: $(VPY)
+	@test -n "$(LB)" || { echo "make tier-remove: which balancer? LB=lb4"; exit 2; }
+	@$(VPY) -m topology.tier remove $(LB)
 
 # Where benchmarks write (issue 33): a quick or partial run never overwrites the committed
 # figures. QUICK=1 (and PROFILE=quick) write into $(SCRATCH), laid out like results/;

@@ -245,6 +245,22 @@ exit
 """
 
 
+def tier_balancer(i: int) -> Balancer:
+    """Balancer i as the tier's config names it: its switch's address, id and MAC, its one
+    flooding port (port 1, so a switch floods nothing), its data address as the next hop
+    its speaker announces, and where the controller reaches that speaker."""
+    return Balancer(
+        name=f"lb{i}",
+        address=f"127.0.0.1:{GRPC_BASE + i}",
+        device_id=i,
+        mac=mac(1, i),
+        ports=(1,),
+        speaker_netns=NS + f"lb{i}",
+        speaker_api="127.0.0.1:50051",
+        nexthop=nexthop_addr(i),
+    )
+
+
 def p4lb_config(balancers: int, servers: int, algorithm: str = "wrr") -> Config:
     """The p4lb config of the tier: the VIPs over the servers (port 3 of every switch), the
     routes every balancer has (clients and both routers: port 1), and per balancer its
@@ -267,19 +283,7 @@ def p4lb_config(balancers: int, servers: int, algorithm: str = "wrr") -> Config:
                 name, VIP, "tcp", port, algorithm if k == 0 else alg, mac(1, 0xFF), backends, health
             )
         )
-    tier = tuple(
-        Balancer(
-            name=f"lb{i}",
-            address=f"127.0.0.1:{GRPC_BASE + i}",
-            device_id=i,
-            mac=mac(1, i),
-            ports=(1,),
-            speaker_netns=NS + f"lb{i}",
-            speaker_api="127.0.0.1:50051",
-            nexthop=nexthop_addr(i),
-        )
-        for i in range(1, balancers + 1)
-    )
+    tier = tuple(tier_balancer(i) for i in range(1, balancers + 1))
     return Config(
         switch=SwitchConfig(
             address=f"127.0.0.1:{GRPC_BASE + 1}",
@@ -980,6 +984,10 @@ def main(argv: list[str] | None = None) -> int:
         return down()
     if args[:1] == ["run"]:
         return run(args[1:])
+    if args[:1] in (["restart"], ["add"], ["remove"]):  # the operator's verbs
+        from topology.tier_ops import main as verbs
+
+        return verbs(args)
     if args[:1] == ["up"]:
         if missing := missing_tools():
             print(f"tier: needs {', '.join(missing)}", file=sys.stderr)
@@ -989,7 +997,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tier: up, state in {RUN}/state.json")
         return 0
     print(
-        "usage: python -m topology.tier run [--balancers N ... --detach] | up | down",
+        "usage: python -m topology.tier run [--balancers N ... --detach] | up | down"
+        " | restart lbN [--switch|--speaker] | add | remove lbN",
         file=sys.stderr,
     )
     return 2

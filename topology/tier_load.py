@@ -22,8 +22,8 @@ from topology.tier import (
     VIP,
     Tier,
     ab,
+    nexthop_addr,
     p4lb_config,
-    speaker_addr,
     start_controller,
     wait_for_vip,
 )
@@ -59,7 +59,24 @@ def start_tier(balancers: int = 3, servers: int = 3, algorithm: str = "wrr") -> 
 
 
 def hops(indexes: list[int]) -> list[str]:
-    return sorted(speaker_addr(i) for i in indexes)
+    return sorted(nexthop_addr(i) for i in indexes)
+
+
+def verb(t: Tier, *args: str) -> str:
+    """An operator's verb on the running tier, as a user runs it (`python -m topology.tier
+    restart lb2`, what `make tier-restart LB=lb2` runs); `t` then holds the new record. Its
+    output; a verb that fails raises, naming it."""
+    r = subprocess.run(
+        [sys.executable, "-m", "topology.tier", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    t.reload()  # what the verb recorded
+    if r.returncode != 0:
+        raise RuntimeError(f"tier {' '.join(args)}: {(r.stderr or r.stdout).strip()}")
+    return r.stdout
 
 
 def wait_hops(t: Tier, indexes: list[int], timeout_s: float = CONVERGE_WAIT_S) -> float:

@@ -1,11 +1,13 @@
 """The tier on real engines: three BMv2 balancers running lb.p4 behind FRR (ECMP, BGP, BFD),
 each with a GoBGP speaker, driven by one `p4lb run`. While 120 keep-alive connections (60 to a
 round-robin VIP, 60 to a Maglev VIP) ask every 0.2 s and ab sends short requests, a balancer
-dies and comes back, a speaker dies and comes back, a balancer is drained and restored, and a
-fourth balancer joins. Each time: the router's next hops follow within the detection time,
-no connection held since a second before the event breaks or moves to another backend
-(Maglev: the same tables everywhere; round robin: the cookie every reply carries, and the
-controller's copies), and no ab request fails while the routes are converged.
+dies and an operator restarts it, a speaker dies and is restarted, a balancer is drained and
+restored, and a fourth balancer is added and removed (the operator's verbs: `python -m
+topology.tier restart|add|remove`, what `make tier-restart` and the others run). Each
+time: the router's next hops follow within the detection time, no connection held since a
+second before the event breaks or moves to another backend (Maglev: the same tables
+everywhere; round robin: the cookie every reply carries, and the controller's copies), and
+no ab request fails while the routes are converged.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ import pytest
 
 from tests.e2e.tier_support import running_tier
 from topology import tier_load
-from topology.tier import BFD_MS, BFD_MULT, RUN, Tier, p4lb_config
-from topology.tier_load import Load, controller_log, p4lb, steady_batches, wait_hops
+from topology.tier import BFD_MS, BFD_MULT, Tier
+from topology.tier_load import Load, controller_log, p4lb, steady_batches, verb, wait_hops
 
 DETECT_S = BFD_MULT * BFD_MS / 1000  # the router's BFD: 3 x 100 ms
 MARGIN_S = 1.0  # scheduling on a 2-core machine running 3 switches, 2 routers, 3 speakers
@@ -144,7 +146,7 @@ def test_a_balancer_dies_and_comes_back(tier: Tier) -> None:
                 load,
                 lambda: tier.kill("switch-lb2"),
                 [1, 3],
-                lambda: tier.start_switch(2),
+                lambda: verb(tier, "restart", "lb2"),
                 DETECT_S + MARGIN_S,
             )
     finally:
@@ -165,7 +167,8 @@ def test_a_speaker_dies_and_comes_back(tier: Tier) -> None:
             load,
             lambda: tier.kill("gobgpd-lb3"),
             [1, 2],
-            lambda: tier.start_speaker(3),  # `p4lb run` sees its empty RIB and announces again
+            # `p4lb run` sees its empty RIB and announces again
+            lambda: verb(tier, "restart", "lb3", "--speaker"),
             DETECT_S + MARGIN_S,
         )
     assert_none_broken(result)
@@ -186,14 +189,9 @@ def test_a_balancer_is_drained_and_restored(tier: Tier) -> None:
     assert_no_failures_between(load, (converged, restore), (back, math.inf))
 
 
-def test_a_fourth_balancer_joins(tier: Tier) -> None:
-    from p4lb.intent import writer
-
+def test_a_fourth_balancer_joins_and_leaves(tier: Tier) -> None:
     with traffic() as (result, load):
-        tier.balancer_links(4)
-        tier.start_switch(4)
-        tier.start_speaker(4)
-        writer.save(p4lb_config(4, 3), RUN / "lb.toml")
+        verb(tier, "add")
         wait_hops(tier, [1, 2, 3, 4])
         converged = time.monotonic()
         run_on(load, converged)
@@ -208,3 +206,14 @@ def test_a_fourth_balancer_joins(tier: Tier) -> None:
     # The tier's count of a backend's connections is the sum of its balancers' counts.
     for i, b in enumerate(web["backends"]):
         assert b["connections"] == sum(p["backends"][i]["connections"] for p in per)
+    # And it leaves (`make tier-remove LB=lb4`): withdrawn first, so its connections move to
+    # the others (which hold copies of them), then stopped and removed, its records gone.
+    with traffic() as (result, load):
+        out = verb(tier, "remove", "lb4")
+        wait_hops(tier, [1, 2, 3])
+        converged = time.monotonic()
+        run_on(load, converged)
+    assert "lb4 withdrawn" in out, out
+    assert_none_broken(result)
+    assert_no_failures_between(load, (converged, math.inf))
+    assert 4 not in tier.lbs and "switch-lb4" not in tier.pids and "t4p1" not in tier.root_links

@@ -274,7 +274,9 @@ if cmd[4] == "add":
     rib[prefix] = [{"nexthop": cmd[cmd.index("nexthop") + 1]}]
 else:
     rib.pop(prefix, None)
-json.dump(rib, open(rib_path, "w"))
+with open(rib_path + ".tmp", "w") as f:  # whole: the test reads it meanwhile
+    json.dump(rib, f)
+os.replace(rib_path + ".tmp", rib_path)
 """
 
 
