@@ -88,7 +88,9 @@ def needs() -> list[str]:
 def backend_rows(stats: str) -> dict[str, dict[str, str]]:
     """`p4lb stats`'s table for the VIP: backend name -> column -> value (by its header)."""
     lines = stats.splitlines()
-    head = next(i for i, ln in enumerate(lines) if ln.split()[:2] == ["backend", "address"])
+    heads = [i for i, ln in enumerate(lines) if ln.split()[:2] == ["backend", "address"]]
+    assert len(heads) == 1, f"not one backend table in p4lb stats:\n{stats}"
+    head = heads[0]
     columns = lines[head].split()
     rows = {}
     for ln in lines[head + 1 :]:
