@@ -31,7 +31,7 @@ def config_origin() -> tuple[str, str]:
     running = running_config()
     if running is not None:
         return str(running), f"the running lab's, named by {pointer_path()}"
-    return "p4lb.toml", "in the current directory: no $P4LB_CONFIG, nothing running"
+    return "p4lb.toml", "no $P4LB_CONFIG and no running lab"
 
 
 def default_config() -> str:
@@ -80,8 +80,8 @@ def build_parser(limits: Limits, commands: Sequence[Command] = COMMANDS) -> argp
         "-c",
         "--config",
         default=config,
-        help=f"config file (default {config}: {origin}; the order: $P4LB_CONFIG, the "
-        f"running lab's config named by {pointer_path()}, p4lb.toml)",
+        help=f"config file (default {config}: {origin}. Without -c: $P4LB_CONFIG, else "
+        f"the running lab's config named by {pointer_path()}, else p4lb.toml)",
     )
     p.add_argument(
         "--wait",

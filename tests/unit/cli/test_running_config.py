@@ -52,7 +52,7 @@ def test_without_c_the_order_is_env_then_running_lab_then_p4lb_toml(
 ) -> None:
     monkeypatch.delenv("P4LB_CONFIG", raising=False)
     assert config_origin()[0] == "p4lb.toml"
-    assert "default p4lb.toml: in the current directory" in help_of_c()
+    assert "default p4lb.toml: no $P4LB_CONFIG and no running lab" in help_of_c()
     write_pointer(cfg_file)
     path, origin = config_origin()
     assert path == str(cfg_file.resolve())
