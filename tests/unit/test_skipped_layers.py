@@ -4,8 +4,10 @@ the skip reasons (a pure function), and printed by a real pytest run whose tools
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from tests.conftest import layer_of, skipped_layers_line
@@ -72,3 +74,40 @@ def test_a_run_without_the_tools_names_the_skipped_layers_last() -> None:
         f"e2e (missing simple_switch_grpc, nft, mn, ab{root})"
     ], r.stdout
     assert lines[-2] == ours[0] and " skipped in " in lines[-1]
+
+
+def make_test_first_lines(as_nobody: bool, fake_dir: Path) -> list[str]:
+    """`make test`'s own lines, with lint and pytest stood in for by a program that does
+    nothing (VPY, MAKE), as root or as nobody."""
+    fake = fake_dir / "python"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)  # newer than pyproject.toml: make does not rebuild it
+    drop: dict[str, object] = {"user": 65534, "group": 65534, "extra_groups": []}
+    r = subprocess.run(  # type: ignore[call-overload]
+        ["make", "--no-print-directory", "test", f"VPY={fake}", "MAKE=true"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **(drop if as_nobody else {}),
+    )
+    assert r.returncode == 0, r.stderr
+    return [ln for ln in r.stdout.splitlines() if not ln.startswith(str(fake))]
+
+
+NOT_ROOT = (
+    "make test: not root: the dataplane and e2e layers will be skipped (sudo make test runs them)"
+)
+
+
+def test_make_test_says_first_when_it_is_not_root() -> None:
+    shared = Path(tempfile.mkdtemp(prefix="p4lb-make-", dir="/tmp"))
+    try:
+        shared.chmod(0o755)
+        if os.geteuid() == 0:
+            assert make_test_first_lines(False, shared) == []
+            assert make_test_first_lines(True, shared) == [NOT_ROOT]
+        else:
+            assert make_test_first_lines(False, shared) == [NOT_ROOT]
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
