@@ -5,6 +5,7 @@ through the VIP around an event, and call `p4lb` on the tier's config."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -22,6 +23,7 @@ from topology.tier import (
     VIP,
     Tier,
     ab,
+    in_ns,
     nexthop_addr,
     p4lb_config,
     start_controller,
@@ -190,3 +192,106 @@ def p4lb(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(exe), "-c", str(RUN / "lb.toml"), *args], capture_output=True, text=True, timeout=60
     )
+
+
+# --- overload: more offered than the tier serves ----------------------------------------
+
+
+def next_hops(router: str, prefix: str) -> list[str]:
+    """The next hops a router's kernel has for `prefix` now (r0: the VIP; r1: the default
+    route of the return path)."""
+    route = in_ns(NS + router, "ip", "route", "show", prefix, check=False).stdout
+    return sorted(w.split()[0] for w in route.split("via ")[1:])
+
+
+@dataclass
+class RouteSamples:
+    """r0's next hops for the VIP and r1's for the return path, every `every_s`, from the
+    start until `stop` is set."""
+
+    every_s: float = 0.2
+    stop: threading.Event = field(default_factory=threading.Event)
+    samples: list[tuple[float, list[str], list[str]]] = field(default_factory=list)
+
+    def run(self) -> None:
+        for _ in range(100_000):  # bounded; stop ends it long before
+            if self.stop.is_set():
+                return
+            at = time.monotonic()
+            self.samples.append((at, next_hops("r0", f"{VIP}/32"), next_hops("r1", "0.0.0.0/0")))
+            self.stop.wait(max(0.0, self.every_s - (time.monotonic() - at)))
+
+
+def route_gaps(samples: list[tuple[float, list[str]]], n: int, until: float) -> dict[str, Any]:
+    """Over samples (time, next hops) up to `until`: seconds with fewer than n next hops, with
+    none, how often the set changed, the fewest seen. Each sample holds until the next."""
+    below = none = 0.0
+    changes = 0
+    fewest = n
+    for k, (at, hops) in enumerate(samples):
+        end = samples[k + 1][0] if k + 1 < len(samples) else until
+        span = max(0.0, end - at)
+        if len(hops) < n:
+            below += span
+        if not hops:
+            none += span
+        if k and hops != samples[k - 1][1]:
+            changes += 1
+        fewest = min(fewest, len(hops))
+    return {"s_below_n": below, "s_none": none, "changes": changes, "fewest": fewest}
+
+
+AB_NUMBERS = {
+    "complete": r"Complete requests:\s+(\d+)",
+    "failed": r"Failed requests:\s+(\d+)",
+    "rps": r"Requests per second:\s+([\d.]+)",
+    "ms_per_request": r"Time per request:\s+([\d.]+) \[ms\] \(mean\)",
+}
+
+
+def parse_ab(text: str) -> dict[str, float]:
+    """ab's summary numbers (0 for one it did not print: an ab that gave up)."""
+    out = {}
+    for key, pattern in AB_NUMBERS.items():
+        m = re.search(pattern, text)
+        out[key] = float(m.group(1)) if m else 0.0
+    return out
+
+
+@contextmanager
+def overload(clients: int, concurrency: int, seconds: int) -> Iterator[list[dict[str, Any]]]:
+    """`clients` ab processes from the client's namespace, each `concurrency` requests in
+    flight for `seconds` (bounded: -t and -n), waiting up to 30 s for an answer and going on
+    after errors; yields a list filled at the end with each one's numbers. Stopped by PID."""
+    cap = 2_000_000
+    args = ["ab", "-q", "-r", "-s", "30", "-t", str(seconds), "-n", str(cap)]
+    args += ["-c", str(concurrency), f"http://{VIP}/"]
+    procs = [
+        subprocess.Popen(
+            ["ip", "netns", "exec", NS + "c1", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(clients)
+    ]
+    results: list[dict[str, Any]] = []
+    try:
+        yield results
+    finally:
+        for p in procs:
+            try:
+                out, _ = p.communicate(timeout=seconds + 60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, _ = p.communicate()
+            results.append({**parse_ab(out), "exit": p.returncode, "tail": out[-300:]})
+
+
+def unloaded_ms_per_request() -> float:
+    """What one request takes through the idle tier (ab -c 1): the offered load of a closed
+    loop of C clients is C / this, the rate they would send if answered that fast."""
+    r = in_ns(
+        NS + "c1", "ab", "-q", "-s", "5", "-n", "300", "-c", "1", f"http://{VIP}/", check=False
+    )
+    return parse_ab(r.stdout)["ms_per_request"]
