@@ -203,7 +203,7 @@ bench-switch: $(VPY)
 	$(VPY) -m bench.report --dir $(OUTDIR)/switch
 
 bench-tier: $(VPY)
-	$(RUN_BENCH) -m bench.tier $(if $(QUICK),--reps 1 --seconds 3,)
+	$(RUN_BENCH) -m bench.tier $(if $(QUICK),--reps 1 --seconds 3 --overload-seconds 10,)
 	$(RUN_BENCH) -m bench.cookie $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --flows 20,)
 
 bench-choices: $(VPY)

@@ -12,6 +12,17 @@ the Maglev VIP) and ab batches running: the time until the router's next hops fo
 longest wait any open connection saw for an answer, connections broken or moved, and ab
 requests failed in batches run while the routes were converged (after the event's
 convergence, and after the balancer came back) and in batches across a route change.
+A killed switch or speaker comes back by the operator's verb (`python -m topology.tier
+restart`, what `make tier-restart` runs).
+
+Overload: nothing killed, the tier offered 1x, 2x and 3x its capacity, and the load of the
+independent check that found the cascade (3 x ab -c 64), each for --overload-seconds with
+120 keep-alive connections held: served req/s, failed requests, seconds r0 had fewer next
+hops than balancers (and none), the same for r1's return route, route changes, and the
+longest wait of a held connection. Capacity is what the tier serves at ab -c 20; a closed
+loop of C requests in flight offers C / (one request's time through the idle tier) per
+second, so the point fx runs CLIENTS ab processes with f x capacity x that time in flight
+between them. Points interleaved within each repetition.
 
 Writes results/tier/tier.json (every repetition, medians with min-max, provenance) and
 results/tier/tier.png."""
@@ -35,6 +46,8 @@ from bench import outdir
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "tier"
+OVERLOAD_CLIENTS = 3  # ab processes offering the overload, as the independent check ran
+BASELINE = "3 x ab -c 64"  # its load: r0 below 3 of 3 next hops for 56 of 60 s before
 
 
 def cpu_s(pid: int) -> float:
@@ -71,7 +84,8 @@ def provenance(binary: str) -> dict[str, Any]:
         "loadavg_at_start": os.getloadavg(),
         "else_running": "nothing else heavy (the tier's own processes only)",
         "load": "ab -c 4 batches of 200 (no keep-alive) plus 120 keep-alive connections asking "
-        "every 0.2 s during failover; ab -c 20 for 10 s per scaling point",
+        "every 0.2 s during failover; ab -c 20 for 10 s per scaling point; overload: "
+        f"{OVERLOAD_CLIENTS} ab processes (-s 30, no keep-alive) beside the same held connections",
     }
 
 
@@ -101,6 +115,7 @@ def scaling(t: Any, config: Path, reps: int, seconds: int, points: list[int]) ->
         order = points if rep % 2 == 0 else list(reversed(points))  # interleaved
         for n in order:
             set_active(t, config, n)
+            t.reload()  # the failover's restarts gave some switches new PIDs
             pids = [t.pids[f"switch-lb{i}"] for i in range(1, max(points) + 1)]
             before = sum(cpu_s(p) for p in pids)
             r = ab(1_000_000, 20, seconds)
@@ -125,7 +140,7 @@ def scaling(t: Any, config: Path, reps: int, seconds: int, points: list[int]) ->
 
 
 def failover(t: Any, config: Path, reps: int) -> dict[str, Any]:
-    from topology.tier_load import p4lb, steady_batches, traffic, wait_hops
+    from topology.tier_load import p4lb, steady_batches, traffic, verb, wait_hops
 
     kinds = ["switch killed", "speaker killed", "drain"]
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
@@ -150,9 +165,9 @@ def failover(t: Any, config: Path, reps: int) -> dict[str, Any]:
                     time.sleep(0.1)
                 t1 = time.monotonic()  # the balancer comes back: routes change again
                 if kind == "switch killed":
-                    t.start_switch(victim)
+                    verb(t, "restart", f"lb{victim}")
                 elif kind == "speaker killed":
-                    t.start_speaker(victim)
+                    verb(t, "restart", f"lb{victim}", "--speaker")
                 else:
                     p4lb("tier", "restore", f"lb{victim}")
                 back = wait_hops(t, [1, 2, 3])
@@ -216,13 +231,110 @@ def failover(t: Any, config: Path, reps: int) -> dict[str, Any]:
     }
 
 
+def overload_points(t: Any, reps: int, seconds: int) -> dict[str, Any]:
+    """The overload figures (module docstring): per point and repetition, interleaved."""
+    import threading
+
+    from topology.tier_load import (
+        RouteSamples,
+        overload,
+        route_gaps,
+        traffic,
+        unloaded_ms_per_request,
+        wait_hops,
+    )
+
+    n = len(t.lbs)
+    capacity = ab(1_000_000, 20, 10)["rps"]
+    unloaded_ms = unloaded_ms_per_request()
+    if not capacity or not unloaded_ms:
+        raise RuntimeError("the idle tier answered nothing: no capacity to offer multiples of")
+    # Requests in flight per ab process for f x capacity at the idle tier's speed.
+    concurrency = {
+        f"{f}x": max(1, round(f * capacity * unloaded_ms / 1000 / OVERLOAD_CLIENTS))
+        for f in (1, 2, 3)
+    }
+    concurrency[BASELINE] = 64
+    names = list(concurrency)
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in names}
+    for rep in range(reps):
+        for name in names if rep % 2 == 0 else list(reversed(names)):
+            c = concurrency[name]
+            routes = RouteSamples(every_s=0.2)
+            sampler = threading.Thread(target=routes.run, daemon=True)
+            sampler.start()
+            try:
+                with traffic(1.0, 4) as (held, _load):
+                    with overload(OVERLOAD_CLIENTS, c, seconds) as results:
+                        started = time.monotonic()
+                        while time.monotonic() < started + seconds:
+                            time.sleep(0.2)
+                    ended = time.monotonic()
+            finally:
+                routes.stop.set()
+                sampler.join(10)
+            window = [s for s in routes.samples if started <= s[0] < ended]
+            r0 = route_gaps([(at, h) for at, h, _ in window], n, ended)
+            r1 = route_gaps([(at, h) for at, _, h in window], n, ended)
+            conns = held["connections"]
+            r = {
+                "rep": rep,
+                "concurrency_per_client": c,
+                "offered_rps": OVERLOAD_CLIENTS * c / (unloaded_ms / 1000),
+                "served_rps": sum(x["complete"] for x in results) / (ended - started),
+                "failed": sum(x["failed"] for x in results),
+                "ab_gave_up": sum(1 for x in results if not x["complete"]),
+                "r0": r0,
+                "r1": r1,
+                "seconds": ended - started,
+                "longest_stall_s": max(x.get("longest_wait_s", 0.0) for x in conns),
+                "held": len(conns),
+                "held_timed_out": sum(
+                    1 for x in conns if x["broken"] and "timed out" in x["broken"]["error"]
+                ),
+                "held_broken": sum(
+                    1 for x in conns if x["broken"] and "timed out" not in x["broken"]["error"]
+                ),
+                "held_moved": sum(1 for x in conns if x["moved"]),
+            }
+            runs[name].append(r)
+            print(
+                f"bench-tier: overload {name} (rep {rep}): offered {r['offered_rps']:.0f}, "
+                f"served {r['served_rps']:.0f} req/s, failed {r['failed']:.0f}; r0 below "
+                f"{n} for {r0['s_below_n']:.1f} s, none {r0['s_none']:.1f} s; longest stall "
+                f"{r['longest_stall_s']:.2f} s",
+                flush=True,
+            )
+            wait_hops(t, list(t.lbs))  # whole again before the next point (bounded)
+    return {
+        "balancers": n,
+        "capacity_rps": capacity,
+        "unloaded_ms_per_request": unloaded_ms,
+        "points": {
+            k: {
+                "runs": rs,
+                "served_rps": summary([r["served_rps"] for r in rs]),
+                "r0_s_below_n": summary([r["r0"]["s_below_n"] for r in rs]),
+                "r0_s_none": summary([r["r0"]["s_none"] for r in rs]),
+                "r1_s_none": summary([r["r1"]["s_none"] for r in rs]),
+                "longest_stall_s": summary([r["longest_stall_s"] for r in rs]),
+                "failed": sum(r["failed"] for r in rs),
+                "held_broken": sum(r["held_broken"] for r in rs),
+            }
+            for k, rs in runs.items()
+        },
+    }
+
+
 def plot(doc: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    over = doc.get("overload")
+    fig, axes = plt.subplots(1, 3 if over else 2, figsize=(16.5 if over else 11, 4))
+    a, b = axes[0], axes[1]
     ns = sorted(doc["scaling"], key=int)
     med = [doc["scaling"][n]["rps"]["median"] for n in ns]
     lo = [m - doc["scaling"][n]["rps"]["min"] for n, m in zip(ns, med, strict=True)]
@@ -247,6 +359,34 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     )
     b.set_title(f"Failover (median of {doc['reps']} repetitions)")
     b.legend()
+    if over:
+        c = axes[2]
+        pts = list(over["points"])
+        x = range(len(pts))
+        below = [over["points"][p]["r0_s_below_n"]["median"] for p in pts]
+        none = [over["points"][p]["r0_s_none"]["median"] for p in pts]
+        stall = [over["points"][p]["longest_stall_s"]["median"] for p in pts]
+        c.bar([i - 0.27 for i in x], below, width=0.27, label="s r0 below all next hops")
+        c.bar(list(x), none, width=0.27, label="s r0 without a route")
+        c.bar([i + 0.27 for i in x], stall, width=0.27, label="longest held-connection stall (s)")
+        for i in x:  # the seconds written out: a bar of 0 s is the finding
+            c.annotate(
+                f"{below[i]:.1f}/{none[i]:.1f}",
+                (i - 0.13, max(below[i], none[i])),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+            )
+        c.set_xticks(
+            list(x),
+            [f"{p}\n{over['points'][p]['served_rps']['median']:.0f} req/s" for p in pts],
+            fontsize=8,
+        )
+        c.set_title(
+            f"Overload, nothing killed (capacity {over['capacity_rps']:.0f} req/s; "
+            f"median of {doc['reps']})"
+        )
+        c.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -256,9 +396,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot-only", action="store_true", help="redraw tier.png from tier.json")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seconds", type=int, default=10, help="ab time per scaling point")
+    p.add_argument(
+        "--overload-seconds", type=int, default=60, help="how long each overload point lasts"
+    )
     p.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
     a = p.parse_args(argv)
-    committed = a.plot_only or outdir.is_committed_profile(p, a, ["seconds"])
+    committed = a.plot_only or outdir.is_committed_profile(p, a, ["seconds", "overload_seconds"])
     a.out = outdir.destination("tier", committed, a.out)
     if a.plot_only:
         plot(json.loads((a.out / "tier.json").read_text()), a.out / "tier.png")
@@ -285,12 +428,15 @@ def main(argv: list[str] | None = None) -> int:
         # reports them (their events queue up for a while after the load stops).
         doc["failover"] = failover(t, config, a.reps)
         doc["scaling"] = scaling(t, config, a.reps, a.seconds, [1, 2, 3])
+        doc["overload"] = overload_points(t, a.reps, a.overload_seconds)
     finally:
         t.down()
     # The tier's own facts (FRR, GoBGP, the load) beside the common provenance; the
     # points' order: scaling alternates 1-2-3 and 3-2-1, failover the kinds and reversed.
     doc["provenance"] = doc["provenance"] | run.finish(
-        a.reps, order="scaling 1-2-3 / 3-2-1 alternating; failover kinds, then reversed"
+        a.reps,
+        order="scaling 1-2-3 / 3-2-1 alternating; failover kinds, then reversed; overload "
+        "1x-2x-3x-baseline, then reversed",
     )
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "tier.json").write_text(json.dumps(doc, indent=1))
