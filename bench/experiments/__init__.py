@@ -1,5 +1,6 @@
 """The experiment suite of issue 15: servers with a capacity, several clients with many source
 addresses, every algorithm of the compiled program against the seeds' claims.
 
-`python -m bench.experiments.run` measures (raw files under results/experiments/raw/);
-`python -m bench.experiments.report` rebuilds every table and plot from those raw files."""
+`python -m bench.experiments.run` measures (raw files under results/experiments/raw/, one
+archive, raw.tar.xz, once the run is complete: bench.rawstore); `python -m
+bench.experiments.report` rebuilds every table and plot from those raw files."""
