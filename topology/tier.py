@@ -23,7 +23,7 @@ router, GoBGP as each balancer's BGP speaker, FRR's bfdd beside it, the kernel's
   entry) and the fabric's bridge holds that MAC behind the switch's port 1 (a static
   entry): no ARP crosses a switch, and no frame for a quiet switch is flooded to the others.
 - The control plane's daemons (FRR, GoBGP, bfdd) run at a higher CPU priority than the
-  switches (nice CONTROL_NICE): on a host the switches keep busy, BFD is still sent on time.
+  switches (nice -10, CONTROL_NICE): on a host the switches keep busy, BFD is still sent on time.
 - Forward path: r0 spreads the VIP (learned from every speaker, default VRF) over the
   balancers with the kernel's ECMP (hash policy 3, fields 0x37: the 5-tuple); a balancer
   NATs to a backend on br-srv (its port 3).
@@ -31,11 +31,13 @@ router, GoBGP as each balancer's BGP speaker, FRR's bfdd beside it, the kernel's
   speakers announce 0.0.0.0/0: a reply goes to any live balancer (ECMP again), whose reverse
   NAT is stateless (a table of backends), then to r0 and the client. No reply depends on one
   balancer. (One router with a VRF for the return path would do too; this kernel has no VRF.)
-- A switch floods ARP only back to port 1 (the config's `ports`), that is nowhere: br-lb
-  and br-srv are never bridged through a switch.
+- A switch floods ARP only to port 1 (the config's `ports`): nothing from br-lb crosses it;
+  a server's ARP for r1 reaches br-lb that way, where only r1 answers, and only on br-srv
+  (arp_ignore). No other frame is bridged between br-lb and br-srv.
 
 `python -m topology.tier run|up|down` runs, builds or removes it (`make run TOPO=tier`,
-`make stop`); tests and `topology.tier_load` use the Tier class. Everything it starts is
+`make stop`); `restart|add|remove` are the operator's verbs on a running tier
+(topology.tier_ops); tests and `topology.tier_load` use the Tier class. Everything it starts is
 recorded by PID in run/tier/state.json and stopped by PID; every process is started in a
 session of its own, so `run --detach` can return and leave the tier running.
 """
