@@ -366,3 +366,57 @@ def test_gone_switches_are_withdrawn_at_once_silent_ones_after_the_hold_above_th
         for f in fakes:
             f.stop()
     assert not t.is_alive()
+
+
+def test_a_drain_acts_at_once_and_a_balancer_taken_out_of_the_file_is_withdrawn(
+    fakes: tuple[FakeSwitch, FakeSwitch], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the file, as `p4lb tier drain` and `make tier-remove` change it: a drained
+    balancer is withdrawn within a fraction of a second (the file is watched every 0.1 s,
+    the speakers act when a drain flips), and one removed from the file is withdrawn, its
+    loop ends and the controller forgets it; the other stays announced throughout."""
+    from p4lb.intent import writer
+
+    a, b = fakes
+    exe = tmp_path / "gobgp"
+    exe.write_text(GOBGP_PER_PORT)
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("STANDIN_RIB", str(tmp_path / "rib"))
+    base = tier_config(a, b)
+    cfg = dataclasses.replace(
+        base,
+        tier=tuple(
+            dataclasses.replace(bal, speaker_api=f"127.0.0.1:{50061 + i}", nexthop=f"10.10.0.4{i}")
+            for i, bal in enumerate(base.tier)
+        ),
+    )
+    path = tmp_path / "lb.toml"
+    writer.save(cfg, path)
+    from p4lb.intent import reader
+
+    def rib(port: int) -> set[str]:
+        p = tmp_path / f"rib.{port}"
+        return set(json.loads(p.read_text())) if p.exists() else set()
+
+    ctl = TierController(lambda: reader.load(path), config_path=str(path), retry_s=0.1)
+    t = threading.Thread(target=ctl.run, kwargs={"duration_s": 60}, daemon=True)
+    t.start()
+    try:
+        assert poll_until(lambda: rib(50061) and rib(50062))
+        drained = (dataclasses.replace(cfg.tier[0], drain=True), cfg.tier[1])
+        writer.save(dataclasses.replace(cfg, tier=drained), path)
+        at = time.monotonic()
+        assert poll_until(lambda: not rib(50061), timeout=5)
+        took = time.monotonic() - at
+        assert took < 1.0, f"the drain took {took:.2f} s"
+        assert rib(50062)
+        # lb2 taken out of the file (lb1 back).
+        writer.save(dataclasses.replace(cfg, tier=(cfg.tier[0],)), path)
+        assert poll_until(lambda: not rib(50062) and rib(50061), timeout=5)
+        assert poll_until(lambda: "lb2" not in ctl.members, timeout=5)
+        assert "lb1" in ctl.members
+    finally:
+        ctl.stop()
+        t.join(15)
+    assert not t.is_alive()
