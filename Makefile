@@ -147,7 +147,10 @@ else
 endif
 
 # The single-switch lab and the tier, whichever runs, and the pointer /run/p4lb/config.
+# Root is checked here too, before a Python the user may not be able to run (topology.stop
+# says the same when run directly).
 stop:
+	@[ "$$(id -u)" -eq 0 ] || { echo "make stop: needs root: sudo make stop" >&2; exit 1; }
 	@$(VPY) -m topology.stop
 
 # The operator's verbs on a running tier (topology/tier_ops.py); `make stop` stops what they start.

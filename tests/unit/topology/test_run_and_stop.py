@@ -210,3 +210,21 @@ def test_the_tiers_processes_outlive_its_run_and_make_stop_ends_them(
     monkeypatch.setattr(tier, "STATE", tmp_path / "state.json", raising=False)
     assert tier.stop_from_state(tmp_path / "state.json")
     assert not running(pid) and not (tmp_path / "state.json").exists()
+
+
+def test_make_stop_without_root_is_one_line_before_any_python() -> None:
+    """As a user who may not even run the venv's Python: the Makefile says it first."""
+    drop: dict[str, object] = (
+        {"user": 65534, "group": 65534, "extra_groups": []} if os.geteuid() == 0 else {}
+    )
+    r = subprocess.run(  # type: ignore[call-overload]
+        ["make", "--no-print-directory", "stop"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        **drop,
+    )
+    assert r.returncode != 0 and r.stdout == ""
+    assert r.stderr.splitlines()[0] == "make stop: needs root: sudo make stop", r.stderr
+    assert "Traceback" not in r.stderr and "python" not in r.stderr
