@@ -32,6 +32,9 @@ from topology.tier_load import (
     verb,
     wait_hops,
 )
+from topology.tier_load import (
+    p4lb as p4lb_cli,
+)
 
 CLIENTS = 3
 CONCURRENCY = 64
@@ -117,3 +120,47 @@ def test_overload_withdraws_nothing_and_a_dead_switch_is_still_withdrawn(tier: T
 
     verb(tier, "restart", "lb2")  # the module leaves the tier whole
     wait_hops(tier, [1, 2, 3])
+
+
+def test_drain_and_a_speaker_s_death_under_overload_never_leave_r0_without_a_route(
+    tier: Tier,
+) -> None:
+    """The operator's and a speaker's events while the tier is overloaded: a drain and its
+    restore (`p4lb tier drain`, timed end to end: the command until r0 follows), a speaker
+    killed and restarted (`python -m topology.tier restart lb3 --speaker`). r0 always has a
+    route, held connections are not broken (a timed out one queued: reported), and the
+    router follows each event."""
+    routes = RouteSamples(every_s=0.2)
+    sampler = threading.Thread(target=routes.run, daemon=True)
+    sampler.start()
+    try:
+        with traffic(1.0, 4) as (held, _load), overload(CLIENTS, CONCURRENCY, 120):
+            time.sleep(5)  # the overload under way
+            asked = time.monotonic()
+            r = p4lb_cli("tier", "drain", "lb1")
+            assert r.returncode == 0, r.stderr
+            command_s = time.monotonic() - asked
+            wait_hops(tier, [2, 3])
+            drain_s = time.monotonic() - asked
+            r = p4lb_cli("tier", "restore", "lb1")
+            assert r.returncode == 0, r.stderr
+            wait_hops(tier, [1, 2, 3])
+            tier.kill("gobgpd-lb3")
+            speaker_s = wait_hops(tier, [1, 2])
+            verb(tier, "restart", "lb3", "--speaker")
+            wait_hops(tier, [1, 2, 3])
+    finally:
+        routes.stop.set()
+        sampler.join(10)
+    print(
+        f"under overload: drain {drain_s:.2f} s end to end (the command {command_s:.2f} s), "
+        f"a dead speaker withdrawn in {speaker_s:.2f} s"
+    )
+    assert speaker_s <= DETECT_S + MARGIN_S
+    assert all(h0 for _, h0, _ in routes.samples), "r0 was left without a route to the VIP"
+    assert all(h1 for _, _, h1 in routes.samples), "r1 was left without a return route"
+    conns = held["connections"]
+    timed_out = [c for c in conns if c["broken"] and "timed out" in c["broken"]["error"]]
+    print(f"held: {len(conns)}, timed out (queued) {len(timed_out)}")
+    assert not [c for c in conns if c["broken"] and c not in timed_out]
+    assert not [c for c in conns if c["moved"]]
