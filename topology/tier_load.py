@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -262,7 +263,8 @@ def parse_ab(text: str) -> dict[str, float]:
 def overload(clients: int, concurrency: int, seconds: int) -> Iterator[list[dict[str, Any]]]:
     """`clients` ab processes from the client's namespace, each `concurrency` requests in
     flight for `seconds` (bounded: -t and -n), waiting up to 30 s for an answer and going on
-    after errors; yields a list filled at the end with each one's numbers. Stopped by PID."""
+    after errors; yields a list filled at the end with each one's numbers. One still running
+    when the block ends is interrupted (SIGINT, by its PID: ab prints what it did so far)."""
     cap = 2_000_000
     args = ["ab", "-q", "-r", "-s", "30", "-t", str(seconds), "-n", str(cap)]
     args += ["-c", str(concurrency), f"http://{VIP}/"]
@@ -279,6 +281,9 @@ def overload(clients: int, concurrency: int, seconds: int) -> Iterator[list[dict
     try:
         yield results
     finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)  # `ip netns exec` exec'd ab: the PID is ab's
         for p in procs:
             try:
                 out, _ = p.communicate(timeout=seconds + 60)
