@@ -22,8 +22,10 @@ router, GoBGP as each balancer's BGP speaker, FRR's bfdd beside it, the kernel's
 - The routers hold each balancer's data address at its switch's MAC (a permanent neighbour
   entry) and the fabric's bridge holds that MAC behind the switch's port 1 (a static
   entry): no ARP crosses a switch, and no frame for a quiet switch is flooded to the others.
-- The control plane's daemons (FRR, GoBGP, bfdd) run at a higher CPU priority than the
-  switches (nice -10, CONTROL_NICE): on a host the switches keep busy, BFD is still sent on time.
+- The control plane's daemons (FRR, GoBGP, bfdd) run at a higher CPU priority than anything
+  else (nice -10, CONTROL_NICE), the switches at a lower one (nice 5, SWITCH_NICE): on a host
+  the switches keep busy, BFD is still sent on time, and the controller and an operator's
+  command still get the CPU they need.
 - Forward path: r0 spreads the VIP (learned from every speaker, default VRF) over the
   balancers with the kernel's ECMP (hash policy 3, fields 0x37: the 5-tuple); a balancer
   NATs to a backend on br-srv (its port 3).
@@ -103,7 +105,12 @@ THRIFT_BASE = 9090  # and Thrift on THRIFT_BASE+i
 # seconds on BMv2, and no loss of `multiplier` packets in a row, which tail drops break.)
 BFD_MS = 100
 BFD_MULT = 5
-CONTROL_NICE = -10  # FRR, GoBGP, bfdd: ahead of the switches and servers (nice 0)
+CONTROL_NICE = -10  # FRR, GoBGP, bfdd: ahead of everything else on the host
+# The switches behind everything else: under overload the data plane slows down, not the
+# controller (its copies and announcements), an operator's command or the routers. With
+# the CPU busy either way, a switch forwards as much as before (it gets what the others
+# leave, which is most of it); it only waits when they have work.
+SWITCH_NICE = 5
 PKI = RUN / "pki"  # the tier's throwaway CA: one server pair for every switch, the controller's
 BGP_SECRET = RUN / "bgp-password"  # TCP MD5 key of every BGP session, made per tier
 MAX_BALANCERS = 16  # the router's ECMP width; one inbound filter entry per possible balancer
@@ -665,7 +672,7 @@ class Tier:
         with self.edit():
             if THRIFT_BASE + i not in self.thrift_ports:
                 self.thrift_ports.append(THRIFT_BASE + i)
-        pid = self.start(f"switch-lb{i}", args, None, out)
+        pid = self.start(f"switch-lb{i}", args, None, out, nice=SWITCH_NICE)
         wait_listening(GRPC_BASE + i, 20.0)
         return pid
 

@@ -137,6 +137,11 @@ def test_add_records_exactly_what_remove_takes_away(
     neigh = [c for c in plumbing.commands if "neigh" in c and tier.nexthop_addr(4) in c]
     assert len(neigh) == 2 and all("permanent" in c for c in neigh)
     assert any("fdb" in c and tier.mac(1, 4) in c for c in plumbing.commands)
+    # The control plane ahead of everything on the CPU, the switch behind it.
+    switch = next(c for c in plumbing.commands if "--device-id" in c and "4" in c)
+    speaker = next(c for c in plumbing.commands if "gobgpd" in c and "p4t-lb4" in c)
+    assert switch[:3] == ["nice", "-n", str(tier.SWITCH_NICE)] and tier.SWITCH_NICE > 0
+    assert ["nice", "-n", str(tier.CONTROL_NICE)] == speaker[4:7] and tier.CONTROL_NICE < 0
     lb4 = [after["pids"][n] for n in procs]
     assert all(alive(p) for p in lb4)
 
