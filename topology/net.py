@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -24,6 +22,7 @@ from p4lb.pipeline import capacity
 from p4lb.pipeline.p4info import compiled_limits
 from topology.bmv2 import GRPC_PORT, THRIFT_PORT, Bmv2Switch, grpc_tls_args
 from topology.pki import make_pki
+from topology.procs import stop_pids
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_DIR = ROOT / "run"
@@ -337,10 +336,6 @@ def stop(lab: Lab) -> None:
     release_shells([*lab.net.hosts, *lab.net.switches])
     for name in lab.netns:
         subprocess.run(["ip", "netns", "delete", name], capture_output=True)
-    for name, pid in lab.pids.items():
-        if name.startswith("switch") or not pid:
-            continue
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, 15)
+    stop_pids(pid for name, pid in lab.pids.items() if not name.startswith("switch"))
     lab.net.stop()
     (RUN_DIR / "state.json").unlink(missing_ok=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from p4lb.intent.running import clear_pointer
 from topology import thrift_guard, tier
+from topology.procs import alive, stop_pids
 
 STATE = Path(__file__).resolve().parents[1] / "run" / "state.json"
 
@@ -21,12 +22,11 @@ def stop_lab(state_file: Path) -> bool:
     if not state_file.exists():
         return False
     state = json.loads(state_file.read_text())
-    for name, pid in state.get("pids", {}).items():
-        try:
-            os.kill(int(pid), 15)
-            print(f"stopped {name} (pid {pid})")
-        except ProcessLookupError:
-            pass
+    pids = state.get("pids", {})
+    running = {name: int(pid) for name, pid in pids.items() if pid and alive(int(pid))}
+    stop_pids(running.values())
+    for name, pid in running.items():
+        print(f"stopped {name} (pid {pid})")
     for intf in state.get("interfaces", []):
         subprocess.run(["ip", "link", "del", intf], capture_output=True)
     for port in state.get("thrift_ports", []):

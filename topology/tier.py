@@ -76,6 +76,7 @@ from p4lb.intent.running import clear_pointer, pointer_path, write_pointer
 from topology import thrift_guard
 from topology.bmv2 import grpc_tls_args, log_args, switch_binary, wait_listening
 from topology.pki import make_pki
+from topology.procs import alive, gone_by, stop_pids
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "run" / "tier"
@@ -796,42 +797,13 @@ class Tier:
             STATE.unlink(missing_ok=True)
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def gone_by(pid: int, deadline: float) -> bool:
-    """Wait (until `deadline`) for a process we started to be gone, reaping it if it is our
-    child; whether it is."""
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.01)
-    return False
-
-
 def stop_recorded(
     pids: dict[str, int], links: list[str], namespaces: list[str], thrift_ports: list[int]
 ) -> None:
     """Stop what a tier started (by PID: TERM, then KILL after 3 s), remove its links,
     namespaces and Thrift guards. Servers and speakers first, switches last."""
     order = sorted(pids.items(), key=lambda kv: kv[0].startswith("switch"))
-    for _, pid in order:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 3
-    for _, pid in order:
-        if not gone_by(pid, deadline):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    stop_pids(pid for _, pid in order)
     for link in links:
         sh("ip", "link", "del", link, check=False)
     for ns in namespaces:

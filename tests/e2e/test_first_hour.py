@@ -60,13 +60,18 @@ class Console:
     def read_until(self, marker: str, timeout_s: float, what: str) -> str:
         """Everything up to and including `marker`, consumed; fails after `timeout_s`."""
         with self._cond:
-            ok = self._cond.wait_for(lambda: marker in self.text or self.ended, timeout_s)
-            if not ok or marker not in self.text:
+            # At a line's start only: the banner shows indented `mininet> ...` examples.
+            def found() -> re.Match[str] | None:
+                return re.search(rf"(?:^|\n){re.escape(marker)}", self.text)
+
+            ok = self._cond.wait_for(lambda: found() is not None or self.ended, timeout_s)
+            match = found()
+            if not ok or match is None:
                 raise AssertionError(
                     f"{what}: no {marker!r} within {timeout_s} s"
                     f"{' (the process ended)' if self.ended else ''}; output:\n{self.text[-3000:]}"
                 )
-            end = self.text.index(marker) + len(marker)
+            end = match.end()
             out, self.text = self.text[:end], self.text[end:]
             return out
 
@@ -123,7 +128,7 @@ def check_mininet_command(cmd: DocCommand, out: str) -> None:
         assert re.search(r"p4lb backend h[234]\b", text), text
     elif cmd.command.startswith("p4lb weight set"):
         assert "exited with status" not in text and "p4lb: " not in text, text
-        _, _, vip, backend, weight = cmd.command.split()
+        *_, vip, backend, weight = cmd.command.split()
         assert reader.load(LAB_CONFIG).vip(vip).backend(backend).weight == int(weight)
     elif cmd.command.startswith("h1 ab"):
         n = int(re.search(r"-n (\d+)", cmd.command).group(1))  # type: ignore[union-attr]
