@@ -76,7 +76,7 @@ from p4lb.intent.running import clear_pointer, pointer_path, write_pointer
 from topology import thrift_guard
 from topology.bmv2 import grpc_tls_args, log_args, switch_binary, wait_listening
 from topology.pki import make_pki
-from topology.procs import alive, gone_by, stop_pids
+from topology.procs import alive, gone_by, set_group_nice, stop_pids
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "run" / "tier"
@@ -515,6 +515,8 @@ class Tier:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        if nice:
+            set_group_nice(proc.pid, nice)
         with self.edit():
             self.pids[name] = proc.pid
         return proc.pid
@@ -535,8 +537,10 @@ class Tier:
             if pidfile.exists() and pidfile.read_text().strip():
                 break
             time.sleep(0.05)
+        pid = int(pidfile.read_text().strip())
+        set_group_nice(pid, CONTROL_NICE)  # it daemonized: a session, an autogroup of its own
         with self.edit():
-            self.pids[f"{ns}-{daemon}"] = int(pidfile.read_text().strip())
+            self.pids[f"{ns}-{daemon}"] = pid
 
     # --- the pieces -----------------------------------------------------------------------
 
