@@ -107,6 +107,11 @@ THRIFT_BASE = 9090  # and Thrift on THRIFT_BASE+i
 BFD_MS = 100
 BFD_MULT = 5
 CONTROL_NICE = -10  # FRR, GoBGP, bfdd: ahead of everything else on the host
+# How long a server keeps an idle keep-alive connection (nginx's default is 75 s). Under
+# overload a held connection's next request can wait seconds in the switches' queues; a short
+# timeout (the servers' own default is Apache's 5 s) would close it at the server, a close that
+# says nothing about the balancers.
+SERVER_IDLE_S = 60
 # The switches behind everything else: under overload the data plane slows down, not the
 # controller (its copies and announcements), an operator's command or the routers. With
 # the CPU busy either way, a switch forwards as much as before (it gets what the others
@@ -747,6 +752,7 @@ class Tier:
                 log.write_text("")
                 args = [sys.executable, "-m", "topology.server", "--name", f"s{j}"]
                 args += ["--port", str(port), "--log", str(log), "--threaded", "--keep-alive"]
+                args += ["--idle-timeout", str(SERVER_IDLE_S)]
                 self.start(f"server-s{j}-{port}", args, NS + f"s{j}", log.with_suffix(".out"))
         for j in range(1, self.servers + 1):
             for k, _ in enumerate(VIPS):
