@@ -294,6 +294,65 @@ def tier_cookie(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Quoted, not measured here: the independent check's figures from before control traffic
+# left the switches (the overload region sets them beside the ones measured now).
+OVERLOAD_BEFORE = (
+    "Before this change (quoted from the independent check of the tier that found the "
+    "cascade, not measured by `make bench-tier`): at 3 x ab -c 64 r0 had fewer than 3 of 3 "
+    "next hops for 56 of 60 s and 25 requests failed; heavier runs left r0 without a route "
+    "for 6–12 s."
+)
+
+
+def tier_overload(root: Path) -> str:
+    """docs/tier.md's overload figures (tier/tier.json's "overload"), or one line saying
+    they are not measured yet."""
+    t = load(root, "tier/tier.json")
+    o = t.get("overload")
+    if not o:
+        return (
+            "Overload: not measured yet (`make bench-tier` writes it to results/tier/tier.json). "
+            + OVERLOAD_BEFORE
+            + "\n"
+        )
+    n, cap, ms = o["balancers"], o["capacity_rps"], o["unloaded_ms_per_request"]
+    pts = o["points"]
+    runs = [r for v in pts.values() for r in v["runs"]]
+    secs = statistics.median(r["seconds"] for r in runs) if runs else 0.0
+    reps = t.get("reps", max((len(v["runs"]) for v in pts.values()), default=0))
+    lines = [
+        f"Measured (`make bench-tier`, results/tier/, {reps} repetitions of "
+        f"{secs:.0f} s per point, points interleaved, {n} balancers, nothing killed, 120 "
+        "keep-alive connections held through each point): the tier's capacity is "
+        f"{cap:.0f} req/s (ab -c 20) and one request takes {ms:.1f} ms through the idle tier. "
+        "Offered load is a closed loop's: C requests in flight offer C / (one request's time "
+        "through the idle tier) per second. By that definition the 1x, 2x and 3x points are "
+        "light (a few requests in flight); 3 x ab -c 64, the load the independent check "
+        "used, is the heavy one.",
+        "",
+        f"| offered load | offered req/s | served req/s, median (min–max) | failed requests "
+        f"| s r0 below {n} of {n} next hops | s r0 without a route | s r1 without a route "
+        "| longest stall of a held connection, s | held connections broken / timed out |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, v in pts.items():
+        rs = v["runs"]
+        offered = statistics.median(r["offered_rps"] for r in rs) if rs else 0.0
+        inflight = rs[0]["concurrency_per_client"] if rs else 0
+        what = name if "ab" in name else f"{name} capacity (3 x ab -c {inflight})"
+        held = sum(r.get("held", 0) for r in rs)
+        timed_out = sum(r.get("held_timed_out", 0) for r in rs)
+        sv = v["served_rps"]
+        lines.append(
+            f"| {what} | {offered:,.0f} ({offered / cap:.1f} x capacity) | "
+            f"{sv['median']:,.0f} ({sv['min']:,.0f}–{sv['max']:,.0f}) | {v['failed']:,.0f} | "
+            f"{span(v['r0_s_below_n'])} | "
+            f"{span(v['r0_s_none'])} | {span(v['r1_s_none'])} | "
+            f"{span(v['longest_stall_s'])} | {v['held_broken']} / {timed_out} of {held:,} |"
+        )
+    return "\n".join([*lines, "", OVERLOAD_BEFORE]) + "\n"
+
+
 # ---------------------------------------------------------------- controller, older ab
 
 
@@ -525,7 +584,7 @@ def leastconn_pairs(root: Path) -> str:
 
 
 def tier_summary(root: Path) -> str:
-    """README.md's paragraph on what the tier measured (tier/tier.json, tier/cookie.json)."""
+    """docs/tier.md's paragraph on what the tier measured (tier/tier.json, tier/cookie.json)."""
     t = load(root, "tier/tier.json")
     c = load(root, "tier/cookie.json")
     f = t["failover"]
@@ -557,7 +616,7 @@ def tier_summary(root: Path) -> str:
     return (
         f"Measured (`make bench-tier`, results/tier/, {reps} repetitions of each event, this "
         "2-core machine running the whole tier, standard BMv2 build): a dead switch leaves the "
-        f"router's ECMP set in {f['switch killed']['detection_s']['median']:.2f} s (BFD), a dead "
+        f"router's ECMP set in {f['switch killed']['detection_s']['median']:.2f} s, a dead "
         f"speaker in {f['speaker killed']['detection_s']['median']:.2f} s, a drained balancer in "
         f"{f['drain']['detection_s']['median']:.1f} s (medians); the longest wait of an open "
         f"connection was {stall['switch killed']['median']:.2f} s (switch killed; at most "
@@ -892,6 +951,7 @@ REGIONS: dict[str, Callable[[Path], str]] = {
     "tier-failover": tier_failover,
     "tier-scaling": tier_scaling,
     "tier-cookie": tier_cookie,
+    "tier-overload": tier_overload,
     "controller": controller,
     "older-ab-results": older_ab_results,
     "older-ab-readme": older_ab_readme,

@@ -4,6 +4,7 @@ the committed READMEs come out unchanged, and a hand-edited figure is caught."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -95,3 +96,62 @@ def test_a_verdict_that_changes_between_the_profiles_is_named(monkeypatch, tmp_p
     assert "000: weights followed" not in text.splitlines()[0]
     blocks["experiments"] = block("reproduced")
     assert rf.profiles_compared(tmp_path).splitlines()[0].endswith("full one: none.")
+
+
+def _overload_tier(tmp_path, overload: dict | None):
+    doc = {"reps": 2, "failover": {}, "scaling": {}}
+    if overload is not None:
+        doc["overload"] = overload
+    (tmp_path / "tier").mkdir()
+    (tmp_path / "tier" / "tier.json").write_text(json.dumps(doc))
+    return tmp_path
+
+
+def _point(served: list[float], below: float, stall: float, failed: int) -> dict:
+    runs = [
+        {
+            "concurrency_per_client": 64,
+            "offered_rps": 9600.0,
+            "seconds": 60.2,
+            "held": 120,
+            "held_timed_out": 1,
+        }
+        for _ in served
+    ]
+    s = {"median": sorted(served)[len(served) // 2], "min": min(served), "max": max(served)}
+    zero = {"median": 0.0, "min": 0.0, "max": 0.0}
+    return {
+        "runs": runs,
+        "served_rps": s,
+        "r0_s_below_n": {"median": below, "min": below, "max": below},
+        "r0_s_none": zero,
+        "r1_s_none": zero,
+        "longest_stall_s": {"median": stall, "min": stall, "max": stall},
+        "failed": failed,
+        "held_broken": 0,
+    }
+
+
+def test_the_overload_region_quotes_each_point_and_the_baseline(tmp_path) -> None:
+    root = _overload_tier(
+        tmp_path,
+        {
+            "balancers": 3,
+            "capacity_rps": 640.4,
+            "unloaded_ms_per_request": 5.04,
+            "points": {"3 x ab -c 64": _point([631.6, 600.2, 650.9], 0.44, 2.346, 3)},
+        },
+    )
+    text = rf.tier_overload(root)
+    row = next(ln for ln in text.splitlines() if ln.startswith("| 3 x ab -c 64 "))
+    # offered 9,600 req/s is 15.0 x the capacity; served median 632 (600–651), rounded
+    assert "| 9,600 (15.0 x capacity) | 632 (600–651) | 3 |" in row
+    assert "| 0.44 (0.44–0.44) |" in row and "| 2.35 (2.35–2.35) |" in row
+    assert row.endswith("| 0 / 3 of 360 |")  # broken / timed out of the held, every rep
+    assert "below 3 of 3 next hops" in text and "640 req/s" in text and "5.0 ms" in text
+    assert "56 of 60 s" in text and "quoted" in text  # the baseline from before, said so
+
+
+def test_the_overload_region_says_not_measured_without_the_section(tmp_path) -> None:
+    text = rf.tier_overload(_overload_tier(tmp_path, None))
+    assert text.count("\n") == 1 and "not measured yet" in text
