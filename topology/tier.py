@@ -316,7 +316,7 @@ def p4lb_config(balancers: int, servers: int, algorithm: str = "wrr") -> Config:
 
 def router_filter(lb_side: str) -> str:
     """nftables for a router's namespace: BGP only on its balancers' side (`lb_side`), and
-    GTSM there (a BGP packet that crossed more than the balancer's switch is dropped)."""
+    GTSM there (a BGP packet that crossed any router on its way, TTL below 255, is dropped)."""
     return f"""table inet p4lb_bgp {{
   chain input {{
     type filter hook input priority 0; policy accept;

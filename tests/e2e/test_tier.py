@@ -26,7 +26,7 @@ from topology import tier_load
 from topology.tier import BFD_MS, BFD_MULT, Tier
 from topology.tier_load import Load, controller_log, p4lb, steady_batches, verb, wait_hops
 
-DETECT_S = BFD_MULT * BFD_MS / 1000  # the router's BFD: 3 x 100 ms
+DETECT_S = BFD_MULT * BFD_MS / 1000  # the routers' BFD (a dead switch: the bond, sooner)
 MARGIN_S = 1.0  # scheduling on a 2-core machine running 3 switches, 2 routers, 3 speakers
 # ab's concurrency: new connections (~250/s) beside the held ones, leaving this 2-core
 # machine's three switches, two routers and three speakers room to detect failures in time.
