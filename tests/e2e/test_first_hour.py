@@ -25,6 +25,7 @@ import pytest
 from p4lb.intent import reader
 from p4lb.intent.running import RUN_POINTER
 from tests.docs import DocCommand, doc_block
+from topology.procs import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPILED = ROOT / "p4src" / "compiled"
@@ -140,14 +141,6 @@ def check_mininet_command(cmd: DocCommand, out: str) -> None:
         raise AssertionError(f"the README shows a mininet> command this test does not know: {cmd}")
 
 
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 @pytest.fixture
 def make_run() -> Iterator[tuple[subprocess.Popen[bytes], Console, str]]:
     """`sudo make run` as the README writes it, stdin a pipe, in a session of its own (no
@@ -229,7 +222,7 @@ def test_the_readmes_first_success_as_written(
     assert r.returncode == 0, r.stdout + r.stderr
 
     # Nothing of the lab is left: processes, switch interfaces, namespace names, files.
-    assert [n for n, pid in state["pids"].items() if pid and not gone(int(pid))] == []
+    assert [n for n, pid in state["pids"].items() if pid and alive(int(pid))] == []
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     names = {ln.split(":")[1].strip().split("@")[0] for ln in links.splitlines()}
     assert names.isdisjoint(state["interfaces"]), names & set(state["interfaces"])
