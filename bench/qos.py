@@ -36,7 +36,9 @@ from typing import Any
 
 from bench import outdir
 from bench import qos_metrics as m
+from bench.stats import percentile_interpolated
 from p4lb.models.hashing import qos_flow_bucket
+from p4lb.stats.fairness import jain
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "qos"
@@ -229,10 +231,10 @@ def one_run(
         "flows_mbps": flows,
         "hosts_mbps": hosts,
         "goodput_mbps": sum(flows.values()),
-        "jain_flows": m.jain(list(flows.values())),
-        "jain_hosts": m.jain(list(hosts.values())),
-        "voip_p50_ms": m.percentile(delays, 0.5),
-        "voip_p95_ms": m.percentile(delays, 0.95),
+        "jain_flows": jain(list(flows.values())),
+        "jain_hosts": jain(list(hosts.values())),
+        "voip_p50_ms": percentile_interpolated(delays, 0.5),
+        "voip_p95_ms": percentile_interpolated(delays, 0.95),
         "voip_mean_ms": statistics.fmean(delays) if delays else float("nan"),
         "voip_jitter_ms": m.jitter_rfc3550(arrival),
         "voip_loss": m.loss(sent, len({s for s, _ in voip})),

@@ -1,5 +1,6 @@
-"""The queueing experiment's measures, pure: percentiles, RFC 3550 interarrival jitter,
-loss, Jain's index, and the ETSI TIPHON TR 101 329 grades.
+"""The queueing experiment's measures, pure: RFC 3550 interarrival jitter, loss, and the
+ETSI TIPHON TR 101 329 grades (its percentiles are bench.stats.percentile_interpolated,
+Jain's index p4lb.stats.fairness.jain).
 
 TIPHON thresholds as commonly cited (the standard's QoS classes, as the Indonesian network
 literature seed 004 comes from tabulates them; seed 004 prints only the grades):
@@ -11,21 +12,9 @@ between the listed bands (2-3 %, 14-15 %) takes the better grade."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 GRADES = ("Very Good", "Good", "Fair", "Poor")
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-quantile (0..1) by linear interpolation; nan for no values."""
-    if not values:
-        return math.nan
-    v = sorted(values)
-    pos = q * (len(v) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
 def jitter_rfc3550(transit_ms: Sequence[float]) -> float:
@@ -40,12 +29,6 @@ def jitter_rfc3550(transit_ms: Sequence[float]) -> float:
 def loss(sent: int, received: int) -> float:
     """Fraction of `sent` that did not arrive (0 when nothing was sent)."""
     return max(0, sent - received) / sent if sent else 0.0
-
-
-def jain(values: Sequence[float]) -> float:
-    """Jain's fairness index: (sum x)^2 / (n sum x^2); 1 = equal, 1/n = one takes all."""
-    squares = sum(x * x for x in values)
-    return sum(values) ** 2 / (len(values) * squares) if squares else 1.0
 
 
 def grade_delay(ms: float) -> str:

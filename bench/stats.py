@@ -1,8 +1,19 @@
-"""Repetitions turned into figures: the median with min and max, the raw values kept, and
-the test that says whether two variants differ (issue 33). Pure functions."""
+"""Repetitions turned into figures: the median with min and max, the raw values kept, the
+test that says whether two variants differ, and the percentiles the benches report. Pure
+functions.
+
+Three percentile definitions are in use, each kept so the committed figures keep their
+meaning; each has its own name and a figure names the one it uses:
+  - percentile_nearest_rank: the smallest value with at least q % of the values at or below
+    it (the experiments' latency percentiles, read from ab's and k6's per-request data);
+  - percentile_interpolated: linear interpolation between the two closest ranks (numpy's
+    default; the queueing experiment's VoIP delay);
+  - percentile_index: the sorted values' element at index floor(q * n), one rank above the
+    nearest rank when q * n is whole (bench-switch's latency p99)."""
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from collections.abc import Sequence
@@ -27,6 +38,31 @@ def summary(values: Sequence[float]) -> dict[str, Any]:
         "n": len(vs),
         "values": vs,
     }
+
+
+def percentile_nearest_rank(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (q in 0..100) by nearest rank; 0 for no values."""
+    if not values:
+        return 0.0
+    s = sorted(values)
+    return s[max(0, min(len(s) - 1, math.ceil(q / 100 * len(s)) - 1))]
+
+
+def percentile_interpolated(values: Sequence[float], q: float) -> float:
+    """The q-quantile (q in 0..1) by linear interpolation; nan for no values."""
+    if not values:
+        return math.nan
+    v = sorted(values)
+    pos = q * (len(v) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def percentile_index(values: Sequence[float], q: float) -> float:
+    """The sorted values' element at index floor(q * n) (q in 0..1), the last for q = 1."""
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
 
 
 def ranges_overlap(a: Sequence[float], b: Sequence[float]) -> bool:

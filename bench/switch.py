@@ -573,11 +573,6 @@ def summary(values: list[float]) -> dict[str, Any]:
     return stats.summary(values)
 
 
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))]
-
-
 # --- the run ------------------------------------------------------------------------
 
 
@@ -652,7 +647,7 @@ def measure_build(
                 sat[name].append(s)
                 for path, v in latencies(path_packets(shape, direct), args.latency_rounds).items():
                     lat[name].setdefault(path, []).append(statistics.median(v))
-                    lat[name].setdefault(path + "_p99", []).append(pct(v, 0.99))
+                    lat[name].setdefault(path + "_p99", []).append(stats.percentile_index(v, 0.99))
             finally:
                 cm.__exit__(None, None, None)
     for name in programs:

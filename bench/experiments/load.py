@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import gzip
 import io
-import math
 import os
 import shutil
 import subprocess
 import tarfile
 from pathlib import Path
 from typing import Any
+
+from bench.stats import percentile_nearest_rank
 
 HERE = Path(__file__).resolve().parent
 K6_SCRIPT = HERE / "shapes.js"
@@ -244,10 +245,5 @@ def k6_outcomes(csv_gz: Path) -> list[tuple[float, bool]]:
     return out
 
 
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0..100), nearest rank; 0 for no values."""
-    if not values:
-        return 0.0
-    s = sorted(values)
-    k = max(0, min(len(s) - 1, math.ceil(q / 100 * len(s)) - 1))
-    return s[k]
+# The experiments' latency percentiles (the report reads them as loadgen.percentile).
+percentile = percentile_nearest_rank

@@ -54,8 +54,8 @@ def test_each_repetition_draws_other_client_addresses() -> None:
 
 
 def test_percentiles_and_bands() -> None:
-    from bench.experiments.load import percentile
     from bench.experiments.report import delay_band, throughput_band
+    from bench.stats import percentile_nearest_rank as percentile
 
     xs = [float(x) for x in range(1, 101)]
     assert (percentile(xs, 50), percentile(xs, 95), percentile(xs, 100)) == (50.0, 95.0, 100.0)

@@ -32,3 +32,11 @@ def test_bootstrap_interval_of_the_median_difference() -> None:
     assert stats.bootstrap_interval(a, b) == (lo, hi)  # seeded
     lo2, hi2 = stats.bootstrap_interval(a, [10.1, 10.6, 10.9, 10.3, 10.7])
     assert lo2 <= 0 <= hi2
+
+
+def test_the_three_percentiles_differ_where_their_definitions_do() -> None:
+    xs = [float(x) for x in range(1, 101)]  # 1..100: q * n whole at q = 0.99
+    assert stats.percentile_nearest_rank(xs, 99) == 99.0
+    assert stats.percentile_index(xs, 0.99) == 100.0  # index 99: one rank above
+    assert stats.percentile_interpolated(xs, 0.99) == pytest.approx(99.01)
+    assert stats.percentile_index([5.0], 1.0) == 5.0
