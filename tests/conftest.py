@@ -32,9 +32,9 @@ def missing_for(layer: str) -> list[str]:
 
 
 def missing_for_tier() -> list[str]:
-    """The tier's engines and tools (topology.tier.missing_tools), and its clients' ab, curl."""
+    """The tier's engines and tools (topology.tier_procs.missing_tools), its clients' ab, curl."""
     try:
-        from topology.tier import missing_tools
+        from topology.tier_procs import missing_tools
     except ImportError as e:
         return [f"{e.name} (Python)"]
     missing = missing_tools()

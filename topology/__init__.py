@@ -1,1 +1,1 @@
-"""Mininet topology for p4lb: one BMv2 switch, clients, HTTP servers, a VIP."""
+"""The labs p4lb runs in: the single-switch Mininet lab and the tier, with their switches."""

@@ -1,4 +1,6 @@
-"""A Mininet switch that is BMv2's simple_switch_grpc (no Open vSwitch needed)."""
+"""BMv2's simple_switch_grpc as the labs start it: a Mininet switch (Bmv2Switch, no Open
+vSwitch needed), or on its own (spawn: the packet tests and benchmarks); its options, and
+a bounded wait until it listens."""
 
 from __future__ import annotations
 

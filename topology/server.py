@@ -1,4 +1,4 @@
-"""The HTTP backend of the seed paper: a fixed document on port 8000, threaded or not, or a
+"""The labs' HTTP backend: a fixed document on port 8000, threaded or not, or a
 server with a capacity: `--workers N --service-ms T` serves at most N requests at a time, each
 taking T ms (a fixed pool of N threads that each sleep T ms per request; connections beyond N
 wait in a queue in arrival order), so it answers at most N * 1000 / T requests per second

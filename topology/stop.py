@@ -11,10 +11,13 @@ import sys
 from pathlib import Path
 
 from p4lb.intent.running import clear_pointer
-from topology import thrift_guard, tier
+from topology import thrift_guard
+from topology import tier_plan as plan
 from topology.procs import alive, stop_pids
+from topology.tier_procs import stop_from_state
 
 STATE = Path(__file__).resolve().parents[1] / "run" / "state.json"
+NEEDS_ROOT = "make stop: needs root: sudo make stop"
 
 
 def stop_lab(state_file: Path) -> bool:
@@ -39,16 +42,16 @@ def stop_lab(state_file: Path) -> bool:
 
 def main() -> int:
     if os.geteuid() != 0:
-        print(tier.NEEDS_ROOT, file=sys.stderr)
+        print(NEEDS_ROOT, file=sys.stderr)
         return 1
     try:
         lab = stop_lab(STATE)
         if lab:
             print("stopped the single-switch lab")
-        the_tier = tier.stop_from_state(tier.RUN / "state.json")
+        the_tier = stop_from_state(plan.STATE)
         clear_pointer()
     except PermissionError:
-        print(tier.NEEDS_ROOT, file=sys.stderr)
+        print(NEEDS_ROOT, file=sys.stderr)
         return 1
     if the_tier:
         print("stopped the tier")

@@ -1,5 +1,5 @@
-"""Driving the tier (topology/tier.py) for its e2e tests and `make bench-tier`: bring it up
-with its controller, wait for the router's next hops, hold keep-alive connections and run ab
+"""Driving the tier (topology.tier_procs) for its e2e tests and `make bench-tier`: bring it
+up with its controller, wait for the router's next hops, hold keep-alive connections and run ab
 through the VIP around an event, and call `p4lb` on the tier's config."""
 
 from __future__ import annotations
@@ -17,25 +17,55 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from topology.tier import (
-    NS,
-    ROOT,
-    RUN,
-    VIP,
-    Tier,
-    ab,
-    in_ns,
-    nexthop_addr,
-    p4lb_config,
-    start_controller,
-    wait_for_vip,
-)
+from topology import tier_plan as plan
+from topology.tier_plan import NS, ROOT, VIP, VIP_PORT, nexthop_addr, p4lb_config
+from topology.tier_procs import Tier, in_ns
 
 CONVERGE_WAIT_S = 30.0  # a bound for waits that include BGP sessions coming up
 
 
+def ab(requests: int, concurrency: int, seconds: int | None = None) -> dict[str, Any]:
+    """ab from the client through the VIP (no keep-alive, 5 s timeout, going on after
+    errors): requests/s, complete and failed; an ab that gave up (a request unanswered for
+    5 s) counts every request as failed and says why."""
+    args = ["ab", "-q", "-r", "-s", "5", "-n", str(requests), "-c", str(concurrency)]
+    if seconds:
+        args += ["-t", str(seconds)]
+    r = in_ns(NS + "c1", *args, f"http://{VIP}/", check=False)
+    rps = re.search(r"Requests per second:\s+([\d.]+)", r.stdout)
+    done = re.search(r"Complete requests:\s+(\d+)", r.stdout)
+    failed = re.search(r"Failed requests:\s+(\d+)", r.stdout)
+    return {
+        "rps": float(rps.group(1)) if rps else 0.0,
+        "complete": int(done.group(1)) if done else 0,
+        "failed": int(failed.group(1)) if failed else requests,
+        "error": "" if done else (r.stderr or r.stdout)[-200:],
+    }
+
+
+def wait_for_vip(timeout_s: float = 60.0, port: int = VIP_PORT) -> bool:
+    """Bounded wait until a request from the client through the VIP gets an answer."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        r = in_ns(NS + "c1", "curl", "-s", "-m", "1", f"http://{VIP}:{port}/", check=False)
+        if "p4lb" in r.stdout:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def start_controller(t: Tier, config: Path) -> int:
+    exe = Path(sys.executable).with_name("p4lb")
+    return t.start(
+        "controller",
+        [str(exe) if exe.exists() else "p4lb", "-c", str(config), "run"],
+        None,
+        plan.RUN / "controller.log",
+    )
+
+
 def controller_log() -> str:
-    p = RUN / "controller.log"
+    p = plan.RUN / "controller.log"
     return p.read_text() if p.exists() else ""
 
 
@@ -47,7 +77,7 @@ def start_tier(balancers: int = 3, servers: int = 3, algorithm: str = "wrr") -> 
     t = Tier(balancers=balancers, servers=servers)
     try:
         t.up()
-        config = RUN / "lb.toml"
+        config = plan.config_file()
         config.unlink(missing_ok=True)
         writer.save(p4lb_config(balancers, servers, algorithm), config)
         start_controller(t, config)
@@ -126,7 +156,7 @@ def traffic(
     """Keep-alive connections to both VIPs (the holder, `connections` to each) and ab
     batches, for the block, which starts once every connection is `open_before_s` old;
     yields the holder's result (filled at the end) and the load."""
-    work = RUN / "holder"
+    work = plan.RUN / "holder"
     work.mkdir(parents=True, exist_ok=True)
     stop, ready, out = work / "stop", work / "ready", work / "out.json"
     for f in (stop, ready, out):
@@ -191,7 +221,7 @@ def traffic(
 def p4lb(*args: str) -> subprocess.CompletedProcess[str]:
     exe = Path(sys.executable).with_name("p4lb")
     return subprocess.run(
-        [str(exe), "-c", str(RUN / "lb.toml"), *args], capture_output=True, text=True, timeout=60
+        [str(exe), "-c", str(plan.config_file()), *args], capture_output=True, text=True, timeout=60
     )
 
 

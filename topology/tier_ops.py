@@ -12,32 +12,20 @@ its speaker announces it; a balancer taken out of the config is withdrawn and le
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
-import os
 import re
-import signal
 import sys
 import time
 
+from p4lb.intent import reader, writer
+from p4lb.intent.lock import config_lock
+from p4lb.intent.model import ConfigError
 from topology import thrift_guard
-from topology.tier import (
-    MAX_BALANCERS,
-    NS,
-    RUN,
-    STATE,
-    Tier,
-    alive,
-    balancer_records,
-    gone_by,
-    in_ns,
-    missing_tools,
-    nexthop_addr,
-    sh,
-    tier_balancer,
-)
+from topology import tier_plan as plan
+from topology.procs import alive, stop_pids
+from topology.tier_plan import MAX_BALANCERS, NS, balancer_records, nexthop_addr, tier_balancer
+from topology.tier_procs import Tier, in_ns, missing_tools, sh
 
-CONFIG = RUN / "lb.toml"
 WITHDRAW_WAIT_S = 15.0  # a removed balancer's drain: p4lb run withdraws it within a round
 
 
@@ -57,14 +45,8 @@ def index_of(name: str, t: Tier) -> int:
 def stop(t: Tier, name: str) -> None:
     """Stop one recorded process by its PID (TERM, KILL after 3 s) and forget it."""
     pid = t.pids.pop(name, None)
-    if pid is None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    if not gone_by(pid, time.monotonic() + 3):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        gone_by(pid, time.monotonic() + 2)
+    if pid is not None:
+        stop_pids([pid])
 
 
 def running(t: Tier, name: str) -> bool:
@@ -95,19 +77,17 @@ def restart(t: Tier, i: int, switch: bool, speaker: bool) -> list[str]:
 def add(t: Tier) -> int:
     """A new balancer (the next free index): links, switch, speaker, bond, then its entry
     in the tier's config (p4lb run takes it in and announces it once it holds the state)."""
-    from p4lb.intent import reader, writer
-    from p4lb.intent.lock import config_lock
-
     free = [i for i in range(1, MAX_BALANCERS + 1) if i not in t.lbs]
     if not free:
         raise VerbError(f"the tier has {MAX_BALANCERS} balancers, the routers' ECMP width")
     i = max(t.lbs, default=0) + 1 if max(t.lbs, default=0) < MAX_BALANCERS else free[0]
     t.add_balancer(i)
-    with config_lock(CONFIG):
-        cfg = reader.load(CONFIG)
+    config = plan.config_file()
+    with config_lock(config):
+        cfg = reader.load(config)
         if all(b.name != f"lb{i}" for b in cfg.tier):
             tier = (*cfg.tier, tier_balancer(i))
-            writer.save(dataclasses.replace(cfg, tier=tier), CONFIG)
+            writer.save(dataclasses.replace(cfg, tier=tier), config)
     return i
 
 
@@ -127,15 +107,13 @@ def remove(t: Tier, i: int, wait_s: float = WITHDRAW_WAIT_S) -> float:
     others, which share its connections), then, once r0 no longer routes to it (bounded),
     its processes stopped, its links, namespace and fixed entries removed. Seconds until
     r0 let it go."""
-    from p4lb.intent import reader, writer
-    from p4lb.intent.lock import config_lock
-
     if len(t.lbs) == 1:
         raise VerbError(f"lb{i} is the tier's last balancer: `sudo make stop` stops the tier")
-    with config_lock(CONFIG):
-        cfg = reader.load(CONFIG)
+    config = plan.config_file()
+    with config_lock(config):
+        cfg = reader.load(config)
         tier = tuple(b for b in cfg.tier if b.name != f"lb{i}")
-        writer.save(dataclasses.replace(cfg, tier=tier), CONFIG)
+        writer.save(dataclasses.replace(cfg, tier=tier), config)
     started = time.monotonic()
     while nexthop_addr(i) in t.ecmp_next_hops() and time.monotonic() - started < wait_s:
         time.sleep(0.05)
@@ -169,11 +147,9 @@ def main(argv: list[str]) -> int:
     if missing := missing_tools():
         print(f"{prog}: needs {', '.join(missing)}", file=sys.stderr)
         return 2
-    if not STATE.exists():
+    if not plan.STATE.exists():
         print(f"{prog}: no tier is running (start one: sudo make run TOPO=tier)", file=sys.stderr)
         return 1
-    from p4lb.intent.model import ConfigError
-
     t = Tier()
     try:
         with t.edit():  # the whole verb under the state lock, from the record as it is

@@ -23,8 +23,9 @@ import pytest
 
 from tests.e2e.tier_support import running_tier
 from topology import tier_load
-from topology.tier import BFD_MS, BFD_MULT, Tier
 from topology.tier_load import Load, controller_log, p4lb, steady_batches, verb, wait_hops
+from topology.tier_plan import BFD_MS, BFD_MULT
+from topology.tier_procs import Tier
 
 DETECT_S = BFD_MULT * BFD_MS / 1000  # the routers' BFD (a dead switch: the bond, sooner)
 MARGIN_S = 1.0  # scheduling on a 2-core machine running 3 switches, 2 routers, 3 speakers

@@ -20,7 +20,6 @@ from collections.abc import Iterator
 import pytest
 
 from tests.e2e.tier_support import running_tier
-from topology.tier import BFD_MS, BFD_MULT, Tier
 from topology.tier_load import (
     RouteSamples,
     controller_log,
@@ -35,6 +34,8 @@ from topology.tier_load import (
 from topology.tier_load import (
     p4lb as p4lb_cli,
 )
+from topology.tier_plan import BFD_MS, BFD_MULT
+from topology.tier_procs import Tier
 
 CLIENTS = 3
 CONCURRENCY = 64

@@ -14,18 +14,16 @@ from collections.abc import Iterator
 import pytest
 
 from tests.e2e.tier_support import running_tier
-from topology.tier import (
+from topology.tier_plan import (
     GTSM_HOPS,
     NS,
     ROUTER_CLIENT,
     ROUTER_LB,
     RUN,
-    Tier,
-    bgp_password,
-    in_ns,
     speaker_addr,
     speaker_conf,
 )
+from topology.tier_procs import Tier, bgp_password, in_ns
 
 HIJACKS = ("10.2.0.11/32", "10.1.0.0/24")  # server s1, the clients' network
 

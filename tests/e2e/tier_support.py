@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from topology.tier import Tier, missing_tools
 from topology.tier_load import start_tier
+from topology.tier_procs import Tier, missing_tools
 
 COMPILED = Path(__file__).resolve().parents[2] / "p4src" / "compiled"
 

@@ -19,7 +19,7 @@ import pytest
 from p4lb.intent.running import pointer_path, write_pointer
 from tests.unit.support import DEFAULT_CONFIG, ROOT
 from topology import run as lab_run
-from topology import stop, tier
+from topology import stop, tier, tier_plan, tier_procs
 
 
 def sleeper() -> subprocess.Popen[bytes]:
@@ -46,8 +46,8 @@ def states(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]
     tier_run = tmp_path / "run" / "tier"
     tier_run.mkdir(parents=True)
     monkeypatch.setattr(stop, "STATE", lab_state)
-    monkeypatch.setattr(tier, "RUN", tier_run)
-    monkeypatch.setattr(tier, "STATE", tier_run / "state.json", raising=False)
+    monkeypatch.setattr(tier_plan, "RUN", tier_run)
+    monkeypatch.setattr(tier_plan, "STATE", tier_run / "state.json")
     return lab_state, tier_run / "state.json"
 
 
@@ -116,7 +116,7 @@ def test_the_tier_banners_kill_line_works_in_bash(tmp_path: Path) -> None:
     state.write_text(json.dumps({"pids": {"switch-lb2": victim.pid, "switch-lb1": bystander.pid}}))
     banner = tier.BANNER.format(
         n=3,
-        vip=tier.VIP,
+        vip=tier_plan.VIP,
         servers=3,
         pointer="/run/p4lb/config",
         log="log",
@@ -147,7 +147,7 @@ def test_banners_name_p4lb_as_users_type_it() -> None:
     )
     the_tier = tier.BANNER.format(
         n=3,
-        vip=tier.VIP,
+        vip=tier_plan.VIP,
         servers=3,
         pointer="/run/p4lb/config",
         log="log",
@@ -198,17 +198,17 @@ def test_the_tiers_processes_outlive_its_run_and_make_stop_ends_them(
     in a session of its own, recorded in state.json, after the Python that started it is
     gone; stopping from state.json ends it."""
     code = (
-        "import sys; from pathlib import Path; from topology import tier; "
-        f"tier.RUN = Path({str(tmp_path)!r}); tier.STATE = tier.RUN / 'state.json'; "
-        "tier.Tier().start('server', [sys.executable, '-c', 'import time; time.sleep(60)'], "
+        "import sys; from pathlib import Path; from topology import tier_plan, tier_procs; "
+        f"tier_plan.RUN = Path({str(tmp_path)!r}); tier_plan.STATE = tier_plan.RUN / 'state.json'; "
+        "tier_procs.Tier().start('server', [sys.executable, '-c', 'import time; time.sleep(60)'], "
         f"None, Path({str(tmp_path / 'server.log')!r}))"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
     pid = json.loads((tmp_path / "state.json").read_text())["pids"]["server"]
     assert running(pid) and os.getsid(pid) == pid
-    monkeypatch.setattr(tier, "RUN", tmp_path)
-    monkeypatch.setattr(tier, "STATE", tmp_path / "state.json", raising=False)
-    assert tier.stop_from_state(tmp_path / "state.json")
+    monkeypatch.setattr(tier_plan, "RUN", tmp_path)
+    monkeypatch.setattr(tier_plan, "STATE", tmp_path / "state.json")
+    assert tier_procs.stop_from_state(tmp_path / "state.json")
     assert not running(pid) and not (tmp_path / "state.json").exists()
 
 

@@ -19,8 +19,11 @@ from typing import Any
 
 import pytest
 
-from topology import tier, tier_ops
-from topology.tier import Tier, alive, balancer_records
+from topology import tier_ops, tier_procs
+from topology import tier_plan as plan
+from topology.procs import alive
+from topology.tier_plan import balancer_records
+from topology.tier_procs import Tier
 
 ROOT = Path(__file__).resolve().parents[3]
 REAL_POPEN = subprocess.Popen
@@ -41,7 +44,7 @@ class Plumbing:
 
     def sh(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         self.commands.append(list(args))
-        out = f"{tier.ROUTER_LB} {tier.ROUTER_RET}" if "vtysh" in args else ""
+        out = f"{plan.ROUTER_LB} {plan.ROUTER_RET}" if "vtysh" in args else ""
         return subprocess.CompletedProcess(list(args), 0, out, "")
 
     def in_ns(self, ns: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -71,24 +74,22 @@ def plumbing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Plumbi
     fake = Plumbing()
     run = tmp_path / "run" / "tier"
     run.mkdir(parents=True)
-    monkeypatch.setattr(tier, "RUN", run)
-    monkeypatch.setattr(tier, "STATE", run / "state.json")
-    monkeypatch.setattr(tier, "PKI", run / "pki")
-    monkeypatch.setattr(tier, "BGP_SECRET", run / "bgp-password")
-    monkeypatch.setattr(tier_ops, "STATE", run / "state.json")
-    monkeypatch.setattr(tier_ops, "CONFIG", run / "lb.toml")
-    monkeypatch.setattr(tier, "sh", fake.sh)
-    monkeypatch.setattr(tier, "in_ns", fake.in_ns)
+    monkeypatch.setattr(plan, "RUN", run)
+    monkeypatch.setattr(plan, "STATE", run / "state.json")
+    monkeypatch.setattr(plan, "PKI", run / "pki")
+    monkeypatch.setattr(plan, "BGP_SECRET", run / "bgp-password")
+    monkeypatch.setattr(tier_procs, "sh", fake.sh)
+    monkeypatch.setattr(tier_procs, "in_ns", fake.in_ns)
     monkeypatch.setattr(tier_ops, "sh", fake.sh)
     monkeypatch.setattr(tier_ops, "in_ns", fake.in_ns)
-    monkeypatch.setattr(tier.subprocess, "run", fake.run)
-    monkeypatch.setattr(tier.subprocess, "Popen", fake.popen)
-    monkeypatch.setattr(tier, "wait_listening", lambda *a, **k: None)
-    monkeypatch.setattr(tier.thrift_guard, "confine", lambda port: None)
-    monkeypatch.setattr(tier.thrift_guard, "release", lambda port: None)
-    monkeypatch.setattr(tier.time, "sleep", lambda s: None)
+    monkeypatch.setattr(tier_procs.subprocess, "run", fake.run)
+    monkeypatch.setattr(tier_procs.subprocess, "Popen", fake.popen)
+    monkeypatch.setattr(tier_procs, "wait_listening", lambda *a, **k: None)
+    monkeypatch.setattr(tier_procs.thrift_guard, "confine", lambda port: None)
+    monkeypatch.setattr(tier_procs.thrift_guard, "release", lambda port: None)
+    monkeypatch.setattr(tier_procs.time, "sleep", lambda s: None)
     # The tier's config as `make run TOPO=tier` writes it (clear text: no CA here).
-    cfg = tier.p4lb_config(3, 3)
+    cfg = plan.p4lb_config(3, 3)
     cfg = dataclasses.replace(cfg, switch=dataclasses.replace(cfg.switch, tls=None))
     cfg = dataclasses.replace(cfg, switch=dataclasses.replace(cfg.switch, insecure=True))
     writer.save(cfg, run / "lb.toml")
@@ -110,7 +111,7 @@ def three_balancers() -> Tier:
 
 
 def recorded() -> dict[str, Any]:
-    return dict(json.loads(tier.STATE.read_text()))
+    return dict(json.loads(plan.STATE.read_text()))
 
 
 def test_add_records_exactly_what_remove_takes_away(
@@ -120,7 +121,7 @@ def test_add_records_exactly_what_remove_takes_away(
 
     t = three_balancers()
     before = recorded()
-    monkeypatch.setattr(Tier, "ecmp_next_hops", lambda self, vip=tier.VIP: [])
+    monkeypatch.setattr(Tier, "ecmp_next_hops", lambda self, vip=plan.VIP: [])
     t = Tier()
     with t.edit():
         i = tier_ops.add(t)
@@ -132,16 +133,16 @@ def test_add_records_exactly_what_remove_takes_away(
     assert set(after["netns"]) - set(before["netns"]) == {ns}
     assert set(after["thrift_ports"]) - set(before["thrift_ports"]) == {thrift}
     assert after["balancer_ids"] == [1, 2, 3, 4]
-    assert [b.name for b in reader.load(tier_ops.CONFIG).tier] == ["lb1", "lb2", "lb3", "lb4"]
+    assert [b.name for b in reader.load(plan.config_file()).tier] == ["lb1", "lb2", "lb3", "lb4"]
     # The routers and the bridge got lb4's fixed entries (no ARP crosses a switch).
-    neigh = [c for c in plumbing.commands if "neigh" in c and tier.nexthop_addr(4) in c]
+    neigh = [c for c in plumbing.commands if "neigh" in c and plan.nexthop_addr(4) in c]
     assert len(neigh) == 2 and all("permanent" in c for c in neigh)
-    assert any("fdb" in c and tier.mac(1, 4) in c for c in plumbing.commands)
+    assert any("fdb" in c and plan.mac(1, 4) in c for c in plumbing.commands)
     # The control plane ahead of everything on the CPU, the switch behind it.
     switch = next(c for c in plumbing.commands if "--device-id" in c and "4" in c)
     speaker = next(c for c in plumbing.commands if "gobgpd" in c and "p4t-lb4" in c)
-    assert switch[:3] == ["nice", "-n", str(tier.SWITCH_NICE)] and tier.SWITCH_NICE > 0
-    assert ["nice", "-n", str(tier.CONTROL_NICE)] == speaker[4:7] and tier.CONTROL_NICE < 0
+    assert switch[:3] == ["nice", "-n", str(plan.SWITCH_NICE)] and plan.SWITCH_NICE > 0
+    assert ["nice", "-n", str(plan.CONTROL_NICE)] == speaker[4:7] and plan.CONTROL_NICE < 0
     lb4 = [after["pids"][n] for n in procs]
     assert all(alive(p) for p in lb4)
 
@@ -149,7 +150,7 @@ def test_add_records_exactly_what_remove_takes_away(
     with t.edit():
         tier_ops.remove(t, 4)
     assert recorded() == before
-    assert [b.name for b in reader.load(tier_ops.CONFIG).tier] == ["lb1", "lb2", "lb3"]
+    assert [b.name for b in reader.load(plan.config_file()).tier] == ["lb1", "lb2", "lb3"]
     # Its processes stopped (reaped by the plumbing: a zombie is gone too), the others run.
     for p in plumbing.sleepers:
         if p.pid in lb4:

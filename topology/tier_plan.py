@@ -1,0 +1,319 @@
+"""The tier's plan: a tier of p4lb balancers behind ECMP and BGP (`make run TOPO=tier`), in network
+namespaces on this host, on the engines people deploy: FRR (zebra, bgpd, bfdd) as the front
+router, GoBGP as each balancer's BGP speaker, FRR's bfdd beside it, the kernel's ECMP.
+
+    client c1 ── r0 (FRR) ── br-lb ──┬─ port 1 [BMv2 lb1] port 3 ─┐   data: 10.10.0.41
+     10.1.0.2   10.1.0.1  10.10.0.1  ├─ speaker lb1 (GoBGP + bfdd) │   control: 10.10.0.11
+                                     ├─ port 1 [BMv2 lb2] ...      │   10.10.0.42 / .12
+                   r1 (FRR) ─────────┤  ...                        │
+                 10.10.0.2           │                             │
+                  10.2.0.1 ── br-srv ┴─────────────────────────────┴── servers s1..s3 10.2.0.11..
+
+- Control and data take separate links. Each speaker has its own port on br-lb (its
+  address, 10.10.0.1i, carries its BGP sessions and BFD) and announces the balancer's data
+  address (10.10.0.4i: the next hop) for the switch. Overload is not failure: a busy switch
+  queues its traffic ahead of its P4 program (each port's capture ring, then one shared
+  1,024-packet FIFO, BMv2's input buffer), where no priority can reach, so control packets
+  crossing it would be late or lost exactly when it is busy, and a live balancer would look
+  dead. The speaker dies with its switch instead: its bond (topology.bond) kills it the
+  moment the switch's process ends, and the kernel closes its sessions (the routers drop
+  its routes in about 0.1 s); `p4lb run` withdraws a balancer whose switch is gone, or one
+  that stays silent, but never below a floor (p4lb.service.announce).
+- The routers hold each balancer's data address at its switch's MAC (a permanent neighbour
+  entry) and the fabric's bridge holds that MAC behind the switch's port 1 (a static
+  entry): no ARP crosses a switch, and no frame for a quiet switch is flooded to the others.
+- The control plane's daemons (FRR, GoBGP, bfdd) run at a higher CPU priority than anything
+  else (nice -10, CONTROL_NICE), the switches at a lower one (nice 5, SWITCH_NICE): on a host
+  the switches keep busy, BFD is still sent on time, and the controller and an operator's
+  command still get the CPU they need.
+- Forward path: r0 spreads the VIP (learned from every speaker, default VRF) over the
+  balancers with the kernel's ECMP (hash policy 3, fields 0x37: the 5-tuple); a balancer
+  NATs to a backend on br-srv (its port 3).
+- Return path: a server's default gateway is r1 (the servers' router, FRR), to which the
+  speakers announce 0.0.0.0/0: a reply goes to any live balancer (ECMP again), whose reverse
+  NAT is stateless (a table of backends), then to r0 and the client. No reply depends on one
+  balancer. (One router with a VRF for the return path would do too; this kernel has no VRF.)
+- A switch floods ARP only to port 1 (the config's `ports`): nothing from br-lb crosses it;
+  a server's ARP for r1 reaches br-lb that way, where only r1 answers, and only on br-srv
+  (arp_ignore). No other frame is bridged between br-lb and br-srv.
+
+This module is the plan: every address, name, port and config file of the tier, computed
+here and nowhere else; nothing in it starts a process or touches the network.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from p4lb.intent.model import (
+    Backend,
+    Balancer,
+    Config,
+    HealthSettings,
+    Host,
+    SwitchConfig,
+    TlsSettings,
+    Vip,
+)
+
+# The run directory and the files in it: the other tier modules read these through this
+# module (`plan.RUN`), so a test moves them all by setting them here.
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "run" / "tier"
+STATE = RUN / "state.json"  # what runs: the one record every process changes under its lock
+NS = "p4t-"  # every namespace of the tier: p4t-fab, p4t-r0, p4t-r1, p4t-c1, p4t-lb1.., p4t-s1..
+VIP = "10.0.0.100"
+VIP_PORT = 80
+SERVER_PORT = 8000
+# The tier's VIPs (one address): name, port, algorithm. Round robin keeps state the
+# balancers share; Maglev needs none (the same table on every balancer).
+VIPS = (("web", 80, "wrr"), ("web-maglev", 81, "maglev"))
+ROUTER_AS = 65000
+SPEAKER_AS = 65100
+CLIENT_NET = "10.1.0.0/24"
+ROUTER_CLIENT = "10.1.0.1"
+ROUTER_LB = "10.10.0.1"  # r0: learns the VIP
+ROUTER_RET = "10.10.0.2"  # r1: learns the return path's default route
+ROUTER_SRV = "10.2.0.1"  # r1: the servers' gateway
+GRPC_BASE = 9560  # balancer i: P4Runtime on 127.0.0.1:GRPC_BASE+i
+THRIFT_BASE = 9090  # and Thrift on THRIFT_BASE+i
+# BFD between each speaker and the routers. Its packets never cross a switch (the control
+# link), so the detection time (interval x multiplier) need only outlast the control
+# plane's own delays: bfdd's scheduling on a busy host (it runs at CONTROL_NICE) and the
+# bridge. A switch's death is not left to BFD: the bond closes the speaker's sessions.
+# (Were BFD to cross a switch, the detection time would have to exceed the switch's worst
+# queueing delay: its capture ring plus 1,024 packets at its slowest rate under load,
+# seconds on BMv2, and no loss of `multiplier` packets in a row, which tail drops break.)
+BFD_MS = 100
+BFD_MULT = 5
+CONTROL_NICE = -10  # FRR, GoBGP, bfdd: ahead of everything else on the host
+# How long a server keeps an idle keep-alive connection (nginx's default is 75 s). Under
+# overload a held connection's next request can wait seconds in the switches' queues; a short
+# timeout (the servers' own default is Apache's 5 s) would close it at the server, a close that
+# says nothing about the balancers.
+SERVER_IDLE_S = 60
+# The switches behind everything else: under overload the data plane slows down, not the
+# controller (its copies and announcements), an operator's command or the routers. With
+# the CPU busy either way, a switch forwards as much as before (it gets what the others
+# leave, which is most of it); it only waits when they have work.
+SWITCH_NICE = 5
+PKI = RUN / "pki"  # the tier's throwaway CA: one server pair for every switch, the controller's
+BGP_SECRET = RUN / "bgp-password"  # TCP MD5 key of every BGP session, made per tier
+MAX_BALANCERS = 16  # the router's ECMP width; one inbound filter entry per possible balancer
+# GTSM (RFC 5082): a speaker is on the routers' link (the control link), so each side sends
+# TTL 255 and accepts only 255. GoBGP does it itself (ttl-security). On the routers a packet
+# filter does it (router_filter): FRR 8.4's `ttl-security` makes bgpd ask bfdd for
+# single-hop BFD, which the tier's multihop profile does not give (failover fell back to the
+# BGP hold time once: 2.3 s instead of 0.23 s); with `ebgp-multihop 255` BFD stays multihop.
+GTSM_HOPS = 1
+
+
+def config_file() -> Path:
+    """The tier's p4lb config, as `make run TOPO=tier` writes it."""
+    return RUN / "lb.toml"
+
+
+def controller_tls() -> TlsSettings:
+    """How the controller reaches the tier's switches: TLS, our CA, its client certificate."""
+    return TlsSettings(str(PKI / "ca.crt"), str(PKI / "p4lb.crt"), str(PKI / "p4lb.key"))
+
+
+def speaker_addr(i: int) -> str:
+    """Balancer i's speaker on the control link: its BGP sessions and BFD."""
+    return f"10.10.0.{10 + i}"
+
+
+def nexthop_addr(i: int) -> str:
+    """Balancer i's data address: the next hop its speaker announces, its switch's port 1."""
+    return f"10.10.0.{40 + i}"
+
+
+def server_addr(j: int) -> str:
+    return f"10.2.0.{10 + j}"
+
+
+def client_addr(k: int) -> str:
+    return f"10.1.0.{1 + k}"
+
+
+def mac(kind: int, n: int) -> str:
+    """Locally administered MACs: kind 1 switches, 2 servers, 3 router, 4 speakers, 5 clients."""
+    return f"02:00:00:00:{kind:02x}:{n:02x}"
+
+
+ROUTER_MACS = {"r0-lb": mac(3, 2), "r1-lb": mac(3, 3), "r1-srv": mac(3, 4)}
+
+
+def router_conf(name: str, router_id: str, prefixes: list[str], password: str) -> str:
+    """FRR for a router of the tier: BGP with dynamic neighbours on 10.10.0.0/24, each
+    session with the tier's TCP MD5 key and GTSM (TTL 255: the routers' own link); from
+    each speaker's address only `prefixes` with that balancer's own data address as next
+    hop (a prefix another address announces, one not in the list, or another balancer's
+    next hop is dropped); BFD multihop; ECMP over up to 16 balancers. TTL 255 out;
+    router_filter drops a BGP packet below 255 in."""
+    plist = "\n".join(
+        f"ip prefix-list TIER seq {5 * (k + 1)} permit {p}" for k, p in enumerate(prefixes)
+    )
+    plist += "\n" + "\n".join(
+        f"ip prefix-list NEXTHOP-{i} seq 5 permit {nexthop_addr(i)}/32\n"
+        f"route-map TIER-IN permit {i}\n match peer {speaker_addr(i)}\n"
+        f" match ip address prefix-list TIER\n match ip next-hop prefix-list NEXTHOP-{i}\nexit"
+        for i in range(1, MAX_BALANCERS + 1)
+    )
+    return f"""frr defaults traditional
+hostname {name}
+log file {RUN}/{name}/frr.log
+!
+bfd
+ profile tier
+  detect-multiplier {BFD_MULT}
+  receive-interval {BFD_MS}
+  transmit-interval {BFD_MS}
+ exit
+exit
+!
+{plist}
+route-map NOTHING deny 10
+exit
+!
+router bgp {ROUTER_AS}
+ bgp router-id {router_id}
+ no bgp ebgp-requires-policy
+ no bgp default ipv4-unicast
+ timers bgp 1 3
+ bgp bestpath as-path multipath-relax
+ neighbor SPEAKERS peer-group
+ neighbor SPEAKERS remote-as {SPEAKER_AS}
+ neighbor SPEAKERS ebgp-multihop 255
+ neighbor SPEAKERS password {password}
+ neighbor SPEAKERS timers connect 1
+ neighbor SPEAKERS bfd profile tier
+ bgp listen range 10.10.0.0/24 peer-group SPEAKERS
+ address-family ipv4 unicast
+  maximum-paths 16
+  neighbor SPEAKERS activate
+  neighbor SPEAKERS soft-reconfiguration inbound
+  neighbor SPEAKERS route-map TIER-IN in
+  neighbor SPEAKERS route-map NOTHING out
+ exit-address-family
+exit
+"""
+
+
+def tier_balancer(i: int) -> Balancer:
+    """Balancer i as the tier's config names it: its switch's address, id and MAC, its one
+    flooding port (port 1, so a switch floods nothing), its data address as the next hop
+    its speaker announces, and where the controller reaches that speaker."""
+    return Balancer(
+        name=f"lb{i}",
+        address=f"127.0.0.1:{GRPC_BASE + i}",
+        device_id=i,
+        mac=mac(1, i),
+        ports=(1,),
+        speaker_netns=NS + f"lb{i}",
+        speaker_api="127.0.0.1:50051",
+        nexthop=nexthop_addr(i),
+    )
+
+
+def p4lb_config(balancers: int, servers: int, algorithm: str = "wrr") -> Config:
+    """The p4lb config of the tier: the VIPs over the servers (port 3 of every switch), the
+    routes every balancer has (clients and both routers: port 1), and per balancer its
+    address, id, MAC, its data address (the next hop its speaker announces) and how the
+    controller reaches its speaker."""
+    hosts = (
+        Host("clients", "10.1.0.0", ROUTER_MACS["r0-lb"], 1, prefix_len=16),
+        Host("r0", ROUTER_LB, ROUTER_MACS["r0-lb"], 1),
+        Host("r1", ROUTER_RET, ROUTER_MACS["r1-lb"], 1),
+    )
+    vips = []
+    for k, (name, port, alg) in enumerate(VIPS):
+        backends = tuple(
+            Backend(f"s{j}", server_addr(j), SERVER_PORT + k, 1, mac(2, j), 3)
+            for j in range(1, servers + 1)
+        )
+        health = HealthSettings(http_path="/", namespace=NS + "{backend}")
+        vips.append(
+            Vip(
+                name, VIP, "tcp", port, algorithm if k == 0 else alg, mac(1, 0xFF), backends, health
+            )
+        )
+    tier = tuple(tier_balancer(i) for i in range(1, balancers + 1))
+    return Config(
+        switch=SwitchConfig(
+            address=f"127.0.0.1:{GRPC_BASE + 1}",
+            election_id=10,
+            mac=mac(1, 1),
+            tls=controller_tls(),
+        ),
+        hosts=hosts,
+        vips=tuple(vips),
+        source=str(RUN / "lb.toml"),
+        tier=tier,
+        tier_announce=("0.0.0.0/0",),
+    )
+
+
+def router_filter(lb_side: str) -> str:
+    """nftables for a router's namespace: BGP only on its balancers' side (`lb_side`), and
+    GTSM there (a BGP packet that crossed any router on its way, TTL below 255, is dropped)."""
+    return f"""table inet p4lb_bgp {{
+  chain input {{
+    type filter hook input priority 0; policy accept;
+    tcp dport 179 iifname != "{lb_side}" drop
+    tcp sport 179 iifname != "{lb_side}" drop
+    tcp dport 179 ip ttl < {256 - GTSM_HOPS} drop
+    tcp sport 179 ip ttl < {256 - GTSM_HOPS} drop
+  }}
+}}
+"""
+
+
+def speaker_conf(i: int, password: str) -> str:
+    """GoBGP for balancer i: eBGP to both routers from its own address, with the tier's TCP
+    MD5 key and GTSM (it sends TTL 255 and accepts only 255: the routers' own link)."""
+    neighbours = "".join(
+        f"""
+[[neighbors]]
+  [neighbors.config]
+    neighbor-address = "{peer}"
+    peer-as = {ROUTER_AS}
+    auth-password = "{password}"
+  [neighbors.timers.config]
+    connect-retry = 1
+    hold-time = 3
+    keepalive-interval = 1
+  [neighbors.ttl-security.config]
+    enabled = true
+    ttl-min = {256 - GTSM_HOPS}
+  [neighbors.transport.config]
+    local-address = "{speaker_addr(i)}"
+"""
+        for peer in (ROUTER_LB, ROUTER_RET)
+    )
+    return f"""[global.config]
+  as = {SPEAKER_AS}
+  router-id = "{speaker_addr(i)}"
+  port = -1
+{neighbours}"""
+
+
+def speaker_bfd_conf(i: int) -> str:
+    peers = "".join(
+        f""" peer {peer} multihop local-address {speaker_addr(i)}
+  detect-multiplier {BFD_MULT}
+  receive-interval {BFD_MS}
+  transmit-interval {BFD_MS}
+ exit
+"""
+        for peer in (ROUTER_LB, ROUTER_RET)
+    )
+    return f"bfd\n{peers}exit\n"
+
+
+def balancer_records(i: int) -> tuple[set[str], set[str], str, int]:
+    """What balancer i owns in state.json: its processes' names, its root-namespace links,
+    its speaker's namespace and its switch's Thrift port (`remove` takes exactly these)."""
+    ns = NS + f"lb{i}"
+    procs = {f"switch-lb{i}", f"gobgpd-lb{i}", f"bond-lb{i}", f"{ns}-bfdd"}
+    return procs, {f"t{i}p1", f"t{i}p3"}, ns, THRIFT_BASE + i

@@ -1,0 +1,552 @@
+"""The tier's processes: its namespaces, links and daemons (FRR, GoBGP, bfdd, the BMv2
+switches, the bonds, the HTTP servers), started in sessions of their own and recorded by PID
+in run/tier/state.json under its lock, stopped by PID. What they are is the plan's
+(topology.tier_plan); this module makes it so."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from p4lb.intent.running import clear_pointer
+from topology import thrift_guard
+from topology import tier_plan as plan
+from topology.bmv2 import grpc_tls_args, log_args, switch_binary, wait_listening
+from topology.pki import make_pki
+from topology.procs import alive, gone_by, set_group_nice, stop_pids
+from topology.tier_plan import (
+    CONTROL_NICE,
+    GRPC_BASE,
+    NS,
+    ROUTER_LB,
+    ROUTER_MACS,
+    ROUTER_RET,
+    ROUTER_SRV,
+    SERVER_IDLE_S,
+    SERVER_PORT,
+    SWITCH_NICE,
+    THRIFT_BASE,
+    VIP,
+    VIPS,
+    mac,
+    nexthop_addr,
+    router_conf,
+    router_filter,
+    server_addr,
+    speaker_addr,
+    speaker_bfd_conf,
+    speaker_conf,
+)
+
+
+def bgp_password() -> str:
+    """The tier's BGP MD5 key (made once per tier, owner-only)."""
+    if not plan.BGP_SECRET.exists():
+        plan.RUN.mkdir(parents=True, exist_ok=True)
+        fd = os.open(plan.BGP_SECRET, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(16))
+    return plan.BGP_SECRET.read_text().strip()
+
+
+def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(args), check=check, capture_output=True, text=True, timeout=60)
+
+
+def in_ns(ns: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return sh("ip", "netns", "exec", ns, *args, check=check)
+
+
+def no_offload(ns: str | None, dev: str) -> None:
+    """Real checksums and no segment coalescing: BMv2 sees every frame as sent, and GRO on a
+    forwarding hop would hand it frames larger than the MTU."""
+    cmd = ["ethtool", "-K", dev, "tx", "off", "rx", "off", "gso", "off", "gro", "off", "tso", "off"]
+    if ns:
+        in_ns(ns, *cmd, check=False)
+    else:
+        sh(*cmd, check=False)
+
+
+def missing_tools() -> list[str]:
+    """What the tier needs that this machine lacks (names a user can install)."""
+    need = {
+        "simple_switch_grpc": switch_binary(),
+        "frr (zebra, bgpd, bfdd)": "/usr/lib/frr/bgpd",
+        "gobgpd": "gobgpd",
+        "gobgp": "gobgp",
+        "vtysh": "vtysh",
+        "ethtool": "ethtool",
+        "nftables (nft)": "nft",
+    }
+    out = [name for name, exe in need.items() if not (shutil.which(exe) or Path(exe).exists())]
+    if os.geteuid() != 0:
+        out.append("root")
+    return out
+
+
+@contextlib.contextmanager
+def state_lock() -> Iterator[None]:
+    """Hold the lock every change to state.json takes (the tier's run, an operator's
+    `restart`/`add`/`remove`, a test), so none of them loses another's record."""
+    plan.RUN.mkdir(parents=True, exist_ok=True)
+    fd = os.open(plan.RUN / ".state.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@dataclass
+class Tier:
+    """The tier's namespaces, links and processes. `pids` maps a name to a PID we started;
+    `lbs` are the balancers' indexes (lb1 is 1). state.json is the record: every change
+    goes through `edit()`, which reads it first (another process may have changed it)."""
+
+    balancers: int = 3
+    servers: int = 3
+    clients: int = 1
+    vips: list[str] = field(default_factory=lambda: [VIP])
+    pids: dict[str, int] = field(default_factory=dict)
+    root_links: list[str] = field(default_factory=list)
+    namespaces: list[str] = field(default_factory=list)
+    thrift_ports: list[int] = field(default_factory=list)  # guarded (topology.thrift_guard)
+    lbs: list[int] = field(default_factory=list)
+    _editing: int = field(default=0, repr=False, compare=False)
+
+    # --- state for `make stop` ------------------------------------------------------------
+
+    @classmethod
+    def load(cls) -> Tier:
+        """The tier state.json records (empty if none is)."""
+        t = cls()
+        t.reload()
+        return t
+
+    def reload(self) -> None:
+        """Take what state.json records now (nothing changes if there is no file)."""
+        if not plan.STATE.exists():
+            return
+        s = json.loads(plan.STATE.read_text())
+        self.pids = {k: int(v) for k, v in s["pids"].items()}
+        self.root_links = list(s["links"])
+        self.namespaces = list(s["netns"])
+        self.thrift_ports = list(s.get("thrift_ports", []))
+        self.balancers = int(s.get("balancers", self.balancers))
+        self.servers = int(s.get("servers", self.servers))
+        self.clients = int(s.get("clients", self.clients))
+        self.lbs = list(s.get("balancer_ids", range(1, self.balancers + 1)))
+
+    def save(self) -> None:
+        """Write the record whole (a reader never sees half of it)."""
+        plan.RUN.mkdir(parents=True, exist_ok=True)
+        doc = {
+            "pids": self.pids,
+            "links": self.root_links,
+            "netns": self.namespaces,
+            "thrift_ports": self.thrift_ports,
+            "balancers": self.balancers,
+            "servers": self.servers,
+            "clients": self.clients,
+            "balancer_ids": self.lbs,
+        }
+        tmp = plan.STATE.with_name(f".{plan.STATE.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, plan.STATE)
+
+    @contextlib.contextmanager
+    def edit(self) -> Iterator[None]:
+        """Change the record: under the state lock, from the file as it is, written back at
+        the end. Nested edits share the outer one."""
+        if self._editing:
+            yield
+            self.save()
+            return
+        with state_lock():
+            self._editing += 1
+            try:
+                self.reload()
+                yield
+                self.save()
+            finally:
+                self._editing -= 1
+
+    # --- plumbing -------------------------------------------------------------------------
+
+    def netns(self, name: str) -> str:
+        ns = NS + name
+        sh("ip", "netns", "del", ns, check=False)
+        sh("ip", "netns", "add", ns)
+        with self.edit():
+            if ns not in self.namespaces:
+                self.namespaces.append(ns)
+        in_ns(ns, "ip", "link", "set", "lo", "up")
+        in_ns(ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+        return ns
+
+    def veth(self, a: str, a_ns: str | None, b: str, b_ns: str | None) -> None:
+        """A veth pair a <-> b, each end in its namespace (None: the root one) under its
+        name there, up. Made under temporary names: `b` may be a name (eth0) that each
+        namespace has."""
+        tmp_a, tmp_b = f"p4tmp{os.getpid() % 10000}a", f"p4tmp{os.getpid() % 10000}b"
+        if a_ns is None:
+            sh("ip", "link", "del", a, check=False)
+        sh("ip", "link", "add", tmp_a, "type", "veth", "peer", "name", tmp_b)
+        for tmp, dev, ns in ((tmp_a, a, a_ns), (tmp_b, b, b_ns)):
+            if ns:
+                sh("ip", "link", "set", tmp, "netns", ns)
+                in_ns(ns, "ip", "link", "set", tmp, "name", dev)
+                in_ns(ns, "ip", "link", "set", dev, "up")
+            else:
+                sh("ip", "link", "set", tmp, "name", dev)
+                sh("ip", "link", "set", dev, "up")
+                with self.edit():
+                    if dev not in self.root_links:
+                        self.root_links.append(dev)
+            no_offload(ns, dev)
+
+    def addr(self, ns: str, dev: str, cidr: str, mac_addr: str | None = None) -> None:
+        if mac_addr:
+            in_ns(ns, "ip", "link", "set", dev, "address", mac_addr)
+        in_ns(ns, "ip", "addr", "add", cidr, "dev", dev)
+
+    def start(self, name: str, args: list[str], ns: str | None, log: Path, nice: int = 0) -> int:
+        """A process in `ns` (`ip netns exec` and `nice` exec it: the PID is the process's
+        own), at niceness `nice`."""
+        log.parent.mkdir(parents=True, exist_ok=True)
+        if nice:
+            args = ["nice", "-n", str(nice), *args]
+        cmd = (["ip", "netns", "exec", ns] if ns else []) + args
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        if nice:
+            set_group_nice(proc.pid, nice)
+        with self.edit():
+            self.pids[name] = proc.pid
+        return proc.pid
+
+    def frr_daemon(self, ns: str, state: Path, daemon: str, extra: list[str]) -> None:
+        """An FRR daemon daemonized in `ns`, its sockets and pid file under `state`."""
+        pidfile = state / f"{daemon}.pid"
+        pidfile.unlink(missing_ok=True)
+        # The control plane runs ahead of the switches on the CPU (CONTROL_NICE).
+        args = ["ip", "netns", "exec", ns, "nice", "-n", str(CONTROL_NICE)]
+        args += [f"/usr/lib/frr/{daemon}", "-d", "-u", "root"]
+        args += ["-g", "frrvty", "-P", "0", "--vty_socket", str(state), "-z", f"{state}/zserv.api"]
+        args += ["-i", str(pidfile), "--log", f"file:{state}/{daemon}.log", *extra]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise RuntimeError(f"{daemon} in {ns}: {(r.stdout + r.stderr).strip()[-300:]}")
+        for _ in range(100):  # bounded: the pid file appears once it runs
+            if pidfile.exists() and pidfile.read_text().strip():
+                break
+            time.sleep(0.05)
+        pid = int(pidfile.read_text().strip())
+        set_group_nice(pid, CONTROL_NICE)  # it daemonized: a session, an autogroup of its own
+        with self.edit():
+            self.pids[f"{ns}-{daemon}"] = pid
+
+    # --- the pieces -----------------------------------------------------------------------
+
+    def build_network(self) -> None:
+        plan.RUN.mkdir(parents=True, exist_ok=True)
+        fab = self.netns("fab")
+        for br in ("br-lb", "br-srv"):
+            in_ns(fab, "ip", "link", "add", br, "type", "bridge")
+            in_ns(fab, "ip", "link", "set", br, "up")
+        r0, r1 = self.netns("r0"), self.netns("r1")
+        for ns in (r0, r1):
+            for key in (
+                "net.ipv4.ip_forward=1",
+                "net.ipv4.fib_multipath_hash_policy=3",
+                "net.ipv4.fib_multipath_hash_fields=0x37",
+                "net.ipv4.conf.all.rp_filter=0",
+                "net.ipv4.conf.default.rp_filter=0",
+                # Answer ARP only for the address on the asking interface: a server's ARP
+                # for r1 also reaches br-lb, flooded through the switches.
+                "net.ipv4.conf.all.arp_ignore=1",
+            ):
+                in_ns(ns, "sysctl", "-qw", key)
+        # r0 and r1 on the balancers' bridge, r1 on the servers' too.
+        for ns, dev, br, cidr in (
+            (r0, "r0-lb", "br-lb", f"{ROUTER_LB}/24"),
+            (r1, "r1-lb", "br-lb", f"{ROUTER_RET}/24"),
+            (r1, "r1-srv", "br-srv", f"{ROUTER_SRV}/24"),
+        ):
+            self.veth(dev, ns, f"{dev}-f", fab)
+            in_ns(fab, "ip", "link", "set", f"{dev}-f", "master", br)
+            self.addr(ns, dev, cidr, ROUTER_MACS[dev])
+        # Clients on r0's far side.
+        for k in range(1, self.clients + 1):
+            c = self.netns(f"c{k}")
+            dev = f"r0-c{k}"
+            self.veth(dev, r0, "eth0", c)
+            net = f"10.1.{k - 1}"
+            self.addr(r0, dev, f"{net}.1/24", mac(3, 16 + k))
+            self.addr(c, "eth0", f"{net}.2/24", mac(5, k))
+            in_ns(c, "ip", "route", "add", "default", "via", f"{net}.1")
+        # Servers on br-srv, their gateway r0 (VRF ret).
+        for j in range(1, self.servers + 1):
+            s = self.netns(f"s{j}")
+            self.veth(f"s{j}-f", fab, "eth0", s)
+            in_ns(fab, "ip", "link", "set", f"s{j}-f", "master", "br-srv")
+            self.addr(s, "eth0", f"{server_addr(j)}/24", mac(2, j))
+            in_ns(s, "ip", "route", "add", "default", "via", ROUTER_SRV)
+        self.save()
+
+    def start_router(self, name: str, router_id: str, prefixes: list[str]) -> None:
+        """zebra, bfdd and bgpd in router `name`'s namespace, configured through vtysh."""
+        ns = NS + name
+        state = plan.RUN / name
+        state.mkdir(parents=True, exist_ok=True)
+        self.frr_daemon(ns, state, "zebra", [])
+        self.frr_daemon(ns, state, "bfdd", ["--bfdctl", f"{state}/bfdd.sock"])
+        self.frr_daemon(ns, state, "bgpd", [])
+        conf = state / "frr.conf"
+        conf.touch(mode=0o600)
+        conf.chmod(0o600)  # it holds the BGP key
+        conf.write_text(router_conf(name, router_id, prefixes, bgp_password()))
+        for _ in range(50):  # the daemons' vty sockets may not listen yet: bounded retries
+            r = subprocess.run(
+                ["ip", "netns", "exec", ns, "vtysh", "--vty_socket", str(state), "-f", str(conf)],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            shown = in_ns(
+                ns, "vtysh", "--vty_socket", str(state), "-c", "show running-config", check=False
+            ).stdout
+            if r.returncode == 0 and "bgp listen range" in shown and "profile tier" in shown:
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"vtysh -f {conf}: {(r.stdout + r.stderr).strip()[-400:]}")
+
+    def start_routers(self) -> None:
+        self.start_router("r0", ROUTER_LB, [f"{v}/32" for v in self.vips])
+        self.start_router("r1", ROUTER_RET, ["0.0.0.0/0"])
+        # The filters live in the routers' namespaces and go with them.
+        for name, lb_side in (("r0", "r0-lb"), ("r1", "r1-lb")):
+            rules = plan.RUN / name / "bgp.nft"
+            rules.write_text(router_filter(lb_side))
+            in_ns(NS + name, "nft", "-f", str(rules))
+
+    def balancer_links(self, i: int) -> None:
+        """Balancer i's two switch ports (root-namespace veth ends: port 1 on br-lb, port 3
+        on br-srv), its speaker's namespace on br-lb (the control link), and the routers'
+        and the bridge's fixed entries for its data address."""
+        fab = NS + "fab"
+        self.veth(f"t{i}p1", None, f"t{i}p1-f", fab)
+        in_ns(fab, "ip", "link", "set", f"t{i}p1-f", "master", "br-lb")
+        # The switch's MAC lives behind its port 1 for good: a frame for a quiet switch is
+        # never flooded to the others (which would balance it too).
+        in_ns(fab, "bridge", "fdb", "replace", mac(1, i), "dev", f"t{i}p1-f", "master", "static")
+        self.veth(f"t{i}p3", None, f"t{i}p3-f", fab)
+        in_ns(fab, "ip", "link", "set", f"t{i}p3-f", "master", "br-srv")
+        spk = self.netns(f"lb{i}")
+        self.veth(f"lb{i}-f", fab, "eth0", spk)
+        in_ns(fab, "ip", "link", "set", f"lb{i}-f", "master", "br-lb")
+        self.addr(spk, "eth0", f"{speaker_addr(i)}/24", mac(4, i))
+        # The routers reach the data address at the switch's MAC without asking: an ARP
+        # request would queue in the switch like the traffic (no ARP crosses a switch).
+        for ns, dev in ((NS + "r0", "r0-lb"), (NS + "r1", "r1-lb")):
+            in_ns(
+                ns,
+                "ip",
+                "neigh",
+                "replace",
+                nexthop_addr(i),
+                "lladdr",
+                mac(1, i),
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            )
+        with self.edit():
+            if i not in self.lbs:
+                self.lbs.append(i)
+
+    def start_switch(self, i: int, binary: str | None = None, log: bool = False) -> int:
+        """Balancer i's BMv2 (no pipeline until p4lb pushes one), P4Runtime on 127.0.0.1 over
+        TLS with client certificates of the tier's CA, Thrift reachable from this host only."""
+        out = plan.RUN / f"lb{i}" / "switch.out"
+        args = [binary or switch_binary(), "--device-id", str(i), "--no-p4"]
+        args += ["--thrift-port", str(THRIFT_BASE + i)]
+        args += log_args(plan.RUN / f"lb{i}" / "switch.log" if log else None)
+        for port in (1, 3):
+            args += ["-i", f"{port}@t{i}p{port}"]
+        args += ["--", "--grpc-server-addr", f"127.0.0.1:{GRPC_BASE + i}"]
+        args += grpc_tls_args(plan.PKI / "ca.crt", plan.PKI / "switch.crt", plan.PKI / "switch.key")
+        thrift_guard.confine(THRIFT_BASE + i)
+        with self.edit():
+            if THRIFT_BASE + i not in self.thrift_ports:
+                self.thrift_ports.append(THRIFT_BASE + i)
+        pid = self.start(f"switch-lb{i}", args, None, out, nice=SWITCH_NICE)
+        wait_listening(GRPC_BASE + i, 20.0)
+        return pid
+
+    def start_bond(self, i: int) -> int:
+        """Balancer i's bond (topology.bond): its speaker dies with its switch process."""
+        return self.start(
+            f"bond-lb{i}",
+            [
+                sys.executable,
+                "-m",
+                "topology.bond",
+                "--switch",
+                f"switch-lb{i}",
+                "--speaker",
+                f"gobgpd-lb{i}",
+                "--state",
+                str(plan.STATE),
+            ],
+            None,
+            plan.RUN / f"lb{i}" / "bond.out",
+        )
+
+    def start_speaker(self, i: int) -> None:
+        """Balancer i's GoBGP (announcing nothing yet: p4lb announces once the switch holds
+        the tier's state) and bfdd for its two sessions."""
+        spk = NS + f"lb{i}"
+        state = plan.RUN / f"lb{i}"
+        state.mkdir(parents=True, exist_ok=True)
+        conf = state / "gobgpd.toml"
+        conf.touch(mode=0o600)
+        conf.chmod(0o600)  # it holds the BGP key
+        conf.write_text(speaker_conf(i, bgp_password()))
+        self.start(
+            f"gobgpd-lb{i}",
+            ["gobgpd", "-f", str(conf), "-p", "--api-hosts", "127.0.0.1:50051", "--pprof-disable"],
+            spk,
+            state / "gobgpd.log",
+            nice=CONTROL_NICE,
+        )
+        bfdd = self.pids.get(f"{spk}-bfdd")
+        if bfdd is not None and alive(bfdd):
+            return  # the speaker alone restarted: its bfdd runs on, configured
+        self.frr_daemon(spk, state, "bfdd", ["--bfdctl", f"{state}/bfdd.sock"])
+        bfd = state / "bfdd.conf"
+        bfd.write_text(speaker_bfd_conf(i))
+        # bfdd writes its pid file before its vty socket listens: retry until it took the
+        # config (bounded).
+        for _ in range(50):
+            in_ns(spk, "vtysh", "--vty_socket", str(state), "-f", str(bfd), check=False)
+            shown = in_ns(
+                spk, "vtysh", "--vty_socket", str(state), "-c", "show bfd peers brief", check=False
+            ).stdout
+            if ROUTER_LB in shown and ROUTER_RET in shown:
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError(f"bfdd in {spk} did not take {bfd}")
+
+    def start_servers(self) -> None:
+        """An HTTP server per backend host and VIP (port SERVER_PORT + the VIP's index: a
+        backend's address and port name its VIP to the reverse NAT)."""
+        for j in range(1, self.servers + 1):
+            for k, _ in enumerate(VIPS):
+                port = SERVER_PORT + k
+                log = plan.RUN / "access" / f"s{j}-{port}.log"
+                log.parent.mkdir(parents=True, exist_ok=True)
+                log.write_text("")
+                args = [sys.executable, "-m", "topology.server", "--name", f"s{j}"]
+                args += ["--port", str(port), "--log", str(log), "--threaded", "--keep-alive"]
+                args += ["--idle-timeout", str(SERVER_IDLE_S)]
+                self.start(f"server-s{j}-{port}", args, NS + f"s{j}", log.with_suffix(".out"))
+        for j in range(1, self.servers + 1):
+            for k, _ in enumerate(VIPS):
+                in_ns(
+                    NS + f"s{j}",
+                    "sh",
+                    "-c",
+                    f"for i in $(seq 100); do ss -Hltn 'sport = :{SERVER_PORT + k}' | grep -q . "
+                    "&& exit 0; sleep 0.05; done; exit 1",
+                )
+
+    def up(self) -> None:
+        if plan.STATE.exists():
+            raise RuntimeError(
+                f"a tier is recorded as running ({plan.STATE}): sudo make stop first"
+            )
+        plan.BGP_SECRET.unlink(missing_ok=True)  # a new key and CA for every tier
+        make_pki(plan.PKI, ["switch"])
+        self.build_network()
+        self.start_routers()
+        self.start_servers()
+        for i in range(1, self.balancers + 1):
+            self.add_balancer(i)
+
+    def add_balancer(self, i: int) -> None:
+        """Balancer i whole: links, switch, speaker, bond (the controller does the rest)."""
+        self.balancer_links(i)
+        self.start_switch(i)
+        self.start_speaker(i)
+        self.start_bond(i)
+
+    # --- events ---------------------------------------------------------------------------
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Kill one process we started, by its PID (the event of a test: no restart)."""
+        with self.edit():
+            pid = self.pids.pop(name)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        gone_by(pid, time.monotonic() + 2)
+
+    def ecmp_next_hops(self, vip: str = VIP) -> list[str]:
+        """The next hops r0's kernel has for the VIP now."""
+        route = in_ns(NS + "r0", "ip", "route", "show", f"{vip}/32", check=False).stdout
+        return sorted(w.split()[0] for w in route.split("via ")[1:])
+
+    # --- teardown -------------------------------------------------------------------------
+
+    def down(self) -> None:
+        """Stop everything recorded, whoever started it (the run, an operator's verb)."""
+        with state_lock():
+            self.reload()
+            stop_recorded(self.pids, self.root_links, self.namespaces, self.thrift_ports)
+            plan.STATE.unlink(missing_ok=True)
+
+
+def stop_recorded(
+    pids: dict[str, int], links: list[str], namespaces: list[str], thrift_ports: list[int]
+) -> None:
+    """Stop what a tier started (by PID: TERM, then KILL after 3 s), remove its links,
+    namespaces and Thrift guards. Servers and speakers first, switches last."""
+    order = sorted(pids.items(), key=lambda kv: kv[0].startswith("switch"))
+    stop_pids(pid for _, pid in order)
+    for link in links:
+        sh("ip", "link", "del", link, check=False)
+    for ns in namespaces:
+        sh("ip", "netns", "del", ns, check=False)
+    for port in thrift_ports:
+        thrift_guard.release(port)
+
+
+def stop_from_state(state: Path) -> bool:
+    """Stop the tier `state` (its state.json) records, by PID, and remove the pointer when it
+    names the tier's config; whether a tier was recorded."""
+    if not state.exists():
+        return False
+    s = json.loads(state.read_text())
+    stop_recorded(s["pids"], s["links"], s["netns"], s.get("thrift_ports", []))
+    state.unlink()
+    clear_pointer(state.parent / "lb.toml")
+    return True
