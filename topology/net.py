@@ -1,4 +1,6 @@
-"""Builds the Mininet network and the p4lb config that matches it."""
+"""The single-switch lab (`make run`): its topology as a Mininet Topo (SingleSwitchTopo), the
+network built from it with its hosts configured, the p4lb config that matches it, its HTTP
+servers, and its stop."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 from mininet.link import Link, TCLink
 from mininet.net import Mininet
 from mininet.node import Host
+from mininet.topo import Topo
 
 from p4lb.intent import writer
 from p4lb.intent.model import Backend, Config, SwitchConfig, TlsSettings, Vip
@@ -135,49 +138,42 @@ def shape(host: Any, rate: str) -> None:
         raise RuntimeError(f"tc tbf rate {rate} on {host.name}: {out.strip()}")
 
 
-def build(opts: Options) -> Lab:
-    RUN_DIR.mkdir(exist_ok=True)
-    link_opts: dict[str, Any] = {}
-    if opts.bw:
-        link_opts["bw"] = opts.bw
-    if opts.delay:
-        link_opts["delay"] = opts.delay
-    net = Mininet(
-        controller=None, link=TCLink if link_opts else Link, autoSetMacs=False, build=False
-    )
-    log_dir = str(RUN_DIR / "logs") if opts.switch_log else None
-    tls, grpc_args = None, []
-    if opts.tls:
-        pki = make_pki(RUN_DIR / "pki", ["s1"])
-        tls = TlsSettings(str(pki.ca), str(pki.client.cert), str(pki.client.key))
-        grpc_args = grpc_tls_args(pki.ca, pki.servers["s1"].cert, pki.servers["s1"].key)
-    s1 = net.addSwitch(
-        "s1",
-        cls=Bmv2Switch,
-        log_dir=log_dir,
-        grpc_args=grpc_args,
-        priority_queues=opts.priority_queues,
-    )
-    hosts = []
-    n = opts.clients + opts.servers
-    for i in range(1, n + 1):
-        h = net.addHost(f"h{i}", cls=Host, ip=f"10.0.0.{i}/24", mac=mac(i))
-        net.addLink(h, s1, port2=i, **link_opts)
-        hosts.append(h)
-    net.build()
-    net.start()
-    for h in hosts:
-        # Every packet must carry real checksums, not offload placeholders: the switch
-        # recomputes them only on the packets it rewrites. Without the ethtool program the
-        # same ioctls are made from Python (topology.offload).
-        if shutil.which("ethtool"):
-            h.cmd(f"ethtool -K {h.defaultIntf()} tx off rx off >/dev/null 2>&1")
-        else:
-            out = h.cmd(f"PYTHONPATH={ROOT} {sys.executable} -m topology.offload {h.defaultIntf()}")
-            if "tx-checksumming off, rx-checksumming off" not in out:
-                raise RuntimeError(f"{h.name}: could not turn checksum offload off: {out.strip()}")
-        h.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
-    clients, servers = hosts[: opts.clients], hosts[opts.clients :]
+class SingleSwitchTopo(Topo):  # type: ignore[misc]  # Mininet has no type hints
+    """The single-switch lab: one BMv2 switch s1, then `clients` client hosts and `servers`
+    server hosts, host hN at 10.0.0.N with MAC mac(N) on the switch's port N. `link_opts`
+    (TCLink's bw, delay) shape every link; `switch_opts` go to the Bmv2Switch."""
+
+    def build(
+        self,
+        clients: int = 1,
+        servers: int = 3,
+        link_opts: dict[str, Any] | None = None,
+        **switch_opts: Any,
+    ) -> None:
+        s1 = self.addSwitch("s1", cls=Bmv2Switch, **switch_opts)
+        for i in range(1, clients + servers + 1):
+            h = self.addHost(f"h{i}", cls=Host, ip=f"10.0.0.{i}/24", mac=mac(i))
+            self.addLink(h, s1, port2=i, **(link_opts or {}))
+
+
+def checksum_offload_off(host: Any) -> None:
+    """Every packet must carry real checksums, not offload placeholders: the switch
+    recomputes them only on the packets it rewrites. Without the ethtool program the same
+    ioctls are made from Python (topology.offload)."""
+    if shutil.which("ethtool"):
+        host.cmd(f"ethtool -K {host.defaultIntf()} tx off rx off >/dev/null 2>&1")
+        return
+    out = host.cmd(f"PYTHONPATH={ROOT} {sys.executable} -m topology.offload {host.defaultIntf()}")
+    if "tx-checksumming off, rx-checksumming off" not in out:
+        raise RuntimeError(f"{host.name}: could not turn checksum offload off: {out.strip()}")
+
+
+def lab_config(
+    opts: Options, clients: list[Any], servers: list[Any], tls: TlsSettings | None
+) -> tuple[Config, dict[str, list[str]]]:
+    """The p4lb config that matches the network (one VIP over the server hosts, a route to
+    each client), checked against the compiled program's limits, and each client's source
+    addresses (its secondary ones added to its interface when it has more than one)."""
     weights = opts.weights or [1] * opts.servers
     sources = {c.name: [c.IP()] for c in clients}
     cfg_hosts = [CfgHost(c.name, c.IP(), mac(i + 1), i + 1) for i, c in enumerate(clients)]
@@ -189,10 +185,6 @@ def build(opts: Options) -> Lab:
             cfg_hosts.append(CfgHost(f"{c.name}-net", client_net(i), mac(i), i, prefix_len=16))
         for s in servers:  # replies to those addresses: on-link, the switch floods the ARP
             s.cmd(f"ip route add 10.0.0.0/8 dev {s.defaultIntf()}")
-    qdiscs = detect_qdiscs(servers[0]) if opts.capacities else {}
-    for s, cap in zip(servers, opts.capacities, strict=False):
-        if cap.rate:
-            shape(s, cap.rate)
     cfg = Config(
         switch=SwitchConfig(
             address=f"127.0.0.1:{GRPC_PORT}", device_id=0, election_id=10, mac=SWITCH_MAC, tls=tls
@@ -223,13 +215,50 @@ def build(opts: Options) -> Lab:
     )
     validate(cfg)
     capacity.check(cfg, compiled_limits())
+    return cfg, sources
+
+
+def build(opts: Options) -> Lab:
+    """The network of `opts` started (SingleSwitchTopo), its hosts configured (no checksum
+    offload, no IPv6, shaped servers) and its p4lb config written to run/lb.toml."""
+    RUN_DIR.mkdir(exist_ok=True)
+    link_opts: dict[str, Any] = {}
+    if opts.bw:
+        link_opts["bw"] = opts.bw
+    if opts.delay:
+        link_opts["delay"] = opts.delay
+    tls, grpc_args = None, []
+    if opts.tls:
+        pki = make_pki(RUN_DIR / "pki", ["s1"])
+        tls = TlsSettings(str(pki.ca), str(pki.client.cert), str(pki.client.key))
+        grpc_args = grpc_tls_args(pki.ca, pki.servers["s1"].cert, pki.servers["s1"].key)
+    topo = SingleSwitchTopo(
+        clients=opts.clients,
+        servers=opts.servers,
+        link_opts=link_opts,
+        log_dir=str(RUN_DIR / "logs") if opts.switch_log else None,
+        grpc_args=grpc_args,
+        priority_queues=opts.priority_queues,
+    )
+    net = Mininet(topo=topo, controller=None, link=TCLink if link_opts else Link, autoSetMacs=False)
+    net.start()
+    hosts = [net.get(f"h{i}") for i in range(1, opts.clients + opts.servers + 1)]
+    for h in hosts:
+        checksum_offload_off(h)
+        h.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
+    clients, servers = hosts[: opts.clients], hosts[opts.clients :]
+    cfg, sources = lab_config(opts, clients, servers, tls)
+    qdiscs = detect_qdiscs(servers[0]) if opts.capacities else {}
+    for s, cap in zip(servers, opts.capacities, strict=False):
+        if cap.rate:
+            shape(s, cap.rate)
     path = RUN_DIR / "lb.toml"
     # A new network gets a new file: saving over an old one keeps that file's order and
     # comments, so a previous network's backends would set the order of this one's.
     path.unlink(missing_ok=True)
     writer.save(cfg, path)
     lab = Lab(net, clients, servers, cfg, path, options=opts, sources=sources, qdiscs=qdiscs)
-    lab.pids["switch"] = s1.switch_pid or 0
+    lab.pids["switch"] = net.get("s1").switch_pid or 0
     return lab
 
 
