@@ -176,6 +176,8 @@ PROFILE ?= quick
 RESULTS_DIR ?=
 OUTDIR = $(or $(RESULTS_DIR),$(if $(QUICK),$(SCRATCH),results))
 RUN_BENCH = P4LB_RESULTS_DIR=$(OUTDIR) $(VPY)
+# QUICK=1: each bench's quick profile (its arguments are listed once, in bench/profiles.py).
+QUICK_ARGS = $(if $(QUICK),--profile quick,)
 
 bench: $(VPY)
 	P4LB_RESULTS_DIR=$(or $(RESULTS_DIR),$(if $(FULL),results,$(SCRATCH))) \
@@ -187,7 +189,7 @@ bench-report: $(VPY)
 
 bench-ab: $(VPY)
 	$(RUN_BENCH) -m bench.apachebench $(if $(QUICK),--quick --out $(OUTDIR),)
-	$(RUN_BENCH) -m bench.controller $(if $(QUICK),--vips 10 --trials 5,)
+	$(RUN_BENCH) -m bench.controller $(QUICK_ARGS)
 
 # Each BUILDS word is NAME=PATH to a simple_switch_grpc. Default: the one on PATH as "standard",
 # and beside it the speed build (no logging macros), found where the source route puts it
@@ -196,30 +198,29 @@ SPEED_CANDIDATES := $(P4LB_SPEED_PREFIX) /opt/p4lb/bmv2-speed /usr/local/bmv2-sp
 SPEED_SWITCH ?= $(firstword $(wildcard $(addsuffix /bin/simple_switch_grpc,$(SPEED_CANDIDATES))))
 STANDARD_SWITCH := $(shell command -v simple_switch_grpc 2>/dev/null)
 BUILDS ?= $(if $(STANDARD_SWITCH),standard=$(STANDARD_SWITCH),) $(if $(SPEED_SWITCH),speed=$(SPEED_SWITCH),)
-SWITCH_QUICK := --reps 1 --flows 300 --latency-rounds 50 --live 1000 --vips 1 --backends 3
 bench-switch: $(VPY)
 	@echo "bench-switch: builds $(or $(strip $(BUILDS)),none found); output into $(OUTDIR)/switch"
 	$(RUN_BENCH) -m bench.switch $(foreach b,$(BUILDS),--build $(b)) \
-		$(if $(ALGORITHMS),--algorithms $(ALGORITHMS),) $(if $(QUICK),$(SWITCH_QUICK),)
-	$(RUN_BENCH) -m bench.ab_overhead $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 -n 500,)
-	$(if $(strip $(BUILDS)),$(foreach b,$(BUILDS),$(RUN_BENCH) -m bench.flood --name $(firstword $(subst =, ,$(b))) --binary $(lastword $(subst =, ,$(b))) $(if $(QUICK),--reps 1 --syns 5000,);),$(RUN_BENCH) -m bench.flood $(if $(QUICK),--reps 1 --syns 5000,))
+		$(if $(ALGORITHMS),--algorithms $(ALGORITHMS),) $(QUICK_ARGS)
+	$(RUN_BENCH) -m bench.ab_overhead $(foreach b,$(BUILDS),--build $(b)) $(QUICK_ARGS)
+	$(if $(strip $(BUILDS)),$(foreach b,$(BUILDS),$(RUN_BENCH) -m bench.flood --name $(firstword $(subst =, ,$(b))) --binary $(lastword $(subst =, ,$(b))) $(QUICK_ARGS);),$(RUN_BENCH) -m bench.flood $(QUICK_ARGS))
 	$(VPY) -m bench.report --dir $(OUTDIR)/switch
 
 bench-tier: $(VPY)
-	$(RUN_BENCH) -m bench.tier $(if $(QUICK),--reps 1 --seconds 3 --overload-seconds 10,)
-	$(RUN_BENCH) -m bench.cookie $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --flows 20,)
+	$(RUN_BENCH) -m bench.tier $(QUICK_ARGS)
+	$(RUN_BENCH) -m bench.cookie $(foreach b,$(BUILDS),--build $(b)) $(QUICK_ARGS)
 
 bench-choices: $(VPY)
-	$(RUN_BENCH) -m bench.choices $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --flows 20,)
+	$(RUN_BENCH) -m bench.choices $(foreach b,$(BUILDS),--build $(b)) $(QUICK_ARGS)
 
 bench-restore-peer: $(VPY)
-	$(RUN_BENCH) -m bench.restore_peer $(if $(QUICK),--reps 1,)
+	$(RUN_BENCH) -m bench.restore_peer $(QUICK_ARGS)
 
 bench-qos: $(VPY)
-	$(VPY) -m bench.qos $(if $(QUICK),--reps 1 --duration 10 --label quick,) --out $(OUTDIR)/qos$(if $(QUICK),/quick,)
+	$(VPY) -m bench.qos $(QUICK_ARGS) --out $(OUTDIR)/qos$(if $(QUICK),/quick,)
 
 bench-floor: $(VPY)
-	$(RUN_BENCH) -m bench.floor $(foreach b,$(BUILDS),--build $(b)) $(if $(QUICK),--reps 1 --no-timed,)
+	$(RUN_BENCH) -m bench.floor $(foreach b,$(BUILDS),--build $(b)) $(QUICK_ARGS)
 	$(VPY) -m bench.report --dir $(OUTDIR)/switch
 
 # `make results`: every figure of results/ on this tree, in order, then the tables, plots and
@@ -236,10 +237,10 @@ readme-figures: $(VPY)
 PEER_P4 ?=
 PEER_ARGS = $(if $(PEER_P4),--peer $(PEER_P4),)
 bench-peers: $(VPY)
-	$(RUN_BENCH) -m bench.peers $(foreach b,$(BUILDS),--build $(b)) $(PEER_ARGS) $(if $(QUICK),--reps 1,)
+	$(RUN_BENCH) -m bench.peers $(foreach b,$(BUILDS),--build $(b)) $(PEER_ARGS) $(QUICK_ARGS)
 
 bench-cost: $(VPY)
-	$(RUN_BENCH) -m bench.peers --breakdown $(foreach b,$(BUILDS),--build $(b)) $(PEER_ARGS) $(if $(QUICK),--flows 50,)
+	$(RUN_BENCH) -m bench.peers --breakdown $(foreach b,$(BUILDS),--build $(b)) $(PEER_ARGS) $(QUICK_ARGS)
 
 clean:
 	rm -rf $(BUILD) .pytest_cache .mypy_cache .ruff_cache

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, provenance
+from bench import outdir, profiles, provenance
 from bench.apachebench import Case, one_run
 from bench.switch import (
     add_common,
@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--algorithms", nargs="+", default=["iphash", "wrr", "leastconn"])
     add_common(ap)
     ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
-    args = ap.parse_args(argv)
+    profiles.add_argument(ap)
+    args = ap.parse_args(profiles.expand("bench-ab-overhead", argv))
     committed = outdir.is_committed_profile(ap, args, ["n", "c", "algorithms"])
     args.out = outdir.destination("switch/ab.json", committed, args.out)
     unknown = [a for a in args.algorithms if a not in CASES]

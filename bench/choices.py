@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, provenance
+from bench import outdir, profiles, provenance
 from bench import switch as sw
 
 OUT = sw.ROOT / "results" / "algorithms"
@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backends", type=int, nargs="+", default=[3, 8, 16])
     sw.add_common(ap)
     ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
-    args = ap.parse_args(argv)
+    profiles.add_argument(ap)
+    args = ap.parse_args(profiles.expand("bench-choices", argv))
     committed = outdir.is_committed_profile(ap, args, ["flows", "backends"])
     args.out = outdir.destination("algorithms", committed, args.out)
     tools = ["tcpreplay", "simple_switch_CLI", "valgrind", "callgrind_control"]

@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import outdir
+from bench import outdir, profiles
 from p4lb.cli.main import main as p4lb_main
 from p4lb.intent import writer
 from p4lb.intent.model import Backend, Config, Host, SwitchConfig, Vip
@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backends", type=int, default=8)
     p.add_argument("--trials", type=int, default=20)
     p.add_argument("--out", default=None, help="default: results/ or the scratch tree")
-    a = p.parse_args(argv)
+    profiles.add_argument(p)
+    a = p.parse_args(profiles.expand("bench-controller", argv))
     committed = outdir.is_committed_profile(p, a, ["vips", "backends"], reps_key="trials")
     out = outdir.destination("", committed, Path(a.out) if a.out else None)
     from bench.switch import start_run

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, provenance
+from bench import outdir, profiles, provenance
 from bench import switch as sw
 
 OUT = sw.ROOT / "results" / "tier"
@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flows", type=int, default=100)
     sw.add_common(ap)
     ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
-    args = ap.parse_args(argv)
+    profiles.add_argument(ap)
+    args = ap.parse_args(profiles.expand("bench-cookie", argv))
     committed = outdir.is_committed_profile(ap, args, ["flows"])
     args.out = outdir.destination("tier", committed, args.out)
     tools = ["tcpreplay", "simple_switch_CLI", "valgrind", "callgrind_control"]

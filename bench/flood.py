@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import outdir
+from bench import outdir, profiles
 from bench import switch as sb
 
 ROUND_CONNS = 30
@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pps", type=int, default=2000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", type=Path, default=None, help="default: results/switch/flood.json")
-    args = ap.parse_args(argv)
+    profiles.add_argument(ap)
+    args = ap.parse_args(profiles.expand("bench-flood", argv))
     committed = outdir.is_committed_profile(ap, args, ["syns", "pps"])
     args.out = outdir.destination("switch/flood.json", committed, args.out)
     if not args.binary or os.geteuid() != 0 or not shutil.which("tcpreplay"):

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, provenance
+from bench import outdir, profiles, provenance
 from bench import switch as sw
 from bench.toolchain import p4c_problem
 
@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timed", action=argparse.BooleanOptionalAction, default=True)
     sw.add_common(ap)
     ap.add_argument("--out", type=Path, default=None, help=f"default: {sw.OUT} or scratch")
-    args = ap.parse_args(argv)
+    profiles.add_argument(ap)
+    args = ap.parse_args(profiles.expand("bench-floor", argv))
     committed = outdir.is_committed_profile(
         ap, args, ["levels", "algorithms", "instr_flows", "flows", "timed"]
     )

@@ -34,7 +34,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import floor, outdir, provenance
+from bench import floor, outdir, profiles, provenance
 from bench import switch as sw
 from bench.toolchain import p4c_problem, tool_version
 
@@ -417,7 +417,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", type=Path, default=None, help="an earlier breakdown, beside")
     ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
     sw.add_common(ap)
-    args = ap.parse_args(argv)
+    profiles.add_argument(ap)
+    args = ap.parse_args(
+        profiles.expand(
+            "bench-cost"
+            if "--breakdown" in (sys.argv[1:] if argv is None else argv)
+            else "bench-peers",
+            argv,
+        )
+    )
     sw.order_seed(args)
     committed = outdir.is_committed_profile(ap, args, ["flows", "algorithms", "floor"])
     args.out = outdir.destination("switch", committed, args.out)

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import outdir
+from bench import outdir, profiles
 from bench import qos_metrics as m
 from bench.stats import percentile_interpolated
 from p4lb.models.hashing import qos_flow_bucket
@@ -410,7 +410,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
     p.add_argument("--label", default="full")
     p.add_argument("--seed", type=int, default=4, help="the flows' source ports (default 4)")
-    args = p.parse_args(argv)
+    profiles.add_argument(p)
+    args = p.parse_args(profiles.expand("bench-qos", argv))
     # Fewer repetitions, shorter runs or fewer disciplines than the committed profile write
     # into the scratch tree unless --out (or P4LB_RESULTS_DIR) says otherwise.
     committed = outdir.is_committed_profile(p, args, ["duration", "variants"])

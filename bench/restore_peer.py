@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, provenance
+from bench import outdir, profiles, provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "algorithms"
@@ -152,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench-restore-peer", description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
-    args = ap.parse_args(argv)
+    profiles.add_argument(ap)
+    args = ap.parse_args(profiles.expand("bench-restore-peer", argv))
     args.out = outdir.destination("algorithms", outdir.is_committed_profile(ap, args, []), args.out)
     if os.geteuid() != 0 or not shutil.which("haproxy"):
         print(

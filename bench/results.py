@@ -24,10 +24,10 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from bench import outdir
+from bench import outdir, profiles
 
-PROFILES = ("quick", "full")
 SPEED = ("speed", "fast")  # the speed build's names (results/ has used both)
 
 
@@ -53,97 +53,69 @@ def plan(
 ) -> list[Step]:
     """The commands `make results` runs, in order, for `profile`: measurements first, then
     the generators that read only the files the measurements wrote. `peer`: the course
-    balancer's P4 source for the cost comparison (without it those steps are skipped)."""
-    if profile not in PROFILES:
-        raise ValueError(f"profile {profile!r}: want one of {', '.join(PROFILES)}")
-    quick = profile == "quick"
-    py = [python, "-m"]
+    balancer's P4 source for the cost comparison (without it those steps are skipped).
+    Each bench's arguments for the profile come from bench.profiles, spelled out."""
+    if profile not in profiles.NAMES:
+        raise ValueError(f"profile {profile!r}: want one of {', '.join(profiles.NAMES)}")
     b = [a for name, path in builds.items() for a in ("--build", f"{name}={path}")]
+
+    def bench(name: str, module: str, prog: str, *args: str, **kw: Any) -> Step:
+        argv = [python, "-m", module, *args, *profiles.arguments(prog, profile)]
+        return Step(name, argv, **kw)
+
+    # Each path's cost, as committed: the speed build, three algorithms (all of them on
+    # both builds would add some four hours).
+    paths = ["--path-instructions", "--path-builds", *[n for n in builds if n in SPEED]]
+    paths += ["--path-algorithms", "iphash", "wrr", "leastconn"]
     steps = [
         Step(
             "experiments",
-            [*py, "bench.experiments.run", "--profile", profile, "--no-report"],
+            [python, "-m", "bench.experiments.run", "--profile", profile, "--no-report"],
         ),
-        Step(
-            "switch",
-            [*py, "bench.switch", *b]
-            + (
-                ["--reps", "1", "--flows", "300", "--latency-rounds", "50", "--live", "1000"]
-                + ["--vips", "1", "--backends", "3"]
-                if quick
-                # Each path's cost, as committed: the speed build, three algorithms (all
-                # of them on both builds would add some four hours).
-                else ["--path-instructions", "--path-builds", *[n for n in builds if n in SPEED]]
-                + ["--path-algorithms", "iphash", "wrr", "leastconn"]
-            ),
-        ),
-        Step(
-            "ab", [*py, "bench.ab_overhead", *b] + (["--reps", "1", "-n", "500"] if quick else [])
-        ),
-        Step("floor", [*py, "bench.floor", *b] + (["--reps", "1", "--no-timed"] if quick else [])),
+        bench("switch", "bench.switch", "bench-switch", *b, *(paths if profile == "full" else [])),
+        bench("ab", "bench.ab_overhead", "bench-ab-overhead", *b),
+        bench("floor", "bench.floor", "bench-floor", *b),
     ]
     for name, path in builds.items() or {"standard": ""}.items():
-        steps.append(
-            Step(
-                f"flood {name}",
-                [*py, "bench.flood", "--name", name]
-                + (["--binary", path] if path else [])
-                + (["--reps", "1", "--syns", "5000"] if quick else []),
-            )
-        )
+        binary = ["--binary", path] if path else []
+        steps.append(bench(f"flood {name}", "bench.flood", "bench-flood", "--name", name, *binary))
     no_peer = "" if peer else "no PEER_P4 given (the course balancer's l4_loadbalancer.p4)"
     peer_args = ["--peer", peer] if peer else []
+    qos_out = ["--out", str(results_dir / "qos")]
     steps += [
-        Step(
-            "controller",
-            [*py, "bench.controller"] + (["--vips", "10", "--trials", "5"] if quick else []),
-        ),
-        Step(
-            "tier",
-            [*py, "bench.tier"] + (["--reps", "1", "--seconds", "3"] if quick else []),
-            needs=TIER_TOOLS,
-        ),
-        Step(
-            "cookie",
-            [*py, "bench.cookie", *b] + (["--reps", "1", "--flows", "20"] if quick else []),
-            needs=CALLGRIND[:2],
-        ),
-        Step(
-            "choices",
-            [*py, "bench.choices", *b] + (["--reps", "1", "--flows", "20"] if quick else []),
-            needs=CALLGRIND[:2],
-        ),
-        Step(
-            "restore peer",
-            [*py, "bench.restore_peer"] + (["--reps", "1"] if quick else []),
-            needs=("haproxy",),
-        ),
-        Step(
-            "qos",
-            [*py, "bench.qos", "--out", str(results_dir / "qos")]
-            + (["--reps", "1", "--duration", "10", "--label", "quick"] if quick else []),
-        ),
-        Step(
-            "peers",
-            [*py, "bench.peers", *b, *peer_args] + (["--reps", "1"] if quick else []),
-            needs=CALLGRIND,
-            skip=no_peer,
-        ),
-        Step(
+        bench("controller", "bench.controller", "bench-controller"),
+        bench("tier", "bench.tier", "bench-tier", needs=TIER_TOOLS),
+        bench("cookie", "bench.cookie", "bench-cookie", *b, needs=CALLGRIND[:2]),
+        bench("choices", "bench.choices", "bench-choices", *b, needs=CALLGRIND[:2]),
+        bench("restore peer", "bench.restore_peer", "bench-restore-peer", needs=("haproxy",)),
+        bench("qos", "bench.qos", "bench-qos", *qos_out),
+        bench("peers", "bench.peers", "bench-peers", *b, *peer_args, needs=CALLGRIND, skip=no_peer),
+        bench(
             "cost breakdown",
-            [*py, "bench.peers", "--breakdown", *b, *peer_args]
-            + (["--flows", "50"] if quick else []),
+            "bench.peers",
+            "bench-cost",
+            "--breakdown",
+            *b,
+            *peer_args,
             needs=CALLGRIND,
             skip=no_peer,
         ),
         Step("algorithms", [python, "scripts/algorithms_figures.py"], switch=False),
-        Step("switch tables", [*py, "bench.report", "--dir", str(results_dir / "switch")], False),
         Step(
-            "experiments tables",
-            [*py, "bench.experiments.report", "--out", str(results_dir / "experiments")],
+            "switch tables",
+            [python, "-m", "bench.report", "--dir", str(results_dir / "switch")],
             False,
         ),
-        Step("README regions", [*py, "bench.readme_figures", "--results", str(results_dir)], False),
+        Step(
+            "experiments tables",
+            [python, "-m", "bench.experiments.report", "--out", str(results_dir / "experiments")],
+            False,
+        ),
+        Step(
+            "README regions",
+            [python, "-m", "bench.readme_figures", "--results", str(results_dir)],
+            False,
+        ),
     ]
     return steps
 
@@ -177,14 +149,14 @@ def default_dir(profile: str, explicit: str | None) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="make results", description=__doc__.splitlines()[0])
-    ap.add_argument("--profile", default="quick", help="quick (default) or full")
+    ap.add_argument("--profile", default=profiles.DEFAULT, help="quick (default) or full")
     ap.add_argument("--results-dir", default=None, help="default: scratch (quick), results/ (full)")
     ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
     ap.add_argument("--peer", default=os.environ.get("PEER_P4") or None, help="PEER_P4")
     ap.add_argument("--from", dest="start", default=None, help="resume at this step's name")
     ap.add_argument("--dry-run", action="store_true", help="print the plan only")
     a = ap.parse_args(argv)
-    if a.profile not in PROFILES:
+    if a.profile not in profiles.NAMES:
         print(f"make results: PROFILE={a.profile!r}: want quick or full", file=sys.stderr)
         return 2
     builds = {}

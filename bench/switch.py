@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, provenance, stats
+from bench import outdir, profiles, provenance, stats
 from topology import thrift_guard
 from topology.bmv2 import terminate, wait_listening
 
@@ -1028,7 +1028,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--path-builds", nargs="*", default=None, help="builds to measure (all)")
     add_common(ap)
     ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
-    args = ap.parse_args(argv)
+    profiles.add_argument(ap)
+    args = ap.parse_args(profiles.expand("bench-switch", argv))
     committed = outdir.is_committed_profile(
         ap,
         args,

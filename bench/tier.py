@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import outdir
+from bench import outdir, profiles
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "tier"
@@ -400,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
         "--overload-seconds", type=int, default=60, help="how long each overload point lasts"
     )
     p.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
-    a = p.parse_args(argv)
+    profiles.add_argument(p)
+    a = p.parse_args(profiles.expand("bench-tier", argv))
     committed = a.plot_only or outdir.is_committed_profile(p, a, ["seconds", "overload_seconds"])
     a.out = outdir.destination("tier", committed, a.out)
     if a.plot_only:

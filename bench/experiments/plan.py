@@ -158,4 +158,4 @@ FULL = Profile(
     ),
 )
 
-PROFILES = {p.name: p for p in (QUICK, FULL)}
+PROFILES = {p.name: p for p in (QUICK, FULL)}  # by bench.profiles.NAMES

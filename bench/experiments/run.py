@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, provenance, rawstore
+from bench import outdir, profiles, provenance, rawstore
 from bench.experiments import load as loadgen
 from bench.experiments.plan import (
     PROFILES,
@@ -574,7 +574,7 @@ def chained(meta: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.experiments.run")
-    p.add_argument("--profile", choices=sorted(PROFILES), default="quick")
+    p.add_argument("--profile", choices=profiles.NAMES, default=profiles.DEFAULT)
     p.add_argument("--only", nargs="*", default=["ab", "clients", "k6"], help="experiments")
     p.add_argument("--scenarios", nargs="*", default=None, help="limit to these scenarios")
     p.add_argument("--variants", nargs="*", default=None, help="limit to these variants")
