@@ -13,16 +13,19 @@ Writes results/algorithms/choices.json.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, profiles, provenance
+from bench import runner
 from bench import switch as sw
 
-OUT = sw.ROOT / "results" / "algorithms"
+# name: (algorithm, the VIP's `choices` line, none when empty)
+VARIANTS = {
+    "wrr": ("wrr", ""),
+    "leastconn choices=all": ("leastconn", '"all"'),
+    "leastconn choices=2": ("leastconn", "2"),
+}
 
 
 def syn_packets(shape: sw.Shape) -> list[bytes]:
@@ -41,79 +44,61 @@ def setup(algorithm: str, choices: str, workdir: Path) -> Any:
     return program
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="bench-choices", description=__doc__.splitlines()[0])
-    ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
-    ap.add_argument("--reps", type=int, default=5)  # variants compared: five a side
+def options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--flows", type=int, default=200)
     ap.add_argument("--backends", type=int, nargs="+", default=[3, 8, 16])
-    sw.add_common(ap)
-    ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
-    profiles.add_argument(ap)
-    args = ap.parse_args(profiles.expand("bench-choices", argv))
-    committed = outdir.is_committed_profile(ap, args, ["flows", "backends"])
-    args.out = outdir.destination("algorithms", committed, args.out)
-    tools = ["tcpreplay", "simple_switch_CLI", "valgrind", "callgrind_control"]
-    builds = sw.builds_to_measure("bench-choices", args.build, tools)
-    if builds is None:
-        return 2
-    sw.order_seed(args)
-    run = sw.start_run("bench-choices", builds, argv)
-    if run is None:
-        return 2
-    result: dict[str, Any] = {
-        "method": __doc__,
-        "reps": args.reps,
-        "instr_pps": sw.INSTR_PPS,
-        "flows": args.flows,
-        "builds": {},
-        "order": {},
-    }
-    variants = {"wrr": ("wrr", ""), "leastconn choices=all": ("leastconn", '"all"')}
-    variants["leastconn choices=2"] = ("leastconn", "2")
-    with sw.veths(), tempfile.TemporaryDirectory(prefix="p4lb-bench-choices-") as tmp:
-        workdir = Path(tmp)
-        for build, binary in builds.items():
-            figures: dict[str, dict[str, list[tuple[float, float]]]] = {}
-            names = [f"{n} {v}" for n in args.backends for v in variants]
-            orders = provenance.interleaved(names, args.reps, args.order_seed, build)
-            for rep, order in enumerate(orders):
-                for label in order:
-                    n_text, _, name = label.partition(" ")
-                    n = int(n_text)
-                    shape = sw.Shape(backends=n, flows=args.flows, udp_every=0)
-                    pcap = workdir / f"syn-{n}.pcap"
-                    if not pcap.exists():
-                        sw.write_pcap(syn_packets(shape), pcap)
-                    algorithm, choices = variants[name]
-                    sw.progress(f"bench-choices {build} rep {rep + 1}/{args.reps}: {label}")
-                    prog = sw.Program(
-                        algorithm,
-                        shape,
-                        sw.COMPILED / "lb.json",
-                        setup(algorithm, choices, workdir),
-                    )
-                    b, t = sw.instructions_once("c", binary, args, workdir, pcap, prog)
-                    figures.setdefault(n_text, {}).setdefault(name, []).append((b, t))
-            result["order"][build] = orders
-            result["builds"][build] = {
-                n: {
-                    name: {
-                        "busiest_thread_per_syn": sw.summary([b for b, _ in v]),
-                        "all_threads_per_syn": sw.summary([t for _, t in v]),
-                    }
-                    for name, v in by_name.items()
-                }
-                for n, by_name in sorted(figures.items(), key=lambda kv: int(kv[0]))
-            }
-    result["provenance"] = run.finish(
-        args.reps, order="`order`: the variants of each repetition", order_seed=args.order_seed
+
+
+def variants(args: argparse.Namespace) -> list[str]:
+    return [f"{n} {v}" for n in args.backends for v in VARIANTS]
+
+
+def measure(t: runner.Trial, label: str) -> tuple[float, float]:
+    """(busiest thread, all threads) instructions per SYN of one variant at n backends."""
+    n, _, name = label.partition(" ")
+    shape = sw.Shape(backends=int(n), flows=t.args.flows, udp_every=0)
+    pcap = t.workdir / f"syn-{n}.pcap"
+    if not pcap.exists():
+        sw.write_pcap(syn_packets(shape), pcap)
+    algorithm, choices = VARIANTS[name]
+    prog = sw.Program(
+        algorithm, shape, sw.COMPILED / "lb.json", setup(algorithm, choices, t.workdir)
     )
-    args.out.mkdir(parents=True, exist_ok=True)
-    out = args.out / "choices.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    sw.progress(f"wrote {out}; {outdir.said(args.out)}")
-    return 0
+    return sw.instructions_once("c", t.binary, t.args, t.workdir, pcap, prog)
+
+
+def figures(args: argparse.Namespace, values: dict[str, list[Any]]) -> dict[str, Any]:
+    """{backends: {variant: per-SYN figures}}, fewest backends first."""
+    return {
+        str(n): {
+            name: {
+                "busiest_thread_per_syn": sw.summary([b for b, _ in values[f"{n} {name}"]]),
+                "all_threads_per_syn": sw.summary([t for _, t in values[f"{n} {name}"]]),
+            }
+            for name in VARIANTS
+        }
+        for n in sorted(set(args.backends))
+    }
+
+
+SPEC = runner.Spec(
+    prog="bench-choices",
+    doc=__doc__,
+    subdir="algorithms",
+    filename="choices.json",
+    reps=5,  # variants compared: five a side
+    tools=("tcpreplay", "simple_switch_CLI", "valgrind", "callgrind_control"),
+    options=options,
+    committed=("flows", "backends"),
+    variants=variants,
+    measure=measure,
+    figures=figures,
+    head=lambda args: {"instr_pps": sw.INSTR_PPS, "flows": args.flows},
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return runner.main(SPEC, argv)
 
 
 if __name__ == "__main__":

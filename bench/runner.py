@@ -1,0 +1,199 @@
+"""The runner a switch bench is a spec for: the command line (--build, --reps, --profile,
+--order-seed, --resume, --out and the spec's own options), the builds to measure and the
+tools they need, the provenance (bench.provenance), the repetitions with the variants in a
+seeded shuffled order within each, resuming a run that stopped, and the JSON file.
+
+A spec says only what the experiment is: its variants, its options and their defaults (the
+full profile; bench.profiles holds the quick one), what it needs, one measure function (one
+variant, one repetition: the value to keep) and how a build's values become figures."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import outdir, profiles, provenance
+
+
+def progress(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def parse_builds(prog: str, values: list[str]) -> dict[str, str]:
+    builds = {}
+    for v in values:
+        name, _, path = v.partition("=")
+        if not path or not Path(path).exists():
+            raise SystemExit(f"{prog}: --build {v!r}: want NAME=PATH to simple_switch_grpc")
+        builds[name] = path
+    return builds
+
+
+def builds_to_measure(prog: str, values: list[str], tools: list[str]) -> dict[str, str] | None:
+    """The builds to measure (--build NAME=PATH; else P4LB_SIMPLE_SWITCH or the
+    simple_switch_grpc on PATH, as "standard"), or None once stderr says what is missing:
+    root, one of `tools`, a switch."""
+    default = os.environ.get("P4LB_SIMPLE_SWITCH") or shutil.which("simple_switch_grpc")
+    builds = parse_builds(prog, values) or ({"standard": default} if default else {})
+    missing = [t for t in tools if not shutil.which(t)]
+    if not builds or missing or os.geteuid() != 0:
+        what = ", ".join(missing + ([] if builds else ["simple_switch_grpc"]))
+        print(f"{prog}: needs root and {what or 'nothing else'}", file=sys.stderr)
+        return None
+    return builds
+
+
+def add_common(ap: argparse.ArgumentParser) -> None:
+    """The options every bench shares: the seed of its variants' order."""
+    ap.add_argument(
+        "--order-seed",
+        type=int,
+        default=None,
+        help="seed of the variants' shuffled order per repetition (default: from the clock; "
+        "recorded in the results file)",
+    )
+
+
+def order_seed(args: argparse.Namespace) -> int:
+    if args.order_seed is None:
+        args.order_seed = int(time.time()) % 1_000_000
+    return int(args.order_seed)
+
+
+def start_run(
+    prog: str, builds: dict[str, str] | None, argv: list[str] | None
+) -> provenance.Run | None:
+    """bench.provenance.start, or None once stderr says the machine is too busy."""
+    try:
+        return provenance.start(prog, builds, sys.argv if argv is None else [prog, *argv])
+    except (provenance.BusyMachine, ValueError) as e:
+        print(str(e), file=sys.stderr)
+        return None
+
+
+@dataclass(frozen=True)
+class Trial:
+    """Where one measurement runs: the build, its binary, the arguments, a scratch dir."""
+
+    build: str
+    binary: str
+    args: argparse.Namespace
+    workdir: Path
+
+
+@dataclass(frozen=True)
+class Spec:
+    prog: str  # the make target's name: bench-choices (also its key in bench.profiles)
+    doc: str  # the module's docstring: the help's first line and the file's "method"
+    subdir: str  # where under results/ (or the scratch tree) it writes
+    filename: str
+    reps: int
+    tools: tuple[str, ...]
+    options: Callable[[argparse.ArgumentParser], None]
+    committed: tuple[str, ...]  # options that must be at their defaults for results/
+    variants: Callable[[argparse.Namespace], list[str]]
+    measure: Callable[[Trial, str], Any]  # one variant once: a JSON value
+    figures: Callable[[argparse.Namespace, dict[str, list[Any]]], dict[str, Any]]
+    head: Callable[[argparse.Namespace], dict[str, Any]] = field(default=lambda a: {})
+    provenance: dict[str, Any] = field(default_factory=dict)  # facts of this bench's own
+    lab: Callable[[], AbstractContextManager[Any]] | None = None  # default: bench-switch's veths
+
+
+def parser(spec: Spec) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=spec.prog, description=spec.doc.splitlines()[0])
+    ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
+    ap.add_argument("--reps", type=int, default=spec.reps)
+    spec.options(ap)
+    add_common(ap)
+    profiles.add_argument(ap)
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep what a stopped run with the same arguments measured (its .partial file)",
+    )
+    default = outdir.RESULTS / spec.subdir
+    ap.add_argument("--out", type=Path, default=None, help=f"default: {default} or the scratch")
+    return ap
+
+
+def signature(args: argparse.Namespace) -> dict[str, Any]:
+    """What a resumed run must share with the stopped one: every argument but these."""
+    skip = ("resume", "out", "order_seed", "profile")
+    return json.loads(json.dumps({k: v for k, v in vars(args).items() if k not in skip}))
+
+
+def resumed(path: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The measurements of a stopped run with the same arguments (its seed taken over),
+    or an empty record."""
+    fresh: dict[str, Any] = {"signature": signature(args), "values": {}}
+    if not (args.resume and path.exists()):
+        return fresh
+    old = json.loads(path.read_text())
+    if old.get("signature") != fresh["signature"]:
+        progress(f"{path}: another run's arguments; starting afresh")
+        return fresh
+    args.order_seed = old["order_seed"]
+    progress(f"resuming {path}: {sum(map(len, old['values'].values()))} measurements kept")
+    return {"signature": fresh["signature"], "values": old["values"]}
+
+
+def main(spec: Spec, argv: list[str] | None = None) -> int:
+    """Parse, check, measure every build's variants interleaved, write spec.filename."""
+    ap = parser(spec)
+    args = ap.parse_args(profiles.expand(spec.prog, argv))
+    committed = outdir.is_committed_profile(ap, args, list(spec.committed))
+    args.out = outdir.destination(spec.subdir, committed, args.out)
+    builds = builds_to_measure(spec.prog, args.build, list(spec.tools))
+    if builds is None:
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    partial = args.out / f"{spec.filename}.partial"
+    state = resumed(partial, args)
+    order_seed(args)
+    run = start_run(spec.prog, builds, argv)
+    if run is None:
+        return 2
+    result: dict[str, Any] = {"method": spec.doc, "reps": args.reps, **spec.head(args)}
+    result |= {"builds": {}, "order": {}}
+    if spec.lab is None:
+        from bench import switch as sw  # the veth pairs every switch bench runs on
+
+        lab = sw.veths()
+    else:
+        lab = spec.lab()
+    with lab, tempfile.TemporaryDirectory(prefix=f"p4lb-{spec.prog}-") as tmp:
+        for build, binary in builds.items():
+            trial = Trial(build, binary, args, Path(tmp))
+            names = spec.variants(args)
+            orders = provenance.interleaved(names, args.reps, args.order_seed, build)
+            kept = state["values"].setdefault(build, {})
+            values: dict[str, list[Any]] = {n: [] for n in names}
+            for rep, order in enumerate(orders):
+                for name in order:
+                    key = f"{rep} {name}"
+                    if key not in kept:
+                        progress(f"{spec.prog} {build} rep {rep + 1}/{args.reps}: {name}")
+                        kept[key] = json.loads(json.dumps(spec.measure(trial, name)))
+                        state["order_seed"] = args.order_seed
+                        partial.write_text(json.dumps(state) + "\n")
+                    values[name].append(kept[key])
+            result["order"][build] = orders
+            result["builds"][build] = spec.figures(args, values)
+    result["provenance"] = spec.provenance | run.finish(
+        args.reps, order="`order`: the variants of each repetition", order_seed=args.order_seed
+    )
+    out = args.out / spec.filename
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    partial.unlink(missing_ok=True)
+    progress(f"wrote {out}; {outdir.said(args.out)}")
+    return 0
