@@ -196,6 +196,11 @@ def _out(cmd: list[str], timeout: float = 15) -> str | None:
     return (r.stdout or r.stderr).strip() or None
 
 
+def version_line(cmd: list[str]) -> str | None:
+    """What a tool says of its version (`cmd`, e.g. [binary, "--version"]), or None."""
+    return _out(cmd)
+
+
 def git_state(root: Path = ROOT) -> dict[str, Any]:
     """The commit, and whether the code differs from it: results/ is the benches' output
     (one bench of a run writes it before the next starts), not code."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import json
 import os
 import random
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import outdir, profiles
+from bench import provenance as pv
 from bench import qos_metrics as m
 from bench.stats import percentile_interpolated
 from p4lb.models.hashing import qos_flow_bucket
@@ -350,31 +350,17 @@ def plots(runs: list[dict[str, Any]], summary: dict[str, dict[str, Any]], out: P
 
 
 def provenance(reps: int, duration: float, binary: str) -> dict[str, Any]:
-    def run(*cmd: str) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
-        except OSError:
-            return ""
-
+    """The facts bench.provenance collects (code, tools) and the queueing run's own, under
+    the names the note (tiphon.md) reads."""
+    facts = pv.collect("bench-qos", {"standard": binary})
     return {
-        "commit": run("git", "-C", str(ROOT), "rev-parse", "HEAD"),
-        "dirty": bool(
-            run(
-                "git",
-                "-C",
-                str(ROOT),
-                "status",
-                "--porcelain",
-                "--",
-                "p4src",
-                "controller",
-                "bench",
-            )
-        ),
-        "bmv2": run(binary, "--version"),
+        "commit": facts["git"]["commit"],
+        "dirty": facts["git"]["dirty"],
+        "bmv2": facts["bmv2"]["standard"]["version"] or "",
         "bmv2_binary": binary,
-        "p4c": run("p4c-bm2-ss", "--version").splitlines()[-1:] or [""],
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "p4c": [f"p4c-bm2-ss {facts['p4c']}"],
+        "date": facts["started"],
+        "machine": facts["machine"],
         "reps": reps,
         "duration_s": duration,
         "rate_pps": RATE_PPS,

@@ -34,15 +34,12 @@ import dataclasses
 import json
 import math
 import os
-import platform
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, profiles
+from bench import outdir, profiles, provenance, runner, stats
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "tier"
@@ -56,32 +53,20 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def summary(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+def summary(values: list[float]) -> dict[str, Any]:
+    return stats.summary(values)
 
 
-def provenance(binary: str) -> dict[str, Any]:
-    def out(*cmd: str) -> str:
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
-            return (r.stdout + r.stderr).strip().splitlines()[0]
-        except (OSError, IndexError, subprocess.TimeoutExpired):
-            return "?"
+def tier_facts() -> dict[str, Any]:
+    """What the tier's provenance holds besides the common one (bench.provenance): the
+    routing daemons' versions and the load it ran."""
+
+    def version(*cmd: str) -> str:
+        return (provenance.version_line(list(cmd)) or "?").splitlines()[0]
 
     return {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "commit": out("git", "-C", str(ROOT), "rev-parse", "HEAD"),
-        "dirty": bool(
-            out("git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no")
-            not in ("", "?")
-        ),
-        "bmv2": {"binary": binary, "version": out(binary, "--version")},
-        "p4c": out("p4c", "--version"),
-        "frr": out("/usr/lib/frr/bgpd", "--version"),
-        "gobgpd": out("gobgpd", "--version"),
-        "kernel": platform.release(),
-        "cpus": os.cpu_count(),
-        "loadavg_at_start": os.getloadavg(),
+        "frr": version("/usr/lib/frr/bgpd", "--version"),
+        "gobgpd": version("gobgpd", "--version"),
         "else_running": "nothing else heavy (the tier's own processes only)",
         "load": "ab -c 4 batches of 200 (no keep-alive) plus 120 keep-alive connections asking "
         "every 0.2 s during failover; ab -c 20 for 10 s per scaling point; overload: "
@@ -415,12 +400,10 @@ def main(argv: list[str] | None = None) -> int:
     if missing := missing_tools():
         print(f"bench-tier: needs {', '.join(missing)}", file=sys.stderr)
         return 2
-    from bench.switch import start_run
-
-    run = start_run("bench-tier", {"standard": switch_binary()}, argv)
+    run = runner.start_run("bench-tier", {"standard": switch_binary()}, argv)
     if run is None:
         return 2
-    doc: dict[str, Any] = {"provenance": provenance(switch_binary()), "reps": a.reps}
+    doc: dict[str, Any] = {"provenance": tier_facts(), "reps": a.reps}
     t = start_tier(3, 3)
     run.adopt(lambda: list(t.pids.values()))  # FRR's daemons leave our tree; restarts too
     config = RUN / "lb.toml"
