@@ -1,9 +1,12 @@
-"""Run ApacheBench from a Mininet host and read its report."""
+"""ApacheBench, once for every bench: its command line, running it from a Mininet host, and
+reading its report."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 _FIELDS = {
@@ -58,10 +61,29 @@ def parse(text: str) -> AbResult:
     )
 
 
+def command(
+    url: str,
+    n: int,
+    concurrency: int,
+    out: Path | None = None,
+    source: str | None = None,
+    timeout_s: int = 30,
+) -> list[str]:
+    """`ab -n N -c C`; -r keeps going on socket errors so they are counted. With `out`,
+    its per-request data (-g, TSV) and percentile table (-e, CSV) are kept there (as
+    ab[-SOURCE].tsv/.csv); `source`: the client address to send from (-B)."""
+    cmd = ["ab", "-r", "-s", str(timeout_s), "-n", str(n), "-c", str(concurrency)]
+    if out is not None:
+        stem = f"ab-{source}" if source else "ab"
+        cmd += ["-g", str(out / f"{stem}.tsv"), "-e", str(out / f"{stem}.csv")]
+    if source:
+        cmd += ["-B", source]
+    return [*cmd, url]
+
+
 def run(host: Any, url: str, n: int, concurrency: int, timeout_s: int = 30) -> AbResult:
-    """`ab -n N -c C` from `host`; -r keeps going on socket errors so they are counted."""
-    out = host.cmd(f"ab -r -s {timeout_s} -n {n} -c {concurrency} {url} 2>&1")
-    return parse(out)
+    """`ab -n N -c C` from `host`, its report read."""
+    return parse(host.cmd(shlex.join(command(url, n, concurrency, timeout_s=timeout_s)) + " 2>&1"))
 
 
 def access_counts(log_paths: dict[str, str], connections: bool = False) -> dict[str, int]:

@@ -13,6 +13,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from bench import ab
 from bench.stats import percentile_nearest_rank
 
 HERE = Path(__file__).resolve().parent
@@ -34,23 +35,10 @@ def k6_binary() -> str | None:
     return None
 
 
-def ab_command(
-    url: str, n: int, concurrency: int, out: Path, source: str | None = None
-) -> list[str]:
-    """ab with its per-request data (-g, TSV) and percentile table (-e, CSV) kept in `out`;
-    -r keeps going on socket errors so they are counted."""
-    stem = f"ab-{source}" if source else "ab"
-    cmd = ["ab", "-r", "-s", "30", "-n", str(n), "-c", str(concurrency)]
-    cmd += ["-g", str(out / f"{stem}.tsv"), "-e", str(out / f"{stem}.csv")]
-    if source:
-        cmd += ["-B", source]
-    return [*cmd, url]
-
-
 def run_ab(host: Any, url: str, n: int, concurrency: int, out: Path, timeout_s: float) -> str:
     """One ab from `host`; its text report is written to out/ab.txt and returned."""
     p = host.popen(
-        ab_command(url, n, concurrency, out), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        ab.command(url, n, concurrency, out), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     try:
         text = p.communicate(timeout=timeout_s)[0].decode(errors="replace")
@@ -73,7 +61,7 @@ def run_ab_sources(
     procs = []
     for host, addresses in sources.items():
         for a in addresses:
-            cmd = ab_command(url, per_address, 1, out, source=a)
+            cmd = ab.command(url, per_address, 1, out, source=a)
             procs.append((a, host.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
     reports = {}
     for a, p in procs:

@@ -63,3 +63,21 @@ def test_access_counts_tell_requests_from_connections(tmp_path: Path) -> None:
     paths = {"h2": str(log)}
     assert ab.access_counts(paths) == {"h2": 2}
     assert ab.access_counts(paths, connections=True) == {"h2": 3}
+
+
+def test_the_command_keeps_per_request_data_only_when_asked() -> None:
+    assert ab.command("http://v/", 10, 2) == [
+        "ab",
+        "-r",
+        "-s",
+        "30",
+        "-n",
+        "10",
+        "-c",
+        "2",
+        "http://v/",
+    ]
+    cmd = ab.command("http://v/", 10, 1, Path("/r"), source="10.1.0.7")
+    assert cmd[cmd.index("-g") + 1] == "/r/ab-10.1.0.7.tsv"
+    assert cmd[cmd.index("-e") + 1] == "/r/ab-10.1.0.7.csv"
+    assert cmd[cmd.index("-B") + 1] == "10.1.0.7" and cmd[-1] == "http://v/"
