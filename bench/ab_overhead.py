@@ -21,15 +21,15 @@ from typing import Any
 
 from bench import outdir, profiles, provenance
 from bench.apachebench import Case, one_run
-from bench.switch import (
+from bench.runner import (
     add_common,
     builds_to_measure,
     machine,
     order_seed,
     progress,
     start_run,
-    summary,
 )
+from bench.stats import summary
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "switch" / "ab.json"
 CASES = {

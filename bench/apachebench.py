@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         p, a, ["counts", "concurrency", "cases"], reps_key=""
     )
     out = outdir.destination("", committed, Path(a.out) if a.out else None)
-    from bench.switch import start_run
+    from bench.runner import start_run
 
     record = start_run("bench-ab", {"standard": shutil.which("simple_switch_grpc") or "?"}, argv)
     if record is None:

@@ -17,8 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import runner
-from bench import switch as sw
+from bench import instructions, lab, runner, stats, traffic
 
 # name: (algorithm, the VIP's `choices` line, none when empty)
 VARIANTS = {
@@ -28,18 +27,18 @@ VARIANTS = {
 }
 
 
-def syn_packets(shape: sw.Shape) -> list[bytes]:
+def syn_packets(shape: lab.Shape) -> list[bytes]:
     """The first packet (the SYN) of each of the shape's flows, all TCP to the VIP."""
-    return [sw.flow_packets(i, shape, direct=False)[0] for i in range(shape.flows)]
+    return [traffic.flow_packets(i, shape, direct=False)[0] for i in range(shape.flows)]
 
 
 def setup(algorithm: str, choices: str, workdir: Path) -> Any:
-    def program(shape: sw.Shape) -> None:
-        text = sw.lb_config(algorithm, shape)
+    def program(shape: lab.Shape) -> None:
+        text = lab.lb_config(algorithm, shape)
         if choices:
             line = f'algorithm = "{algorithm}"'
             text = text.replace(line, f"{line}\nchoices = {choices}")
-        sw.program_lb(text, workdir)
+        lab.program_lb(text, workdir)
 
     return program
 
@@ -56,15 +55,15 @@ def variants(args: argparse.Namespace) -> list[str]:
 def measure(t: runner.Trial, label: str) -> tuple[float, float]:
     """(busiest thread, all threads) instructions per SYN of one variant at n backends."""
     n, _, name = label.partition(" ")
-    shape = sw.Shape(backends=int(n), flows=t.args.flows, udp_every=0)
+    shape = lab.Shape(backends=int(n), flows=t.args.flows, udp_every=0)
     pcap = t.workdir / f"syn-{n}.pcap"
     if not pcap.exists():
-        sw.write_pcap(syn_packets(shape), pcap)
+        traffic.write_pcap(syn_packets(shape), pcap)
     algorithm, choices = VARIANTS[name]
-    prog = sw.Program(
-        algorithm, shape, sw.COMPILED / "lb.json", setup(algorithm, choices, t.workdir)
+    prog = lab.Program(
+        algorithm, shape, lab.COMPILED / "lb.json", setup(algorithm, choices, t.workdir)
     )
-    return sw.instructions_once("c", t.binary, t.args, t.workdir, pcap, prog)
+    return instructions.instructions_once("c", t.binary, t.args, t.workdir, pcap, prog)
 
 
 def figures(args: argparse.Namespace, values: dict[str, list[Any]]) -> dict[str, Any]:
@@ -72,8 +71,8 @@ def figures(args: argparse.Namespace, values: dict[str, list[Any]]) -> dict[str,
     return {
         str(n): {
             name: {
-                "busiest_thread_per_syn": sw.summary([b for b, _ in values[f"{n} {name}"]]),
-                "all_threads_per_syn": sw.summary([t for _, t in values[f"{n} {name}"]]),
+                "busiest_thread_per_syn": stats.summary([b for b, _ in values[f"{n} {name}"]]),
+                "all_threads_per_syn": stats.summary([t for _, t in values[f"{n} {name}"]]),
             }
             for name in VARIANTS
         }
@@ -93,7 +92,7 @@ SPEC = runner.Spec(
     variants=variants,
     measure=measure,
     figures=figures,
-    head=lambda args: {"instr_pps": sw.INSTR_PPS, "flows": args.flows},
+    head=lambda args: {"instr_pps": instructions.INSTR_PPS, "flows": args.flows},
 )
 
 

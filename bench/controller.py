@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(profiles.expand("bench-controller", argv))
     committed = outdir.is_committed_profile(p, a, ["vips", "backends"], reps_key="trials")
     out = outdir.destination("", committed, Path(a.out) if a.out else None)
-    from bench.switch import start_run
+    from bench.runner import start_run
 
     run = start_run("bench-controller", {"standard": bmv2.switch_binary()}, argv)
     if run is None:

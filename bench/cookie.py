@@ -21,8 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import runner
-from bench import switch as sw
+from bench import instructions, lab, runner, stats, traffic
 
 BALANCER = """
 [tier]
@@ -45,9 +44,9 @@ VARIANTS = {
 def shared_setup(workdir: Path) -> Any:
     """Programs the switch as the one balancer of a tier: the VIP's connections shared."""
 
-    def setup(shape: sw.Shape) -> None:
-        tier = BALANCER.format(port=sw.GRPC_PORT, mac=sw.SWITCH_MAC)
-        sw.program_lb(sw.lb_config("wrr", shape) + tier, workdir)
+    def setup(shape: lab.Shape) -> None:
+        tier = BALANCER.format(port=lab.GRPC_PORT, mac=lab.SWITCH_MAC)
+        lab.program_lb(lab.lb_config("wrr", shape) + tier, workdir)
 
     return setup
 
@@ -55,22 +54,22 @@ def shared_setup(workdir: Path) -> Any:
 def measure(t: runner.Trial, name: str) -> tuple[float, float]:
     """(busiest thread, all threads) instructions per packet of one variant."""
     program, timestamps, shared = VARIANTS[name]
-    shape = sw.Shape(flows=t.args.flows, timestamps=timestamps)
+    shape = lab.Shape(flows=t.args.flows, timestamps=timestamps)
     prog = (
-        sw.Program(program, shape, sw.COMPILED / "lb.json", shared_setup(t.workdir))
+        lab.Program(program, shape, lab.COMPILED / "lb.json", shared_setup(t.workdir))
         if shared
-        else sw.Program(program, shape)
+        else lab.Program(program, shape)
     )
-    pcap = sw.pcap_for(shape, program == "baseline", t.workdir)
+    pcap = traffic.pcap_for(shape, program == "baseline", t.workdir)
     tag = f"v{list(VARIANTS).index(name)}"
-    return sw.instructions_once(tag, t.binary, t.args, t.workdir, pcap, prog)
+    return instructions.instructions_once(tag, t.binary, t.args, t.workdir, pcap, prog)
 
 
 def figures(args: argparse.Namespace, values: dict[str, list[Any]]) -> dict[str, Any]:
     return {
         name: {
-            "busiest_thread_per_packet": sw.summary([b for b, _ in values[name]]),
-            "all_threads_per_packet": sw.summary([t for _, t in values[name]]),
+            "busiest_thread_per_packet": stats.summary([b for b, _ in values[name]]),
+            "all_threads_per_packet": stats.summary([t for _, t in values[name]]),
         }
         for name in VARIANTS
     }
@@ -88,7 +87,7 @@ SPEC = runner.Spec(
     variants=lambda args: list(VARIANTS),
     measure=measure,
     figures=figures,
-    head=lambda args: {"instr_pps": sw.INSTR_PPS, "flows": args.flows},
+    head=lambda args: {"instr_pps": instructions.INSTR_PPS, "flows": args.flows},
     provenance={"else_running": "nothing (no tier, no other benchmark)"},
 )
 

@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, profiles
-from bench import switch as sb
+from bench import lab, outdir, profiles, rate, runner, traffic
+from bench.stats import summary
 
 ROUND_CONNS = 30
 MAX_ROUNDS = 60  # a minute of rounds at most after the flood
@@ -37,7 +37,7 @@ def syn_ack(client: str, sport: int, vip: str = "10.0.1.1") -> list[bytes]:
     from scapy.layers.inet import IP, TCP
     from scapy.layers.l2 import Ether
 
-    base = Ether(src=sb.port_mac(1), dst=sb.VIP_MAC) / IP(src=client, dst=vip)
+    base = Ether(src=lab.port_mac(1), dst=lab.VIP_MAC) / IP(src=client, dst=vip)
     return [
         bytes(base / TCP(sport=sport, dport=80, flags="S", seq=1)),
         bytes(base / TCP(sport=sport, dport=80, flags="A", seq=2, ack=1)),
@@ -72,15 +72,15 @@ def conns(s: dict[str, Any]) -> list[int]:
 def send(packets: list[bytes], workdir: Path, name: str, pps: int | None) -> int:
     """Replay `packets` on port 1 and wait until the switch has handled them."""
     pcap = workdir / f"{name}.pcap"
-    sb.write_pcap(packets, pcap)
-    start = sb.rx_total()
-    sent, _ = sb.replay(pcap, pps)
-    sb.settled_rx(start)
+    traffic.write_pcap(packets, pcap)
+    start = lab.rx_total()
+    sent, _ = rate.replay(pcap, pps)
+    lab.settled_rx(start)
     return sent
 
 
 def weighted_config(weights: list[int]) -> str:
-    text = sb.lb_config("wrr", sb.Shape())
+    text = lab.lb_config("wrr", lab.Shape())
     # Backends of the TCP VIP appear in order b0, b1, b2 with "weight = 1".
     head, _, tail = text.partition("[vip.v0udp]")
     for w in weights:
@@ -89,8 +89,8 @@ def weighted_config(weights: list[int]) -> str:
 
 
 def exactness(binary: str, weights: list[int], workdir: Path, pps: int) -> dict[str, Any]:
-    with sb.switch(binary, None, None):
-        sb.program_lb(weighted_config(weights), workdir)
+    with lab.switch(binary, None, None):
+        lab.program_lb(weighted_config(weights), workdir)
         packets = []
         for i in range(1500):
             packets += syn_ack(f"10.1.0.{1 + i % 20}", 20000 + i)
@@ -112,8 +112,8 @@ def flood(binary: str, workdir: Path, n_syns: int, pps: int) -> dict[str, Any]:
     from scapy.layers.l2 import Ether
 
     rng = random.Random(70_000)
-    with sb.switch(binary, None, None):
-        sb.program_lb(sb.lb_config("wrr", sb.Shape()), workdir)
+    with lab.switch(binary, None, None):
+        lab.program_lb(lab.lb_config("wrr", lab.Shape()), workdir)
         # 100 connections opened before the flood; which port each went to.
         before = []
         for i in range(100):
@@ -121,7 +121,7 @@ def flood(binary: str, workdir: Path, n_syns: int, pps: int) -> dict[str, Any]:
         send(before, workdir, "before", pps)
         spoofed = [
             bytes(
-                Ether(src=sb.port_mac(1), dst=sb.VIP_MAC)
+                Ether(src=lab.port_mac(1), dst=lab.VIP_MAC)
                 / IP(src=f"10.1.{rng.randrange(2, 256)}.{rng.randrange(1, 255)}", dst="10.0.1.1")
                 / TCP(
                     sport=rng.randrange(1024, 65536), dport=80, flags="S", seq=rng.randrange(2**32)
@@ -154,10 +154,10 @@ def flood(binary: str, workdir: Path, n_syns: int, pps: int) -> dict[str, Any]:
             time.sleep(max(0.0, 1.0 - (time.monotonic() - t_end - elapsed)))
         # The connections opened before the flood: each ACK again must come out, and on the
         # port its first packets took (its backend).
-        start = sb.rx_total()
+        start = lab.rx_total()
         again = [p for i, p in enumerate(before) if i % 2 == 1]
         sent_again = send(again, workdir, "again", pps)
-        delivered_again = sb.rx_total() - start
+        delivered_again = lab.rx_total() - start
     return {
         "spoofed_syns": sent,
         "flood_seconds": round(flood_s, 2),
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.binary or os.geteuid() != 0 or not shutil.which("tcpreplay"):
         print("bench-flood: needs root, simple_switch_grpc and tcpreplay", file=sys.stderr)
         return 2
-    run = sb.start_run("bench-flood", {args.name: args.binary}, argv)
+    run = runner.start_run("bench-flood", {args.name: args.binary}, argv)
     if run is None:
         return 2
     workdir = Path(tempfile.mkdtemp(prefix="p4lb-bench-flood-"))
@@ -197,22 +197,22 @@ def main(argv: list[str] | None = None) -> int:
     result = {k: v for k, v in result.items() if v.get("binary") != args.binary}
     runs: dict[str, Any] = {
         "binary": args.binary,
-        "machine": sb.machine(),
+        "machine": runner.machine(),
         "exactness": [],
         "flood": [],
     }
-    with sb.veths():
+    with lab.veths():
         for weights in ([1, 1, 1], [1, 2, 3]):
             for rep in range(args.reps):
-                sb.progress(f"exactness {weights} rep {rep + 1}/{args.reps}")
+                runner.progress(f"exactness {weights} rep {rep + 1}/{args.reps}")
                 runs["exactness"].append(exactness(args.binary, weights, workdir, args.pps))
         for rep in range(args.reps):
-            sb.progress(f"flood rep {rep + 1}/{args.reps}")
+            runner.progress(f"flood rep {rep + 1}/{args.reps}")
             runs["flood"].append(flood(args.binary, workdir, args.syns, args.pps))
     exact = [
         r["exact_again_after_s"] for r in runs["flood"] if r["exact_again_after_s"] is not None
     ]
-    runs["exact_again_after_s"] = sb.summary(exact) if exact else None
+    runs["exact_again_after_s"] = summary(exact) if exact else None
     shutil.rmtree(workdir, ignore_errors=True)  # pcaps and configs; a failed run keeps them
     runs["machine"]["loadavg_at_end"] = os.getloadavg()
     # Each repetition's figure is kept (exactness and flood lists); their order: weights
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     result[args.name] = runs
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    sb.progress(f"wrote {args.out}; {outdir.said(args.out)}")
+    runner.progress(f"wrote {args.out}; {outdir.said(args.out)}")
     return 0
 
 

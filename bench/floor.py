@@ -16,8 +16,8 @@ binary and the same packets as `make bench-switch` (baseline: addressed to the s
 the others: to the VIP), and each figure is given per repetition as a ratio to the
 baseline's:
   - instructions per packet under callgrind, all threads and the busiest
-    (bench.switch.instructions_once): exact counts, the measure this comparison rests on;
-  - the zero-loss packet rate (bench.switch.zero_loss_rate), which the machine's noise
+    (bench.instructions.instructions_once): exact counts, the measure this comparison rests on;
+  - the zero-loss packet rate (bench.rate.zero_loss_rate), which the machine's noise
     moves; --no-timed leaves it out.
 A ratio the floor cannot reach, no load balancer of this kind can reach on that build.
 """
@@ -34,8 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, profiles, provenance
-from bench import switch as sw
+from bench import instructions, lab, outdir, profiles, provenance, rate, runner, stats, traffic
 from bench.toolchain import p4c_problem
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,32 +70,32 @@ def compile_floor(level: int, workdir: Path) -> Path:
     return out
 
 
-def floor_entries(shape: sw.Shape) -> list[str]:
+def floor_entries(shape: lab.Shape) -> list[str]:
     """The first VIP's TCP service to its first backend, every backend's replies back to
     the VIP, and a route for the VIP's address (its UDP is routed, not rewritten)."""
-    vip, backends = sw.vip_addr(0), shape.backends
+    vip, backends = lab.vip_addr(0), shape.backends
     cmds = [
-        f"table_add ipv4_route_table forward {vip}/32 => 2 {sw.SWITCH_MAC} {sw.port_mac(2)}",
-        f"table_add floor_vip dnat {vip} 80 => {sw.backend_addr(0, 0, backends)} 8000",
+        f"table_add ipv4_route_table forward {vip}/32 => 2 {lab.SWITCH_MAC} {lab.port_mac(2)}",
+        f"table_add floor_vip dnat {vip} 80 => {lab.backend_addr(0, 0, backends)} 8000",
     ]
     cmds += [
-        f"table_add floor_reverse snat {sw.backend_addr(0, k, backends)} 8000 => {vip} 80"
+        f"table_add floor_reverse snat {lab.backend_addr(0, k, backends)} 8000 => {vip} 80"
         for k in range(backends)
     ]
     return cmds
 
 
-def program_floor(shape: sw.Shape) -> None:
-    sw.program_baseline(shape)
-    sw.thrift_cli(floor_entries(shape))
+def program_floor(shape: lab.Shape) -> None:
+    lab.program_baseline(shape)
+    lab.thrift_cli(floor_entries(shape))
 
 
-def programs(args: argparse.Namespace, workdir: Path, shape: sw.Shape) -> list[sw.Program]:
-    out = [sw.Program("baseline", shape)]
+def programs(args: argparse.Namespace, workdir: Path, shape: lab.Shape) -> list[lab.Program]:
+    out = [lab.Program("baseline", shape)]
     for name in args.levels:
         json_path = compile_floor(LEVELS[name], workdir)
-        out.append(sw.Program(name, shape, json_path, program_floor))
-    out += [sw.Program(a, shape) for a in args.algorithms]
+        out.append(lab.Program(name, shape, json_path, program_floor))
+    out += [lab.Program(a, shape) for a in args.algorithms]
     return out
 
 
@@ -109,38 +108,38 @@ def ratios(values: dict[str, list[float]], higher_is_better: bool) -> dict[str, 
         if name == "baseline":
             continue
         pairs = zip(v, base, strict=True)
-        out[name] = sw.summary([x / b if higher_is_better else b / x for x, b in pairs])
+        out[name] = stats.summary([x / b if higher_is_better else b / x for x, b in pairs])
     return out
 
 
 def measure(build: str, binary: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    instr_shape = sw.Shape(flows=args.instr_flows)
-    timed_shape = sw.Shape(flows=args.flows)
+    instr_shape = lab.Shape(flows=args.instr_flows)
+    timed_shape = lab.Shape(flows=args.flows)
     figures: dict[str, dict[str, list[float]]] = {"busiest": {}, "all": {}, "zero_loss": {}}
     instr_progs = programs(args, workdir, instr_shape)
-    timed_progs = [sw.Program(p.name, timed_shape, p.json, p.setup) for p in instr_progs]
+    timed_progs = [lab.Program(p.name, timed_shape, p.json, p.setup) for p in instr_progs]
     by_name = {p.name: p for p in instr_progs}
     timed_by_name = {p.name: p for p in timed_progs}
     orders = provenance.interleaved(list(by_name), args.reps, args.order_seed, build)
     for rep, order in enumerate(orders):
         for prog in (by_name[n] for n in order):
-            sw.progress(f"{build} rep {rep + 1}/{args.reps} instructions {prog.name}")
-            pcap = sw.pcap_for(instr_shape, prog.name == "baseline", workdir)
-            b, t = sw.instructions_once(prog.name, binary, args, workdir, pcap, prog)
+            runner.progress(f"{build} rep {rep + 1}/{args.reps} instructions {prog.name}")
+            pcap = traffic.pcap_for(instr_shape, prog.name == "baseline", workdir)
+            b, t = instructions.instructions_once(prog.name, binary, args, workdir, pcap, prog)
             figures["busiest"].setdefault(prog.name, []).append(b)
             figures["all"].setdefault(prog.name, []).append(t)
         for prog in (timed_by_name[n] for n in order) if args.timed else []:
-            sw.progress(f"{build} rep {rep + 1}/{args.reps} zero-loss rate {prog.name}")
-            pcap = sw.pcap_for(timed_shape, prog.name == "baseline", workdir)
-            cm, _ = sw.start_program(prog, binary, workdir, None)
+            runner.progress(f"{build} rep {rep + 1}/{args.reps} zero-loss rate {prog.name}")
+            pcap = traffic.pcap_for(timed_shape, prog.name == "baseline", workdir)
+            cm, _ = lab.start_program(prog, binary, workdir, None)
             try:
-                figures["zero_loss"].setdefault(prog.name, []).append(sw.zero_loss_rate(pcap)[0])
+                figures["zero_loss"].setdefault(prog.name, []).append(rate.zero_loss_rate(pcap)[0])
             finally:
                 cm.__exit__(None, None, None)
     res: dict[str, Any] = {"binary": binary, "order": orders, "programs": {}}
     for key, per_prog in figures.items():
         for name, values in per_prog.items():
-            res["programs"].setdefault(name, {})[key] = sw.summary(values)
+            res["programs"].setdefault(name, {})[key] = stats.summary(values)
         if per_prog:
             for name, r in ratios(per_prog, key == "zero_loss").items():
                 res["programs"][name][f"{key}_vs_baseline_per_rep"] = r
@@ -156,8 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instr-flows", type=int, default=100)
     ap.add_argument("--flows", type=int, default=1000, help="for the timed figure")
     ap.add_argument("--timed", action=argparse.BooleanOptionalAction, default=True)
-    sw.add_common(ap)
-    ap.add_argument("--out", type=Path, default=None, help=f"default: {sw.OUT} or scratch")
+    runner.add_common(ap)
+    ap.add_argument(
+        "--out", type=Path, default=None, help=f"default: {outdir.RESULTS / 'switch'} or scratch"
+    )
     profiles.add_argument(ap)
     args = ap.parse_args(profiles.expand("bench-floor", argv))
     committed = outdir.is_committed_profile(
@@ -165,29 +166,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     args.out = outdir.destination("switch", committed, args.out)
     tools = ["tcpreplay", "simple_switch_CLI", "valgrind", "callgrind_control"]
-    builds = sw.builds_to_measure("bench-floor", args.build, [*tools, p4c()])
+    builds = runner.builds_to_measure("bench-floor", args.build, [*tools, p4c()])
     if builds is None:
         return 2
     if problem := p4c_problem(p4c()):
         print(f"bench-floor: {problem}", file=sys.stderr)
         return 2
-    sw.order_seed(args)
-    run = sw.start_run("bench-floor", builds, argv)
+    runner.order_seed(args)
+    run = runner.start_run("bench-floor", builds, argv)
     if run is None:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": sw.machine(),
+        "machine": runner.machine(),
         "method": __doc__,
         "reps": args.reps,
-        "instr_pps": sw.INSTR_PPS,
+        "instr_pps": instructions.INSTR_PPS,
         "instr_flows": args.instr_flows,
         "timed_flows": args.flows if args.timed else None,
         "builds": {},
     }
     out = args.out / "floor.json"
-    with sw.veths(), tempfile.TemporaryDirectory(prefix="p4lb-bench-floor-") as tmp:
+    with lab.veths(), tempfile.TemporaryDirectory(prefix="p4lb-bench-floor-") as tmp:
         workdir = Path(tmp)  # compiled levels, traffic, callgrind dumps
         for build, binary in builds.items():
             result["builds"][build] = measure(build, binary, args, workdir)
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         order_seed=args.order_seed,
     )
     out.write_text(json.dumps(result, indent=2) + "\n")
-    sw.progress(f"wrote {out}; {outdir.said(args.out)}")
+    runner.progress(f"wrote {out}; {outdir.said(args.out)}")
     return 0
 
 

@@ -12,7 +12,7 @@ Traffic: client-direction TCP only, the peer's whole job: FLOWS connections of a
 DATA_SEGMENTS segments of DATA_BYTES bytes (PSH+ACK) and a FIN+ACK, interleaved 50 at a
 time as bench-switch does, injected on port 1 (the peer's client port). The baseline gets
 the same packets addressed straight to the servers. Each program's figure is instructions
-per delivered packet under callgrind (bench.switch.instructions_once: all threads, and the
+per delivered packet under callgrind (bench.instructions.instructions_once: all threads, and the
 busiest), the programs taking turns within each repetition on one binary per build.
 
 --breakdown: instead, per program, where the instructions of each path go: one switch
@@ -34,8 +34,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import floor, outdir, profiles, provenance
-from bench import switch as sw
+from bench import (
+    floor,
+    instructions,
+    lab,
+    outdir,
+    profiles,
+    provenance,
+    rate,
+    runner,
+    stats,
+    traffic,
+)
 from bench.toolchain import p4c_problem, tool_version
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,24 +115,24 @@ def compile_peer(source: Path, workdir: Path, log_free: bool) -> Path:
 
 
 def peer_backend(port: int) -> str:
-    return sw.backend_addr(0, port - 2, len(PEER_BACKEND_PORTS))
+    return lab.backend_addr(0, port - 2, len(PEER_BACKEND_PORTS))
 
 
-def program_peer(shape: sw.Shape) -> None:
+def program_peer(shape: lab.Shape) -> None:
     """The peer's tables as its control plane writes them, for this bench's addresses:
     the VIP's TCP port, its four backends (by id = port) and their replies back to it."""
-    vip = sw.vip_addr(0)
+    vip = lab.vip_addr(0)
     cmds = [f"table_add MyIngress.virtual_ip MyIngress.is_virtual_ip {vip} 80 => 1"]
     cmds += [
         f"table_add MyIngress.vip_to_backend MyIngress.update_backend_info {p} => "
-        f"{peer_backend(p)} 8000 {sw.port_mac(p)}"
+        f"{peer_backend(p)} 8000 {lab.port_mac(p)}"
         for p in PEER_BACKEND_PORTS
     ]
     cmds.append(
         "table_add MyIngress.backend_to_vip MyIngress.backend_to_vip_conversion "
-        f"10.2.0.0/16 => {vip} 80 {sw.VIP_MAC}"
+        f"10.2.0.0/16 => {vip} 80 {lab.VIP_MAC}"
     )
-    sw.thrift_cli(cmds)
+    lab.thrift_cli(cmds)
 
 
 def flow_paths(i: int, direct: bool) -> dict[str, list[bytes]]:
@@ -133,12 +143,12 @@ def flow_paths(i: int, direct: bool) -> dict[str, list[bytes]]:
     from scapy.layers.l2 import Ether
     from scapy.packet import Raw
 
-    client, sport = sw.client_of(i)
-    server = sw.backend_addr(0, i % 3, 3)
-    dst, dport = (server, 8000) if direct else (sw.vip_addr(0), 80)
-    up = Ether(src=sw.port_mac(1), dst=sw.VIP_MAC) / IP(src=client, dst=dst)
-    down = Ether(src=sw.port_mac(2), dst=sw.SWITCH_MAC) / IP(
-        src=sw.backend_addr(0, 0, 3), dst=client
+    client, sport = traffic.client_of(i)
+    server = lab.backend_addr(0, i % 3, 3)
+    dst, dport = (server, 8000) if direct else (lab.vip_addr(0), 80)
+    up = Ether(src=lab.port_mac(1), dst=lab.VIP_MAC) / IP(src=client, dst=dst)
+    down = Ether(src=lab.port_mac(2), dst=lab.SWITCH_MAC) / IP(
+        src=lab.backend_addr(0, 0, 3), dst=client
     )
     a, b = 1000, 5000
     data = [
@@ -160,7 +170,7 @@ def flow_paths(i: int, direct: bool) -> dict[str, list[bytes]]:
 
 
 def interleaved(flows: list[list[bytes]]) -> list[bytes]:
-    """Step k of 50 connections, then step k + 1 (as bench.switch.traffic)."""
+    """Step k of 50 connections, then step k + 1 (as bench.traffic.traffic)."""
     out: list[bytes] = []
     for g in range(0, len(flows), 50):
         group = flows[g : g + 50]
@@ -177,25 +187,27 @@ def client_traffic(flows: int, direct: bool) -> list[bytes]:
 def pcap(workdir: Path, name: str, packets: list[bytes]) -> Path:
     path = workdir / f"{name}.pcap"
     if not path.exists():
-        sw.write_pcap(packets, path)
+        traffic.write_pcap(packets, path)
     return path
 
 
-def programs(args: argparse.Namespace, workdir: Path, shape: sw.Shape) -> list[sw.Program]:
-    out = [sw.Program("baseline", shape)]
+def programs(args: argparse.Namespace, workdir: Path, shape: lab.Shape) -> list[lab.Program]:
+    out = [lab.Program("baseline", shape)]
     if args.floor:
         json_path = floor.compile_floor(floor.LEVELS["floor-state"], workdir)
-        out.append(sw.Program("floor-state", shape, json_path, floor.program_floor))
+        out.append(lab.Program("floor-state", shape, json_path, floor.program_floor))
     if args.peer:
-        out.append(sw.Program("peer", shape, compile_peer(args.peer, workdir, False), program_peer))
+        out.append(
+            lab.Program("peer", shape, compile_peer(args.peer, workdir, False), program_peer)
+        )
         peer_lf = compile_peer(args.peer, workdir, True)
-        out.append(sw.Program("peer-log-free", shape, peer_lf, program_peer))
-    out += [sw.Program(a, shape) for a in args.algorithms]
+        out.append(lab.Program("peer-log-free", shape, peer_lf, program_peer))
+    out += [lab.Program(a, shape) for a in args.algorithms]
     return out
 
 
 def measure(build: str, binary: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    shape = sw.Shape(flows=args.flows)
+    shape = lab.Shape(flows=args.flows)
     progs = programs(args, workdir, shape)
     mixes = {
         d: pcap(workdir, f"client-{'direct' if d else 'vip'}", client_traffic(args.flows, d))
@@ -207,8 +219,8 @@ def measure(build: str, binary: str, args: argparse.Namespace, workdir: Path) ->
     orders = provenance.interleaved(list(by_name), args.reps, args.order_seed, build)
     for rep, order in enumerate(orders):
         for prog in (by_name[name] for name in order):
-            sw.progress(f"{build} rep {rep + 1}/{args.reps} {prog.name}")
-            b, t = sw.instructions_once(
+            runner.progress(f"{build} rep {rep + 1}/{args.reps} {prog.name}")
+            b, t = instructions.instructions_once(
                 prog.name, binary, args, workdir, mixes[prog.name == "baseline"], prog
             )
             busiest.setdefault(prog.name, []).append(b)
@@ -216,12 +228,12 @@ def measure(build: str, binary: str, args: argparse.Namespace, workdir: Path) ->
     res: dict[str, Any] = {"binary": binary, "order": orders, "programs": {}}
     for name in by_name:
         p = res["programs"][name] = {
-            "all_threads": sw.summary(total[name]),
-            "busiest_thread": sw.summary(busiest[name]),
+            "all_threads": stats.summary(total[name]),
+            "busiest_thread": stats.summary(busiest[name]),
         }
         for other in ("baseline", "peer", "peer-log-free"):
             if other in total and other != name:
-                p[f"all_vs_{other}_per_rep"] = sw.summary(
+                p[f"all_vs_{other}_per_rep"] = stats.summary(
                     [x / o for x, o in zip(total[name], total[other], strict=True)]
                 )
     return res
@@ -263,7 +275,7 @@ def phases(dumps: list[Path]) -> dict[str, int]:
             if d.stat().st_size
             else {}
         )
-        thread_total = sum(sw.callgrind_totals([d]))
+        thread_total = sum(instructions.callgrind_totals([d]))
         total += thread_total
         if not c:
             continue
@@ -279,26 +291,26 @@ def phases(dumps: list[Path]) -> dict[str, int]:
 
 
 def breakdown_once(
-    prog: sw.Program, binary: str, workdir: Path, groups: list[dict[str, tuple[Path, int]]]
+    prog: lab.Program, binary: str, workdir: Path, groups: list[dict[str, tuple[Path, int]]]
 ) -> dict[str, dict[str, float]]:
     """Per path, instructions per packet by phase: one switch; per group of connections,
     a dump per path (a group's SYNs, then its data, ...: a half-open connection's state
     outlives a group's SYNs under callgrind, not all FLOWS')."""
     out_file = workdir / f"bd-{prog.name}"
-    wrap = sw.callgrind_wrap(out_file)
+    wrap = instructions.callgrind_wrap(out_file)
     sent = dict.fromkeys(PATHS, 0)
     dumps: dict[str, list[int]] = {path: [] for path in PATHS}
-    cm, pid = sw.start_program(prog, binary, workdir, None, wrap)
+    cm, pid = lab.start_program(prog, binary, workdir, None, wrap)
     try:
         for group in groups:
             for path in PATHS:
                 pcap_path, port = group[path]
-                sw._run("callgrind_control", "-i", "on", str(pid))
-                start = sw.rx_total()
-                n, _ = sw.replay(pcap_path, sw.INSTR_PPS, port)
-                got = sw.settled_rx(start)
-                sw._run("callgrind_control", "-i", "off", str(pid))
-                sw._run("callgrind_control", "-d", str(pid))
+                lab.run_quietly("callgrind_control", "-i", "on", str(pid))
+                start = lab.rx_total()
+                n, _ = rate.replay(pcap_path, instructions.INSTR_PPS, port)
+                got = lab.settled_rx(start)
+                lab.run_quietly("callgrind_control", "-i", "off", str(pid))
+                lab.run_quietly("callgrind_control", "-d", str(pid))
                 if got < n:
                     raise RuntimeError(f"breakdown: {prog.name} lost {n - got} of {n} {path}")
                 sent[path] += n
@@ -334,11 +346,11 @@ def path_groups(workdir: Path, flows: int, direct: bool) -> list[dict[str, tuple
 
 
 def breakdown(build: str, binary: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    shape = sw.Shape(flows=args.flows)
+    shape = lab.Shape(flows=args.flows)
     res: dict[str, Any] = {"binary": binary, "programs": {}}
     for prog in programs(args, workdir, shape):
         groups = path_groups(workdir, args.flows, prog.name == "baseline")
-        sw.progress(f"{build} breakdown {prog.name}")
+        runner.progress(f"{build} breakdown {prog.name}")
         res["programs"][prog.name] = breakdown_once(prog, binary, workdir, groups)
     return res
 
@@ -399,7 +411,7 @@ def summary_facts(facts: dict[str, Any]) -> dict[str, Any]:
         "when": facts["started"],
         "commit": git["commit"] + ("+uncommitted" if git["dirty"] else ""),
         "p4c": facts["p4c"],
-        "machine": sw.machine(),
+        "machine": runner.machine(),
     }
 
 
@@ -416,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--breakdown", action="store_true", help="per path and phase instead")
     ap.add_argument("--before", type=Path, default=None, help="an earlier breakdown, beside")
     ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
-    sw.add_common(ap)
+    runner.add_common(ap)
     profiles.add_argument(ap)
     args = ap.parse_args(
         profiles.expand(
@@ -426,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
             argv,
         )
     )
-    sw.order_seed(args)
+    runner.order_seed(args)
     committed = outdir.is_committed_profile(ap, args, ["flows", "algorithms", "floor"])
     args.out = outdir.destination("switch", committed, args.out)
     if args.flows is None:
@@ -442,13 +454,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tools = ["tcpreplay", "simple_switch_CLI", "valgrind", "callgrind_control"]
     tools += ["callgrind_annotate"] if args.breakdown else []
-    builds = sw.builds_to_measure("bench-peers", args.build, [*tools, p4c()])
+    builds = runner.builds_to_measure("bench-peers", args.build, [*tools, p4c()])
     if builds is None:
         return 2
     if problem := p4c_problem(p4c()):
         print(f"bench-peers: {problem}", file=sys.stderr)
         return 2
-    run = sw.start_run("bench-peers", builds, argv)
+    run = runner.start_run("bench-peers", builds, argv)
     if run is None:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
@@ -457,14 +469,14 @@ def main(argv: list[str] | None = None) -> int:
         "method": __doc__,
         "reps": 1 if args.breakdown else args.reps,
         "flows": args.flows,
-        "instr_pps": sw.INSTR_PPS,
+        "instr_pps": instructions.INSTR_PPS,
         "peer": str(args.peer) if args.peer else None,
         "builds": {},
     }
     for build, binary in builds.items():
         result["builds"][build] = {"bmv2": tool_version(binary)}
     out = args.out / ("cost_breakdown.json" if args.breakdown else "peers.json")
-    with sw.veths(), tempfile.TemporaryDirectory(prefix="p4lb-bench-peers-") as tmp:
+    with lab.veths(), tempfile.TemporaryDirectory(prefix="p4lb-bench-peers-") as tmp:
         workdir = Path(tmp)
         for build, binary in builds.items():
             measure_build = breakdown if args.breakdown else measure
@@ -485,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
             result["before"] = {"commit": before["commit"], "when": before["when"]}
             out.write_text(json.dumps(result, indent=2) + "\n")
         out.with_suffix(".md").write_text(breakdown_markdown(result, before))
-    sw.progress(f"wrote {out}; {outdir.said(args.out)}")
+    runner.progress(f"wrote {out}; {outdir.said(args.out)}")
     return 0
 
 

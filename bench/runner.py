@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import shutil
 import sys
 import tempfile
@@ -79,6 +80,17 @@ def start_run(
     except (provenance.BusyMachine, ValueError) as e:
         print(str(e), file=sys.stderr)
         return None
+
+
+def machine() -> dict[str, Any]:
+    """The `machine` field of the switch benches' files (bench.report reads its load
+    averages); bench.provenance has the full record."""
+    return {
+        "cpus": os.cpu_count(),
+        "loadavg_at_start": os.getloadavg(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
 
 
 @dataclass(frozen=True)
@@ -166,9 +178,9 @@ def main(spec: Spec, argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"method": spec.doc, "reps": args.reps, **spec.head(args)}
     result |= {"builds": {}, "order": {}}
     if spec.lab is None:
-        from bench import switch as sw  # the veth pairs every switch bench runs on
+        from bench import lab as veth_lab  # the veth pairs every switch bench runs on
 
-        lab = sw.veths()
+        lab = veth_lab.veths()
     else:
         lab = spec.lab()
     with lab, tempfile.TemporaryDirectory(prefix=f"p4lb-{spec.prog}-") as tmp:

@@ -621,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     seed = next(
         x for x in (earlier_seed, a.order_seed, int(time.time()) % 1_000_000) if x is not None
     )
-    from bench.switch import start_run
+    from bench.runner import start_run
 
     run = start_run("bench-experiments", {"standard": switch_binary()}, argv)
     if run is None:

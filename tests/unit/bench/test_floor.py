@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench import floor
-from bench import switch as sw
+from bench import floor, instructions, lab, rate, traffic
 
 # Instructions per packet by program, one value per repetition. Median of the ratios:
 # 0.8; ratio of the medians: 150 / 250 = 0.6.
@@ -28,7 +27,7 @@ def run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[dict[str, Any]
         return workdir / f"floor{level}.json"
 
     def instructions_once(
-        name: str, binary: str, args: Any, workdir: Path, pcap: Path, prog: sw.Program
+        name: str, binary: str, args: Any, workdir: Path, pcap: Path, prog: lab.Program
     ) -> tuple[float, float]:
         order.append(f"instr {name} {pcap.name.split('-')[0]}")
         if name != "baseline":
@@ -40,7 +39,7 @@ def run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[dict[str, Any]
 
     running: list[str] = []
 
-    def start_program(prog: sw.Program, *a: Any) -> tuple[Any, int]:
+    def start_program(prog: lab.Program, *a: Any) -> tuple[Any, int]:
         running.append(prog.name)
         order.append(f"timed {prog.name}")
 
@@ -55,11 +54,11 @@ def run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[dict[str, Any]
         return ZERO_LOSS[name][order.count(f"timed {name}") - 1], 0.0
 
     monkeypatch.setattr(floor, "compile_floor", compile_floor)
-    monkeypatch.setattr(sw, "instructions_once", instructions_once)
-    monkeypatch.setattr(sw, "start_program", start_program)
-    monkeypatch.setattr(sw, "zero_loss_rate", zero_loss_rate)
+    monkeypatch.setattr(instructions, "instructions_once", instructions_once)
+    monkeypatch.setattr(lab, "start_program", start_program)
+    monkeypatch.setattr(rate, "zero_loss_rate", zero_loss_rate)
     monkeypatch.setattr(
-        sw, "pcap_for", lambda shape, direct, wd: wd / ("direct" if direct else "vip")
+        traffic, "pcap_for", lambda shape, direct, wd: wd / ("direct" if direct else "vip")
     )
     args = argparse.Namespace(
         reps=3,
@@ -100,14 +99,14 @@ def test_ratios_are_per_repetition_and_inverted_for_instructions(
 
 
 def test_floor_entries_send_the_vip_to_one_backend_and_every_reply_back() -> None:
-    shape = sw.Shape(backends=3)
+    shape = lab.Shape(backends=3)
     cmds = floor.floor_entries(shape)
-    vip = sw.vip_addr(0)
+    vip = lab.vip_addr(0)
     dnat = [c for c in cmds if c.startswith("table_add floor_vip")]
     snat = [c for c in cmds if c.startswith("table_add floor_reverse")]
     assert len(dnat) == 1
     words = dnat[0].split()
-    assert (words[3:5], words[-2:]) == ([vip, "80"], [sw.backend_addr(0, 0, 3), "8000"])
+    assert (words[3:5], words[-2:]) == ([vip, "80"], [lab.backend_addr(0, 0, 3), "8000"])
     sources = {c.split()[3] for c in snat}
-    assert sources == {sw.backend_addr(0, k, 3) for k in range(3)}
+    assert sources == {lab.backend_addr(0, k, 3) for k in range(3)}
     assert all(c.endswith(f"=> {vip} 80") for c in snat)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bench import ab_overhead, switch
+from bench import ab_overhead, rate
 from bench.apachebench import Run
 
 
@@ -27,13 +27,13 @@ def scripted_trial(monkeypatch: pytest.MonkeyPatch, limit: int, stray: set[int])
         lost = pps > limit or (pps in stray and first_at_rate)
         return (0.5 if lost else 0.0), float(pps)
 
-    monkeypatch.setattr(switch, "trial", trial)
+    monkeypatch.setattr(rate, "trial", trial)
     return calls
 
 
 def test_one_stray_loss_does_not_end_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = scripted_trial(monkeypatch, limit=20_000, stray={2000})
-    zero_loss, _ = switch.zero_loss_rate(Path("x.pcap"))
+    zero_loss, _ = rate.zero_loss_rate(Path("x.pcap"))
     assert 16_000 <= zero_loss <= 20_000
     assert calls.count(2000) == 2  # replayed once more after its stray loss
     assert calls.count(1000) == 1  # a clean replay is not repeated
@@ -41,7 +41,7 @@ def test_one_stray_loss_does_not_end_the_search(monkeypatch: pytest.MonkeyPatch)
 
 def test_a_repeated_loss_ends_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
     scripted_trial(monkeypatch, limit=3000, stray=set())
-    zero_loss, _ = switch.zero_loss_rate(Path("x.pcap"))
+    zero_loss, _ = rate.zero_loss_rate(Path("x.pcap"))
     assert 2000 <= zero_loss <= 3000
 
 

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench import peers
-from bench import switch as sw
+from bench import instructions, lab, peers
 
 SOURCE = """
 action a() {
@@ -41,14 +40,14 @@ def test_the_peer_gets_a_backend_per_port_and_the_way_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sent: list[str] = []
-    monkeypatch.setattr(sw, "thrift_cli", lambda cmds: sent.extend(cmds) or "")
-    peers.program_peer(sw.Shape())
+    monkeypatch.setattr(lab, "thrift_cli", lambda cmds: sent.extend(cmds) or "")
+    peers.program_peer(lab.Shape())
     backends = [c.split() for c in sent if "vip_to_backend" in c]
     assert [int(c[3]) for c in backends] == list(peers.PEER_BACKEND_PORTS)
     assert len({c[5] for c in backends}) == len(backends)  # one address each
-    assert [c[7] for c in backends] == [sw.port_mac(p) for p in peers.PEER_BACKEND_PORTS]
-    assert any(f"{sw.vip_addr(0)} 80 => 1" in c for c in sent)
-    assert any("backend_to_vip" in c and f"=> {sw.vip_addr(0)} 80" in c for c in sent)
+    assert [c[7] for c in backends] == [lab.port_mac(p) for p in peers.PEER_BACKEND_PORTS]
+    assert any(f"{lab.vip_addr(0)} 80 => 1" in c for c in sent)
+    assert any("backend_to_vip" in c and f"=> {lab.vip_addr(0)} 80" in c for c in sent)
 
 
 ANNOTATE = """\
@@ -100,7 +99,7 @@ def test_phases_take_the_checksum_out_of_the_parser_and_split_the_pipeline(
     }
     totals = {ingress: 1000, egress: 200}
     monkeypatch.setattr(peers, "annotate", lambda d: costs[d])
-    monkeypatch.setattr(sw, "callgrind_totals", lambda files: [totals[f] for f in files])
+    monkeypatch.setattr(instructions, "callgrind_totals", lambda files: [totals[f] for f in files])
     got = peers.phases([ingress, egress])
     assert got["parser"] == 500
     assert got["verify_checksum"] == 100

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.switch import (
-    FLOW_PACKETS,
-    PATH_EXTRA,
-    Shape,
-    callgrind_totals,
-    flow_packets,
-    traced_counts,
-    traffic,
-)
+from bench.instructions import callgrind_totals, traced_counts
+from bench.lab import Shape
+from bench.traffic import FLOW_PACKETS, PATH_EXTRA, flow_packets, traffic
 
 # The shape of simple_switch's debug/trace lines; packet 7 crosses both pipelines.
 LOG = """\
