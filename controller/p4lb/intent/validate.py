@@ -11,7 +11,12 @@ def validate(cfg: Config) -> None:
     """Check everything that spans keys: duplicates, route conflicts, total weights."""
     src = cfg.source
     if cfg.qos is not None and cfg.qos.ports and cfg.tier:
-        raise ConfigError(f"{src}: qos: queueing disciplines are for one switch, not a [tier]")
+        # A discipline is queue rates and depths (set over one switch's Thrift port) as well
+        # as entries and meters: [qos] names one Thrift port, each balancer has its own.
+        raise ConfigError(
+            f"{src}: qos: queueing disciplines are for one switch, not a [tier] (their queues "
+            "are set over the one Thrift port [qos] names; each balancer has its own)"
+        )
     names: set[str] = set()
     for h in cfg.hosts:
         if h.name in names:

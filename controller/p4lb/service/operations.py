@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from p4lb.intent.model import Config
 from p4lb.pipeline import qos
 from p4lb.pipeline.desired import desired_entries
-from p4lb.pipeline.entries import Update
-from p4lb.pipeline.ids import backend_key, ids_on_switch
+from p4lb.pipeline.entries import Slot, Update
+from p4lb.pipeline.ids import Ids, assign_ids, backend_key, ids_on_switch
 from p4lb.pipeline.plan import plan
 from p4lb.stats.counters import DropLayout, Stats, compute
 from p4lb.switch import queues
@@ -36,6 +37,7 @@ STATS_COUNTERS = (
 class ApplyResult:
     pipeline_pushed: bool
     batches: list[list[Update]]
+    ids: Ids  # the service and backend ids the switch now holds
 
     @property
     def writes(self) -> int:
@@ -85,11 +87,21 @@ def connect_reader(cfg: Config) -> Switch:
     )
 
 
-def apply(sw: Switch, cfg: Config, dry_run: bool = False) -> ApplyResult:
-    """Make the switch hold exactly what `cfg` asks for, writing only the differences."""
+def apply(
+    sw: Switch,
+    cfg: Config,
+    dry_run: bool = False,
+    ids: Ids | None = None,
+    maglev: Mapping[int, list[Slot]] | None = None,
+) -> ApplyResult:
+    """Make the switch hold exactly what `cfg` asks for, writing only the differences. A
+    tier's balancer passes the tier's `ids` (kept, new VIPs and backends numbered from
+    them; else the switch's own) and the tier's `maglev` tables to continue, so that every
+    balancer holds the same (p4lb.pipeline.desired.desired_entries)."""
     pushed = False if dry_run else sw.ensure_pipeline()
     current = sw.read_entries()
-    _, desired = desired_entries(cfg, current, sw.schema.algorithms())
+    kept = assign_ids(cfg, ids if ids is not None else ids_on_switch(current))
+    kept, desired = desired_entries(cfg, current, sw.schema.algorithms(), kept, maglev)
     batches = plan(desired, current)
     if not dry_run:
         # Queues first: a switch that cannot take them (no priority queues, Thrift
@@ -104,7 +116,7 @@ def apply(sw: Switch, cfg: Config, dry_run: bool = False) -> ApplyResult:
             buckets = qos_buckets(sw)
             for m in qos.meters(cfg, buckets):
                 sw.set_meter_rates(qos.CLASS_METER, m.first, m.count, m.rate_pps, m.burst)
-    return ApplyResult(pushed, batches)
+    return ApplyResult(pushed, batches, kept)
 
 
 THRIFT_PORT = 9090  # BMv2's default, for a config whose [qos] is gone

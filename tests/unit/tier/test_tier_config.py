@@ -127,3 +127,17 @@ def test_a_tier_shares_only_its_stateful_vips() -> None:
     assert [e for e in entries if e.table == "vip_table"][0].p("shared") == 0
     assert not [e for e in entries if e.table in ("conn_share_table", "cookie_table")]
     assert not [e for e in entries if e.table == "reverse_nat_table" and e.p("cookie")]
+
+
+def test_a_tier_refuses_queueing_disciplines_in_one_line_saying_why() -> None:
+    """A discipline's queue rates go over one switch's Thrift port, which [qos] names once:
+    applied to every balancer it would shape one switch's queues and leave the others' as
+    they are, with the admission entries and meters of a discipline they do not run."""
+    qos = '\n[qos]\nthrift_port = 9090\n[qos.port.2]\ndiscipline = "fifo"\nrate_pps = 1000\n'
+    assert parse(BASE + qos).qos is not None  # one switch: fine
+    with pytest.raises(ConfigError) as e:
+        parse(BASE + qos + TIER)
+    assert "not a [tier]" in str(e.value) and "Thrift port" in str(e.value)
+    assert "\n" not in str(e.value)
+    # [qos] without a port shapes nothing: a tier may keep it.
+    assert parse(BASE + "\n[qos]\nthrift_port = 9090\n" + TIER).tier
