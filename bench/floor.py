@@ -25,16 +25,15 @@ A ratio the floor cannot reach, no load balancer of this kind can reach on that 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench import instructions, lab, outdir, profiles, provenance, rate, runner, stats, traffic
+from bench import instructions, lab, rate, runner, stats, traffic
 from bench.toolchain import p4c_problem
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,13 +89,38 @@ def program_floor(shape: lab.Shape) -> None:
     lab.thrift_cli(floor_entries(shape))
 
 
-def programs(args: argparse.Namespace, workdir: Path, shape: lab.Shape) -> list[lab.Program]:
-    out = [lab.Program("baseline", shape)]
-    for name in args.levels:
-        json_path = compile_floor(LEVELS[name], workdir)
-        out.append(lab.Program(name, shape, json_path, program_floor))
-    out += [lab.Program(a, shape) for a in args.algorithms]
-    return out
+def program(t: runner.Trial, name: str, shape: lab.Shape) -> lab.Program:
+    """baseline, a floor level (compiled into the run's directory once), or lb.p4."""
+    if name not in LEVELS:
+        return lab.Program(name, shape)
+    json_path = t.workdir / f"floor{LEVELS[name]}.json"
+    if not json_path.exists():
+        json_path = compile_floor(LEVELS[name], t.workdir)
+    return lab.Program(name, shape, json_path, program_floor)
+
+
+def instructions_of(t: runner.Trial, name: str) -> tuple[float, float]:
+    shape = lab.Shape(flows=t.args.instr_flows)
+    pcap = traffic.pcap_for(shape, name == "baseline", t.workdir)
+    prog = program(t, name, shape)
+    return instructions.instructions_once(name, t.binary, t.args, t.workdir, pcap, prog)
+
+
+def zero_loss_of(t: runner.Trial, name: str) -> float:
+    shape = lab.Shape(flows=t.args.flows)
+    pcap = traffic.pcap_for(shape, name == "baseline", t.workdir)
+    cm, _ = lab.start_program(program(t, name, shape), t.binary, t.workdir, None)
+    try:
+        return rate.zero_loss_rate(pcap)[0]
+    finally:
+        cm.__exit__(None, None, None)
+
+
+def passes(args: argparse.Namespace) -> dict[str, runner.Measure]:
+    """Each repetition: every program's instructions, then (--timed) every zero-loss rate."""
+    return {"instructions": instructions_of} | (
+        {"zero-loss rate": zero_loss_of} if args.timed else {}
+    )
 
 
 def ratios(values: dict[str, list[float]], higher_is_better: bool) -> dict[str, Any]:
@@ -112,97 +136,70 @@ def ratios(values: dict[str, list[float]], higher_is_better: bool) -> dict[str, 
     return out
 
 
-def measure(build: str, binary: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    instr_shape = lab.Shape(flows=args.instr_flows)
-    timed_shape = lab.Shape(flows=args.flows)
-    figures: dict[str, dict[str, list[float]]] = {"busiest": {}, "all": {}, "zero_loss": {}}
-    instr_progs = programs(args, workdir, instr_shape)
-    timed_progs = [lab.Program(p.name, timed_shape, p.json, p.setup) for p in instr_progs]
-    by_name = {p.name: p for p in instr_progs}
-    timed_by_name = {p.name: p for p in timed_progs}
-    orders = provenance.interleaved(list(by_name), args.reps, args.order_seed, build)
-    for rep, order in enumerate(orders):
-        for prog in (by_name[n] for n in order):
-            runner.progress(f"{build} rep {rep + 1}/{args.reps} instructions {prog.name}")
-            pcap = traffic.pcap_for(instr_shape, prog.name == "baseline", workdir)
-            b, t = instructions.instructions_once(prog.name, binary, args, workdir, pcap, prog)
-            figures["busiest"].setdefault(prog.name, []).append(b)
-            figures["all"].setdefault(prog.name, []).append(t)
-        for prog in (timed_by_name[n] for n in order) if args.timed else []:
-            runner.progress(f"{build} rep {rep + 1}/{args.reps} zero-loss rate {prog.name}")
-            pcap = traffic.pcap_for(timed_shape, prog.name == "baseline", workdir)
-            cm, _ = lab.start_program(prog, binary, workdir, None)
-            try:
-                figures["zero_loss"].setdefault(prog.name, []).append(rate.zero_loss_rate(pcap)[0])
-            finally:
-                cm.__exit__(None, None, None)
-    res: dict[str, Any] = {"binary": binary, "order": orders, "programs": {}}
-    for key, per_prog in figures.items():
-        for name, values in per_prog.items():
-            res["programs"].setdefault(name, {})[key] = stats.summary(values)
+def figures(args: argparse.Namespace, values: dict[str, Any]) -> dict[str, Any]:
+    instr = values["instructions"]
+    by_key = {
+        "busiest": {n: [b for b, _ in v] for n, v in instr.items()},
+        "all": {n: [t for _, t in v] for n, v in instr.items()},
+        "zero_loss": values.get("zero-loss rate", {}),
+    }
+    programs: dict[str, Any] = {}
+    for key, per_prog in by_key.items():
+        for name, v in per_prog.items():
+            programs.setdefault(name, {})[key] = stats.summary(v)
         if per_prog:
             for name, r in ratios(per_prog, key == "zero_loss").items():
-                res["programs"][name][f"{key}_vs_baseline_per_rep"] = r
-    return res
+                programs[name][f"{key}_vs_baseline_per_rep"] = r
+    return {"programs": programs}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="bench-floor", description=__doc__.splitlines()[0])
-    ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
-    ap.add_argument("--reps", type=int, default=5)
+def options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--levels", nargs="+", choices=list(LEVELS), default=list(LEVELS))
     ap.add_argument("--algorithms", nargs="*", default=["wrr"], help="lb.p4 beside them")
     ap.add_argument("--instr-flows", type=int, default=100)
     ap.add_argument("--flows", type=int, default=1000, help="for the timed figure")
     ap.add_argument("--timed", action=argparse.BooleanOptionalAction, default=True)
-    runner.add_common(ap)
-    ap.add_argument(
-        "--out", type=Path, default=None, help=f"default: {outdir.RESULTS / 'switch'} or scratch"
-    )
-    profiles.add_argument(ap)
-    args = ap.parse_args(profiles.expand("bench-floor", argv))
-    committed = outdir.is_committed_profile(
-        ap, args, ["levels", "algorithms", "instr_flows", "flows", "timed"]
-    )
-    args.out = outdir.destination("switch", committed, args.out)
-    tools = ["tcpreplay", "simple_switch_CLI", "valgrind", "callgrind_control"]
-    builds = runner.builds_to_measure("bench-floor", args.build, [*tools, p4c()])
-    if builds is None:
-        return 2
-    if problem := p4c_problem(p4c()):
-        print(f"bench-floor: {problem}", file=sys.stderr)
-        return 2
-    runner.order_seed(args)
-    run = runner.start_run("bench-floor", builds, argv)
-    if run is None:
-        return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    result: dict[str, Any] = {
+
+
+def check(args: argparse.Namespace) -> str | None:
+    if not shutil.which(p4c()):
+        return f"needs {p4c()}"
+    return p4c_problem(p4c())
+
+
+SPEC = runner.Spec(
+    prog="bench-floor",
+    doc=__doc__,
+    subdir="switch",
+    filename="floor.json",
+    reps=5,
+    tools=("tcpreplay", "simple_switch_CLI", "valgrind", "callgrind_control"),
+    options=options,
+    committed=("levels", "algorithms", "instr_flows", "flows", "timed"),
+    variants=lambda args: ["baseline", *args.levels, *args.algorithms],
+    measure=passes,
+    passes=True,
+    figures=figures,
+    head=lambda args: {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": runner.machine(),
-        "method": __doc__,
-        "reps": args.reps,
         "instr_pps": instructions.INSTR_PPS,
         "instr_flows": args.instr_flows,
         "timed_flows": args.flows if args.timed else None,
-        "builds": {},
-    }
-    out = args.out / "floor.json"
-    with lab.veths(), tempfile.TemporaryDirectory(prefix="p4lb-bench-floor-") as tmp:
-        workdir = Path(tmp)  # compiled levels, traffic, callgrind dumps
-        for build, binary in builds.items():
-            result["builds"][build] = measure(build, binary, args, workdir)
-            out.write_text(json.dumps(result, indent=2) + "\n")  # what is done so far
-    result["machine"]["loadavg_at_end"] = os.getloadavg()
-    result["provenance"] = run.finish(
-        args.reps,
-        order="each build's `order`: the variants of each repetition, in the order they ran",
-        order_seed=args.order_seed,
-    )
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    runner.progress(f"wrote {out}; {outdir.said(args.out)}")
-    return 0
+    },
+    order_in_build=True,
+    check=check,
+)
+
+
+def measure(build: str, binary: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """One build's figures (bench.runner.measure_build)."""
+    return runner.measure_build(SPEC, runner.Trial(build, binary, args, workdir))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return runner.main(SPEC, argv)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

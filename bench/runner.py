@@ -103,6 +103,9 @@ class Trial:
     workdir: Path
 
 
+Measure = Callable[[Trial, str], Any]  # one variant once: a JSON value
+
+
 @dataclass(frozen=True)
 class Spec:
     prog: str  # the make target's name: bench-choices (also its key in bench.profiles)
@@ -114,11 +117,20 @@ class Spec:
     options: Callable[[argparse.ArgumentParser], None]
     committed: tuple[str, ...]  # options that must be at their defaults for results/
     variants: Callable[[argparse.Namespace], list[str]]
-    measure: Callable[[Trial, str], Any]  # one variant once: a JSON value
-    figures: Callable[[argparse.Namespace, dict[str, list[Any]]], dict[str, Any]]
+    # What one repetition measures of each variant: one function, or several passes, each
+    # over all the variants in the repetition's order (floor: instructions, then rates).
+    measure: Measure | Callable[[argparse.Namespace], dict[str, Measure]]
+    # A build's values ({variant: [value per repetition]}, or {pass: {variant: [...]}})
+    # as the figures its file keeps.
+    figures: Callable[[argparse.Namespace, dict[str, Any]], dict[str, Any]]
+    passes: bool = False  # `measure` takes the arguments and returns the passes by name
     head: Callable[[argparse.Namespace], dict[str, Any]] = field(default=lambda a: {})
     provenance: dict[str, Any] = field(default_factory=dict)  # facts of this bench's own
-    lab: Callable[[], AbstractContextManager[Any]] | None = None  # default: bench-switch's veths
+    lab: Callable[[], AbstractContextManager[Any]] | None = None  # default: bench.lab.veths
+    # Each build's figures beside its binary and `order` (the switch files' layout), or
+    # the orders under the file's own `order`.
+    order_in_build: bool = False
+    check: Callable[[argparse.Namespace], str | None] = field(default=lambda a: None)
 
 
 def parser(spec: Spec) -> argparse.ArgumentParser:
@@ -159,6 +171,37 @@ def resumed(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     return {"signature": fresh["signature"], "values": old["values"]}
 
 
+def measure_build(
+    spec: Spec,
+    trial: Trial,
+    kept: dict[str, Any] | None = None,
+    save: Callable[[], None] = lambda: None,
+) -> dict[str, Any]:
+    """Every variant of `spec` on one build, in a shuffled order per repetition (seeded by
+    --order-seed and the build's name); what `kept` holds (a resumed run) is not measured
+    again, and `save` is called after each measurement. The build's figures."""
+    args = trial.args
+    kept = {} if kept is None else kept
+    names = spec.variants(args)
+    passes = spec.measure(args) if spec.passes else {"": spec.measure}
+    orders = provenance.interleaved(names, args.reps, args.order_seed, trial.build)
+    values: dict[str, dict[str, list[Any]]] = {p: {n: [] for n in names} for p in passes}
+    for rep, order in enumerate(orders):
+        for pass_name, measure in passes.items():
+            for name in order:
+                key = " ".join(filter(None, (str(rep), pass_name, name)))
+                if key not in kept:
+                    what = f"{pass_name} {name}".strip()
+                    progress(f"{spec.prog} {trial.build} rep {rep + 1}/{args.reps}: {what}")
+                    kept[key] = json.loads(json.dumps(measure(trial, name)))
+                    save()
+                values[pass_name][name].append(kept[key])
+    figures = spec.figures(args, values if spec.passes else values[""])
+    if spec.order_in_build:
+        return {"binary": trial.binary, "order": orders, **figures}
+    return {"order": orders, "figures": figures}
+
+
 def main(spec: Spec, argv: list[str] | None = None) -> int:
     """Parse, check, measure every build's variants interleaved, write spec.filename."""
     ap = parser(spec)
@@ -168,41 +211,46 @@ def main(spec: Spec, argv: list[str] | None = None) -> int:
     builds = builds_to_measure(spec.prog, args.build, list(spec.tools))
     if builds is None:
         return 2
+    if problem := spec.check(args):
+        print(f"{spec.prog}: {problem}", file=sys.stderr)
+        return 2
     args.out.mkdir(parents=True, exist_ok=True)
     partial = args.out / f"{spec.filename}.partial"
     state = resumed(partial, args)
     order_seed(args)
+    state["order_seed"] = args.order_seed
     run = start_run(spec.prog, builds, argv)
     if run is None:
         return 2
     result: dict[str, Any] = {"method": spec.doc, "reps": args.reps, **spec.head(args)}
-    result |= {"builds": {}, "order": {}}
+    result["builds"] = {}
     if spec.lab is None:
         from bench import lab as veth_lab  # the veth pairs every switch bench runs on
 
         lab = veth_lab.veths()
     else:
         lab = spec.lab()
+
+    def save() -> None:
+        partial.write_text(json.dumps(state) + "\n")
+
     with lab, tempfile.TemporaryDirectory(prefix=f"p4lb-{spec.prog}-") as tmp:
         for build, binary in builds.items():
             trial = Trial(build, binary, args, Path(tmp))
-            names = spec.variants(args)
-            orders = provenance.interleaved(names, args.reps, args.order_seed, build)
             kept = state["values"].setdefault(build, {})
-            values: dict[str, list[Any]] = {n: [] for n in names}
-            for rep, order in enumerate(orders):
-                for name in order:
-                    key = f"{rep} {name}"
-                    if key not in kept:
-                        progress(f"{spec.prog} {build} rep {rep + 1}/{args.reps}: {name}")
-                        kept[key] = json.loads(json.dumps(spec.measure(trial, name)))
-                        state["order_seed"] = args.order_seed
-                        partial.write_text(json.dumps(state) + "\n")
-                    values[name].append(kept[key])
-            result["order"][build] = orders
-            result["builds"][build] = spec.figures(args, values)
+            res = measure_build(spec, trial, kept, save)
+            if spec.order_in_build:
+                result["builds"][build] = res
+            else:
+                result.setdefault("order", {})[build] = res["order"]
+                result["builds"][build] = res["figures"]
+    if isinstance(result.get("machine"), dict):
+        result["machine"]["loadavg_at_end"] = os.getloadavg()
+    where = "each build's `order`" if spec.order_in_build else "`order`"
     result["provenance"] = spec.provenance | run.finish(
-        args.reps, order="`order`: the variants of each repetition", order_seed=args.order_seed
+        args.reps,
+        order=f"{where}: the variants of each repetition, in the order they ran",
+        order_seed=args.order_seed,
     )
     out = args.out / spec.filename
     out.write_text(json.dumps(result, indent=2) + "\n")
