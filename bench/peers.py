@@ -40,7 +40,6 @@ from bench import (
     lab,
     outdir,
     profiles,
-    provenance,
     rate,
     runner,
     stats,
@@ -206,37 +205,66 @@ def programs(args: argparse.Namespace, workdir: Path, shape: lab.Shape) -> list[
     return out
 
 
-def measure(build: str, binary: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    shape = lab.Shape(flows=args.flows)
-    progs = programs(args, workdir, shape)
-    mixes = {
-        d: pcap(workdir, f"client-{'direct' if d else 'vip'}", client_traffic(args.flows, d))
-        for d in (True, False)
-    }
-    busiest: dict[str, list[float]] = {}
-    total: dict[str, list[float]] = {}
-    by_name = {prog.name: prog for prog in progs}
-    orders = provenance.interleaved(list(by_name), args.reps, args.order_seed, build)
-    for rep, order in enumerate(orders):
-        for prog in (by_name[name] for name in order):
-            runner.progress(f"{build} rep {rep + 1}/{args.reps} {prog.name}")
-            b, t = instructions.instructions_once(
-                prog.name, binary, args, workdir, mixes[prog.name == "baseline"], prog
-            )
-            busiest.setdefault(prog.name, []).append(b)
-            total.setdefault(prog.name, []).append(t)
-    res: dict[str, Any] = {"binary": binary, "order": orders, "programs": {}}
-    for name in by_name:
-        p = res["programs"][name] = {
+def program_names(args: argparse.Namespace) -> list[str]:
+    peer = ["peer", "peer-log-free"] if args.peer else []
+    return ["baseline", *(["floor-state"] if args.floor else []), *peer, *args.algorithms]
+
+
+def instructions_of(t: runner.Trial, name: str) -> tuple[float, float]:
+    """One program's instructions per packet on the client mix (compiled once a run)."""
+    shape = lab.Shape(flows=t.args.flows)
+    compiled = t.workdir / "programs.json"
+    if not compiled.exists():  # the floor and the peer, compiled into the run's directory
+        paths = {p.name: str(p.json) for p in programs(t.args, t.workdir, shape) if p.json}
+        compiled.write_text(json.dumps(paths))
+    json_path = json.loads(compiled.read_text()).get(name)
+    setup = floor.program_floor if name == "floor-state" else program_peer
+    prog = (
+        lab.Program(name, shape, Path(json_path), setup) if json_path else lab.Program(name, shape)
+    )
+    direct = name == "baseline"
+    mix = t.workdir / f"client-{'direct' if direct else 'vip'}.pcap"
+    if not mix.exists():  # built once a run
+        traffic.write_pcap(client_traffic(t.args.flows, direct), mix)
+    return instructions.instructions_once(name, t.binary, t.args, t.workdir, mix, prog)
+
+
+def figures(args: argparse.Namespace, values: dict[str, Any]) -> dict[str, Any]:
+    total = {name: [a for _, a in v] for name, v in values.items()}
+    res: dict[str, Any] = {}
+    for name, v in values.items():
+        p = res[name] = {
             "all_threads": stats.summary(total[name]),
-            "busiest_thread": stats.summary(busiest[name]),
+            "busiest_thread": stats.summary([b for b, _ in v]),
         }
         for other in ("baseline", "peer", "peer-log-free"):
             if other in total and other != name:
                 p[f"all_vs_{other}_per_rep"] = stats.summary(
                     [x / o for x, o in zip(total[name], total[other], strict=True)]
                 )
-    return res
+    return {"programs": res}
+
+
+# The interleaved repetitions, run by bench.runner.measure_build (main below keeps the
+# command line: the breakdown shares it).
+SPEC = runner.Spec(
+    prog="bench-peers",
+    doc=__doc__,
+    subdir="switch",
+    filename="peers.json",
+    reps=3,
+    tools=(),
+    options=lambda ap: None,
+    committed=(),
+    variants=program_names,
+    measure=instructions_of,
+    figures=figures,
+    order_in_build=True,
+)
+
+
+def measure(build: str, binary: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    return runner.measure_build(SPEC, runner.Trial(build, binary, args, workdir))
 
 
 # --- the breakdown ------------------------------------------------------------------
