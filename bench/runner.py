@@ -176,15 +176,19 @@ def measure_build(
     trial: Trial,
     kept: dict[str, Any] | None = None,
     save: Callable[[], None] = lambda: None,
+    reps: int | None = None,
+    salt: str | None = None,
 ) -> dict[str, Any]:
-    """Every variant of `spec` on one build, in a shuffled order per repetition (seeded by
-    --order-seed and the build's name); what `kept` holds (a resumed run) is not measured
-    again, and `save` is called after each measurement. The build's figures."""
+    """Every variant of `spec` on one build, `reps` (--reps) repetitions, in a shuffled
+    order per repetition (seeded by --order-seed and `salt`, the build's name by default);
+    what `kept` holds (a resumed run) is not measured again, and `save` is called after
+    each measurement. The build's figures."""
     args = trial.args
     kept = {} if kept is None else kept
+    reps = args.reps if reps is None else reps
     names = spec.variants(args)
     passes = spec.measure(args) if spec.passes else {"": spec.measure}
-    orders = provenance.interleaved(names, args.reps, args.order_seed, trial.build)
+    orders = provenance.interleaved(names, reps, args.order_seed, salt or trial.build)
     values: dict[str, dict[str, list[Any]]] = {p: {n: [] for n in names} for p in passes}
     for rep, order in enumerate(orders):
         for pass_name, measure in passes.items():
@@ -192,7 +196,7 @@ def measure_build(
                 key = " ".join(filter(None, (str(rep), pass_name, name)))
                 if key not in kept:
                     what = f"{pass_name} {name}".strip()
-                    progress(f"{spec.prog} {trial.build} rep {rep + 1}/{args.reps}: {what}")
+                    progress(f"{spec.prog} {trial.build} rep {rep + 1}/{reps}: {what}")
                     kept[key] = json.loads(json.dumps(measure(trial, name)))
                     save()
                 values[pass_name][name].append(kept[key])

@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, profiles, provenance, runner, stats
+from bench import outdir, profiles, runner, stats
 from bench.instructions import INSTR_PPS, instructions_once, traced_counts
 from bench.lab import ROOT, Program, Shape, rx_total, settled_rx, start_program, veths
 from bench.rate import LOSS_TOLERANCE, cpu_per_packet, latencies, replay, trial, zero_loss_rate
@@ -67,50 +67,50 @@ from bench.traffic import (
 OUT = ROOT / "results" / "switch"
 
 
-def measure_build(
-    build: str, binary: str, args: argparse.Namespace, workdir: Path
-) -> dict[str, Any]:
+def timed_once(t: runner.Trial, name: str) -> dict[str, Any]:
+    """One program's timed figures: CPU per packet, the zero-loss and saturation rates,
+    each path's latency (median and p99 over the rounds)."""
+    shape = Shape(flows=t.args.flows)
+    direct = name == "baseline"
+    pcap = pcap_for(shape, direct, t.workdir)
+    cm, pid = start_program(Program(name, shape), t.binary, t.workdir, None)
+    try:
+        cpu = cpu_per_packet(pid, pcap)
+        rates = zero_loss_rate(pcap)
+        lat = latencies(path_packets(shape, direct), t.args.latency_rounds)
+    finally:
+        cm.__exit__(None, None, None)
+    return {
+        "cpu": cpu,
+        "rates": rates,
+        "latency": {
+            path: [statistics.median(v), stats.percentile_index(v, 0.99)] for path, v in lat.items()
+        },
+    }
+
+
+def timed_figures(args: argparse.Namespace, values: dict[str, Any]) -> dict[str, Any]:
     shape = Shape(flows=args.flows)
-    res: dict[str, Any] = {"binary": binary, "programs": {}}
-    programs = ["baseline", *args.algorithms]
-    zl: dict[str, list[float]] = {n: [] for n in programs}
-    sat: dict[str, list[float]] = {n: [] for n in programs}
-    busiest: dict[str, list[float]] = {n: [] for n in programs}
-    total: dict[str, list[float]] = {n: [] for n in programs}
-    lat: dict[str, dict[str, list[float]]] = {n: {} for n in programs}
-    orders = provenance.interleaved(programs, args.reps, args.order_seed, build)
-    res["order"] = orders
-    for rep, order in enumerate(orders):
-        for name in order:
-            direct = name == "baseline"
-            pcap = pcap_for(shape, direct, workdir)
-            progress(f"{build} rep {rep + 1}/{args.reps} {name}")
-            cm, pid = start_program(Program(name, shape), binary, workdir, None)
-            try:
-                b, t = cpu_per_packet(pid, pcap)
-                busiest[name].append(b)
-                total[name].append(t)
-                z, s = zero_loss_rate(pcap)
-                zl[name].append(z)
-                sat[name].append(s)
-                for path, v in latencies(path_packets(shape, direct), args.latency_rounds).items():
-                    lat[name].setdefault(path, []).append(statistics.median(v))
-                    lat[name].setdefault(path + "_p99", []).append(stats.percentile_index(v, 0.99))
-            finally:
-                cm.__exit__(None, None, None)
-    for name in programs:
-        direct = name == "baseline"
-        res["programs"][name] = {
+    programs: dict[str, Any] = {}
+    zl = {n: [r["rates"][0] for r in v] for n, v in values.items()}
+    busiest = {n: [r["cpu"][0] for r in v] for n, v in values.items()}
+    for name, v in values.items():
+        lat: dict[str, list[float]] = {}
+        for r in v:
+            for path, (median, p99) in r["latency"].items():
+                lat.setdefault(path, []).append(median)
+                lat.setdefault(path + "_p99", []).append(p99)
+        programs[name] = {
             "zero_loss_pps": stats.summary(zl[name]),
-            "saturation_pps": stats.summary(sat[name]),
+            "saturation_pps": stats.summary([r["rates"][1] for r in v]),
             "busiest_thread_us_per_packet": stats.summary(busiest[name]),
-            "all_threads_us_per_packet": stats.summary(total[name]),
-            "latency_us": {k: stats.summary(v) for k, v in lat[name].items()},
-            "packets_per_replay": len(traffic(shape, direct)),
+            "all_threads_us_per_packet": stats.summary([r["cpu"][1] for r in v]),
+            "latency_us": {k: stats.summary(x) for k, x in lat.items()},
+            "packets_per_replay": len(traffic(shape, name == "baseline")),
         }
-    base = res["programs"]["baseline"]["zero_loss_pps"]["median"]
+    base = programs["baseline"]["zero_loss_pps"]["median"]
     for name in args.algorithms:
-        p = res["programs"][name]
+        p = programs[name]
         p["zero_loss_vs_baseline"] = p["zero_loss_pps"]["median"] / base if base else 0.0
         # Side by side within each repetition.
         p["zero_loss_vs_baseline_per_rep"] = stats.summary(
@@ -119,7 +119,102 @@ def measure_build(
         p["cpu_capacity_vs_baseline_per_rep"] = stats.summary(
             [b / u for u, b in zip(busiest[name], busiest["baseline"], strict=True) if u]
         )
-    return res
+    return {"programs": programs}
+
+
+def instructions_of(t: runner.Trial, name: str) -> tuple[float, float]:
+    pcap = pcap_for(Shape(flows=t.args.instr_flows), name == "baseline", t.workdir)
+    return instructions_once(name, t.binary, t.args, t.workdir, pcap)
+
+
+def instruction_figures(args: argparse.Namespace, values: dict[str, Any]) -> dict[str, Any]:
+    busiest = {n: [b for b, _ in v] for n, v in values.items()}
+    programs: dict[str, Any] = {
+        name: {
+            "busiest_thread_per_packet": stats.summary(busiest[name]),
+            "all_threads_per_packet": stats.summary([a for _, a in v]),
+        }
+        for name, v in values.items()
+    }
+    for name in args.algorithms:
+        programs[name]["capacity_vs_baseline_per_rep"] = stats.summary(
+            [b / u for u, b in zip(busiest[name], busiest["baseline"], strict=True) if u]
+        )
+    return {"pps": INSTR_PPS, "flows": args.instr_flows, "programs": programs}
+
+
+def path_costs_of(t: runner.Trial, name: str) -> list[list[float]]:
+    """Instructions one more packet of each path costs (all threads, and the busiest): the
+    mix, and the mix with PATH_EXTRA more copies of that path's packet per TCP connection;
+    the difference over the copies."""
+    shape = Shape(flows=t.args.path_flows)
+    direct = name == "baseline"
+    extra = PATH_EXTRA * sum(not is_udp(i, shape) for i in range(shape.flows))
+    totals: dict[str, tuple[float, float]] = {}
+    for kind, step in {"mix": None, **PATH_STEPS}.items():
+        progress(f"{t.build} path instructions {name} {kind}")
+        pcap = pcap_for(shape, direct, t.workdir, step)
+        n = len(traffic(shape, direct, step))
+        b, a = instructions_once(name, t.binary, t.args, t.workdir, pcap)
+        totals[kind] = (a * n, b * n)
+    mix_all, mix_busiest = totals["mix"]
+    return [
+        [(totals[k][0] - mix_all) / extra, (totals[k][1] - mix_busiest) / extra] for k in PATH_STEPS
+    ]
+
+
+def path_figures(args: argparse.Namespace, values: dict[str, Any]) -> dict[str, Any]:
+    programs = {
+        name: {
+            kind: {
+                "all_threads": stats.summary([rep[i][0] for rep in v]),
+                "busiest_thread": stats.summary([rep[i][1] for rep in v]),
+            }
+            for i, kind in enumerate(PATH_STEPS)
+        }
+        for name, v in values.items()
+    }
+    return {"flows": args.path_flows, "extra_per_connection": PATH_EXTRA, "programs": programs}
+
+
+def spec(prog: str, variants: Any, measure: runner.Measure, figures: Any) -> runner.Spec:
+    """The interleaved repetitions of one of this bench's measures (its command line is
+    main's own: it adds figures to an earlier run's file)."""
+    return runner.Spec(
+        prog=prog,
+        doc=__doc__ or "",
+        subdir="switch",
+        filename="switch.json",
+        reps=5,
+        tools=(),
+        options=lambda ap: None,
+        committed=(),
+        variants=variants,
+        measure=measure,
+        figures=figures,
+        order_in_build=True,
+    )
+
+
+TIMED = spec("bench-switch", lambda a: ["baseline", *a.algorithms], timed_once, timed_figures)
+INSTRUCTIONS = spec(
+    "bench-switch instructions",
+    lambda a: ["baseline", *a.algorithms],
+    instructions_of,
+    instruction_figures,
+)
+PATHS = spec(
+    "bench-switch paths",
+    lambda a: ["baseline", *(getattr(a, "path_algorithms", None) or a.algorithms)],
+    path_costs_of,
+    path_figures,
+)
+
+
+def measure_build(
+    build: str, binary: str, args: argparse.Namespace, workdir: Path
+) -> dict[str, Any]:
+    return runner.measure_build(TIMED, runner.Trial(build, binary, args, workdir))
 
 
 def measure_instructions(
@@ -127,80 +222,20 @@ def measure_instructions(
 ) -> dict[str, Any]:
     """Instructions per packet, per program: a count, not a time, so the same binary,
     program and packets give the same figure whatever else the machine does."""
-    programs = ["baseline", *args.algorithms]
-    busiest: dict[str, list[float]] = {n: [] for n in programs}
-    total: dict[str, list[float]] = {n: [] for n in programs}
-    shape = Shape(flows=args.instr_flows)
-    orders = provenance.interleaved(programs, args.instr_reps, args.order_seed, f"{build}/i")
-    for rep, order in enumerate(orders):
-        for name in order:
-            progress(f"{build} instructions rep {rep + 1}/{args.instr_reps} {name}")
-            pcap = pcap_for(shape, name == "baseline", workdir)
-            b, t = instructions_once(name, binary, args, workdir, pcap)
-            busiest[name].append(b)
-            total[name].append(t)
-    res: dict[str, Any] = {
-        "pps": INSTR_PPS,
-        "flows": args.instr_flows,
-        "order": orders,
-        "programs": {},
-    }
-    for name in programs:
-        res["programs"][name] = {
-            "busiest_thread_per_packet": stats.summary(busiest[name]),
-            "all_threads_per_packet": stats.summary(total[name]),
-        }
-    for name in args.algorithms:
-        res["programs"][name]["capacity_vs_baseline_per_rep"] = stats.summary(
-            [b / u for u, b in zip(busiest[name], busiest["baseline"], strict=True) if u]
-        )
+    trial = runner.Trial(build, binary, args, workdir)
+    res = runner.measure_build(INSTRUCTIONS, trial, reps=args.instr_reps, salt=f"{build}/i")
+    del res["binary"]
     return res
 
 
 def measure_path_instructions(
     build: str, binary: str, args: argparse.Namespace, workdir: Path
 ) -> dict[str, Any]:
-    """Instructions one more packet of each path costs (all threads, and the busiest),
-    per program: the mix, and the mix with PATH_EXTRA more copies of that path's packet
-    per TCP connection; the difference over the copies. Programs and mixes take turns
-    within each repetition."""
-    programs = ["baseline", *(getattr(args, "path_algorithms", None) or args.algorithms)]
-    shape = Shape(flows=args.path_flows)
-    kinds: dict[str, int | None] = {"mix": None, **PATH_STEPS}
-    extra = PATH_EXTRA * sum(not is_udp(i, shape) for i in range(shape.flows))
-    cost: dict[str, dict[str, list[tuple[float, float]]]] = {
-        n: {k: [] for k in PATH_STEPS} for n in programs
-    }
-    orders = provenance.interleaved(programs, args.instr_reps, args.order_seed, f"{build}/p")
-    for rep, order in enumerate(orders):
-        for name in order:
-            direct = name == "baseline"
-            totals: dict[str, tuple[float, float]] = {}
-            for kind, step in kinds.items():
-                progress(f"{build} path instructions rep {rep + 1} {name} {kind}")
-                pcap = pcap_for(shape, direct, workdir, step)
-                n = len(traffic(shape, direct, step))
-                b, t = instructions_once(name, binary, args, workdir, pcap)
-                totals[kind] = (t * n, b * n)
-            mix_all, mix_busiest = totals["mix"]
-            for kind in PATH_STEPS:
-                all_, busiest = totals[kind]
-                cost[name][kind].append(((all_ - mix_all) / extra, (busiest - mix_busiest) / extra))
-    res: dict[str, Any] = {
-        "flows": args.path_flows,
-        "extra_per_connection": PATH_EXTRA,
-        "order": orders,
-    }
-    res["programs"] = {
-        name: {
-            kind: {
-                "all_threads": stats.summary([a for a, _ in v]),
-                "busiest_thread": stats.summary([b for _, b in v]),
-            }
-            for kind, v in by_kind.items()
-        }
-        for name, by_kind in cost.items()
-    }
+    """Each path's cost per program (path_costs_of); programs take turns within each
+    repetition."""
+    trial = runner.Trial(build, binary, args, workdir)
+    res = runner.measure_build(PATHS, trial, reps=args.instr_reps, salt=f"{build}/p")
+    del res["binary"]
     return res
 
 
