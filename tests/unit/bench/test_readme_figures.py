@@ -76,18 +76,19 @@ def test_the_full_profile_is_quoted_once_its_plan_is_complete(tmp_path) -> None:
 def test_a_verdict_that_changes_between_the_profiles_is_named(monkeypatch, tmp_path) -> None:
     from bench.experiments import report
 
-    def block(verdict: str) -> str:
-        return (
-            "### Claimed / found\n\n"
-            "| claim | found | verdict | test | decided by |\n|---|---|---|---|---|\n"
-            f"| 001: rr below iphash | rr 28 ms | {verdict} | t | `make bench` (k6) |\n"
-            "| 000: weights followed | 20 % | reproduced | t | `make bench` (clients) |\n"
+    def block(verdict: str) -> report.Block:
+        return report.Block(
+            "",
+            [
+                report.Claim("001: rr below iphash", "rr 28 ms", verdict, "t", "`make bench` (k6)"),
+                report.Claim("000: weights followed", "20 %", "reproduced", "t", "`make bench`"),
+            ],
         )
 
     blocks = {"experiments": block("not reproduced"), "experiments-full": block("reproduced")}
-    monkeypatch.setattr(report, "readme_block", lambda where: blocks[where.name])
+    monkeypatch.setattr(rf, "_block", lambda where: blocks[where.name])
     monkeypatch.setattr(rf, "experiments_dir", lambda root: root / "experiments-full")
-    text = rf.profiles_compared(tmp_path)
+    text = rf.region("profiles-compared", tmp_path)
     assert text.startswith("Verdicts that changed from the quick profile to the full one: 001: rr")
     assert (
         "| 001: rr below iphash | **not reproduced** (rr 28 ms) | **reproduced** (rr 28 ms) |"
@@ -95,7 +96,7 @@ def test_a_verdict_that_changes_between_the_profiles_is_named(monkeypatch, tmp_p
     )
     assert "000: weights followed" not in text.splitlines()[0]
     blocks["experiments"] = block("reproduced")
-    assert rf.profiles_compared(tmp_path).splitlines()[0].endswith("full one: none.")
+    assert rf.region("profiles-compared", tmp_path).splitlines()[0].endswith("full one: none.")
 
 
 def _overload_tier(tmp_path, overload: dict | None):
@@ -142,7 +143,7 @@ def test_the_overload_region_quotes_each_point_and_the_baseline(tmp_path) -> Non
             "points": {"3 x ab -c 64": _point([631.6, 600.2, 650.9], 0.44, 2.346, 3)},
         },
     )
-    text = rf.tier_overload(root)
+    text = rf.region("tier-overload", root)
     row = next(ln for ln in text.splitlines() if ln.startswith("| 3 x ab -c 64 "))
     # offered 9,600 req/s is 15.0 x the capacity; served median 632 (600–651), rounded
     assert "| 9,600 (15.0 x capacity) | 632 (600–651) | 3 |" in row
@@ -153,5 +154,21 @@ def test_the_overload_region_quotes_each_point_and_the_baseline(tmp_path) -> Non
 
 
 def test_the_overload_region_says_not_measured_without_the_section(tmp_path) -> None:
-    text = rf.tier_overload(_overload_tier(tmp_path, None))
+    text = rf.region("tier-overload", _overload_tier(tmp_path, None))
     assert text.count("\n") == 1 and "not measured yet" in text
+
+
+def test_check_names_each_region_that_drifted_and_changes_nothing(monkeypatch, tmp_path, capsys):
+    text = rf.READMES["docs/tier.md"].read_text()
+    body = rf.regions(text)["tier-summary"]
+    edited = tmp_path / "tier.md"
+    edited.write_text(text.replace(body, body.replace("Measured", "Measured by hand", 1)))
+    before = edited.read_text()
+    monkeypatch.setattr(rf, "READMES", {"docs/tier.md": edited})
+    assert rf.main(["--check"]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"readme-figures: docs/tier.md: region tier-summary differs from {outdir.RESULTS}"
+    ]
+    assert edited.read_text() == before
+    edited.write_text(text)
+    assert rf.main(["--check"]) == 0

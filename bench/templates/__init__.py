@@ -1,0 +1,74 @@
+"""The Markdown the reports write, each file with named slots that Python fills.
+
+`render("regions/tier-scaling.md", **slots)` fills one template with the figures the
+report computed; the sentences live in the templates, never in Python. Filters turn a
+number into the text the documents show (`{{ x|f(".2f") }}`, `{{ s|span }}`)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+HERE = Path(__file__).parent
+
+
+def f(x: float, spec: str) -> str:
+    """A number in a format spec: `{{ 1234.5|f(",.0f") }}` is 1,234."""
+    return format(x, spec)
+
+
+def mmm(s: Any, spec: str = ".0f", scale: float = 1.0) -> str:
+    """A median with its (min–max), from a {median, min, max} dict or a (median, min, max)
+    tuple; just the median when the three agree and `spec` ends with '?'."""
+    med, lo, hi = (s["median"], s["min"], s["max"]) if isinstance(s, dict) else s
+    if spec.endswith("?"):
+        spec = spec[:-1]
+        if lo == hi:
+            return format(med * scale, spec)
+    return f"{med * scale:{spec}} ({lo * scale:{spec}}–{hi * scale:{spec}})"
+
+
+def span(s: dict[str, float]) -> str:
+    """A duration's median (min–max): one decimal from 10 s up, else one or two."""
+    d = 1 if s["median"] >= 5 else 2
+
+    def one(x: float) -> str:
+        return f"{x:.1f}" if x >= 10 else f"{x:.{d}f}"
+
+    return f"{one(s['median'])} ({one(s['min'])}–{one(s['max'])})"
+
+
+def unwrap(text: str) -> str:
+    """A paragraph wrapped in the template, on one line in the document (a line that starts
+    with punctuation continues the one before without a space)."""
+    text = re.sub(r"\s*\n\s*(?=[;,.:)])", "", text.strip())
+    return re.sub(r"\s*\n\s*", " ", text)
+
+
+def plural(n: int, word: str, many: str = "") -> str:
+    return word if n == 1 else many or f"{word}s"
+
+
+ENV = Environment(
+    loader=FileSystemLoader(HERE),
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    autoescape=False,
+)
+ENV.filters.update(f=f, mmm=mmm, span=span, unwrap=unwrap, plural=plural)
+
+
+def render(name: str, /, **slots: Any) -> str:
+    """The template `name` (a path under bench/templates) with its slots filled."""
+    return ENV.get_template(name).render(**slots)
+
+
+def module(name: str, /, **slots: Any) -> Any:
+    """The template `name` rendered with `slots`, as an object whose attributes are the
+    values its top-level `{% set %}` tags define (a claim's found / why / decided)."""
+    return ENV.get_template(name).make_module(slots)
