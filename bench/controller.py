@@ -7,7 +7,6 @@ Writes results/controller.json and prints one line per figure."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import shutil
 import socket
@@ -19,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import outdir, profiles
+from bench import outdir, profiles, provenance, runner
 from p4lb.cli.main import main as p4lb_main
 from p4lb.intent import writer
 from p4lb.intent.model import Backend, Config, Host, SwitchConfig, Vip
@@ -216,9 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(profiles.expand("bench-controller", argv))
     committed = outdir.is_committed_profile(p, a, ["vips", "backends"], reps_key="trials")
     out = outdir.destination("", committed, Path(a.out) if a.out else None)
-    from bench.runner import start_run
-
-    run = start_run("bench-controller", {"standard": bmv2.switch_binary()}, argv)
+    run = runner.start_run("bench-controller", {"standard": bmv2.switch_binary()}, argv)
     if run is None:
         return 2
     f = measure(a.vips, a.backends, a.trials)
@@ -242,11 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{max(f.weight_change_effect_ms):.1f} ms max after the CLI returned (goal < 100 ms)"
     )
     out.mkdir(parents=True, exist_ok=True)
-    bm = "missing"
-    with contextlib.suppress(OSError):
-        bm = subprocess.run(
-            [bmv2.switch_binary(), "--version"], capture_output=True, text=True, timeout=10
-        ).stdout.strip()
+    bm = provenance.version_line([bmv2.switch_binary(), "--version"]) or "missing"
     # Every trial's value is in the lists (apply_noop_s, cli_weight_set_s, ...), in the
     # order measured; the no-op applies and weight sets run 5 times each.
     doc = asdict(f) | {

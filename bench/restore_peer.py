@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, profiles, provenance
+from bench import outdir, profiles, provenance, runner
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "algorithms"
@@ -160,12 +160,10 @@ def main(argv: list[str] | None = None) -> int:
             "bench-restore-peer: needs root and haproxy (apt-get install haproxy)", file=sys.stderr
         )
         return 2
-    try:
-        run = provenance.start("bench-restore-peer", None, sys.argv if argv is None else argv)
-    except provenance.BusyMachine as e:
-        print(str(e), file=sys.stderr)
+    run = runner.start_run("bench-restore-peer", None, argv)
+    if run is None:
         return 2
-    version = subprocess.run(["haproxy", "-v"], capture_output=True, text=True).stdout
+    version = provenance.version_line(["haproxy", "-v"]) or ""
     subprocess.run(["ip", "netns", "add", NETNS], check=True)
     runs = []
     try:
