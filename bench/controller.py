@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import outdir, profiles, provenance, runner
+from bench import lab, outdir, profiles, provenance, runner
 from p4lb.cli.main import main as p4lb_main
 from p4lb.intent import writer
 from p4lb.intent.model import Backend, Config, Host, SwitchConfig, Vip
@@ -29,10 +29,11 @@ from p4lb.service import operations
 from topology import bmv2
 
 ROOT = Path(__file__).resolve().parents[1]
-# Ports and veths apart from bench.switch (make bench-switch), so both can run at once.
+# Ports and veths apart from bench.lab's (make bench-switch), so both can run at once.
 GRPC_PORT = 49559
 THRIFT_PORT = 49090
-HOST_IF, SWITCH_IF = "p4lbc-h1", "p4lbc-s1"
+VETHS = "p4lbc"
+HOST_IF, SWITCH_IF = lab.host_if(1, VETHS), lab.switch_if(1, VETHS)
 SWITCH_MAC = "00:00:00:00:01:00"
 CLIENT_MAC = "02:00:00:00:00:01"
 ETH_P_ALL = 0x0003
@@ -149,13 +150,11 @@ def weight_trials(cfg_path: Path, trials: int) -> tuple[list[float], int]:
 
 
 def measure(n_vips: int, n_backends: int, trials: int) -> Figures:
-    subprocess.run(["ip", "link", "del", HOST_IF], capture_output=True)
-    subprocess.run(
-        ["ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", SWITCH_IF], check=True
-    )
-    for ifc in (HOST_IF, SWITCH_IF):
-        subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{ifc}.disable_ipv6=1"], check=True)
-        subprocess.run(["ip", "link", "set", ifc, "up"], check=True)
+    with lab.veths(1, VETHS):
+        return measure_on_veths(n_vips, n_backends, trials)
+
+
+def measure_on_veths(n_vips: int, n_backends: int, trials: int) -> Figures:
     tmp = Path(tempfile.mkdtemp(prefix="p4lb-ctlbench-"))
     proc = bmv2.spawn({1: SWITCH_IF}, GRPC_PORT, THRIFT_PORT, out=tmp / "switch.out")
     try:
@@ -202,7 +201,6 @@ def measure(n_vips: int, n_backends: int, trials: int) -> Figures:
         return figures
     finally:
         bmv2.terminate(proc)
-        subprocess.run(["ip", "link", "del", HOST_IF], capture_output=True)
 
 
 def main(argv: list[str] | None = None) -> int:

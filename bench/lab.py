@@ -53,12 +53,15 @@ SETTLE_S = 0.4  # the counters are final once they stay still this long
 SETTLE_MAX_S = 15.0
 
 
-def host_if(port: int) -> str:
-    return f"p4lbb-h{port}"
+PREFIX = "p4lbb"  # the veths' names: p4lbb-h1 (the host's end), p4lbb-s1 (the switch's)
 
 
-def switch_if(port: int) -> str:
-    return f"p4lbb-s{port}"
+def host_if(port: int, prefix: str = PREFIX) -> str:
+    return f"{prefix}-h{port}"
+
+
+def switch_if(port: int, prefix: str = PREFIX) -> str:
+    return f"{prefix}-s{port}"
 
 
 def port_mac(port: int) -> str:
@@ -138,25 +141,26 @@ def run_quietly(*cmd: str) -> None:
 
 
 @contextmanager
-def veths() -> Iterator[None]:
-    remove_veths()
+def veths(ports: int = N_PORTS, prefix: str = PREFIX) -> Iterator[None]:
+    """Veth pairs 1..`ports` named by `prefix` (another prefix: a lab beside this one),
+    IPv6 off (no stray router solicitations), removed at the end."""
+    remove_veths(ports, prefix)
     try:
-        for p in range(1, N_PORTS + 1):
-            run_quietly(
-                "ip", "link", "add", host_if(p), "type", "veth", "peer", "name", switch_if(p)
-            )
-            for ifc in (host_if(p), switch_if(p)):
+        for p in range(1, ports + 1):
+            h, s = host_if(p, prefix), switch_if(p, prefix)
+            run_quietly("ip", "link", "add", h, "type", "veth", "peer", "name", s)
+            for ifc in (h, s):
                 run_quietly("sysctl", "-qw", f"net.ipv6.conf.{ifc}.disable_ipv6=1")
                 run_quietly("ip", "link", "set", ifc, "up")
         yield
     finally:
-        remove_veths()
+        remove_veths(ports, prefix)
 
 
-def remove_veths() -> None:
-    for p in range(1, N_PORTS + 1):
-        if Path(f"/sys/class/net/{host_if(p)}").exists():
-            subprocess.run(["ip", "link", "del", host_if(p)], capture_output=True)
+def remove_veths(ports: int = N_PORTS, prefix: str = PREFIX) -> None:
+    for p in range(1, ports + 1):
+        if Path(f"/sys/class/net/{host_if(p, prefix)}").exists():
+            subprocess.run(["ip", "link", "del", host_if(p, prefix)], capture_output=True)
 
 
 @contextmanager
