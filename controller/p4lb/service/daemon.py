@@ -120,11 +120,12 @@ class Controller(Session):
 
     # --- the session's hooks ------------------------------------------------------------
 
-    def connect_config(self) -> Config:
-        return self.load_config()
-
-    def config_broken(self, message: str) -> None:
-        self._config_problem(message)
+    def connect_config(self) -> Config | None:
+        try:
+            return self.load_config()
+        except ConfigError as e:  # reported; the loop tries again after retry_s
+            self._config_problem(str(e))
+            return None
 
     def intent(self, sw: Switch) -> Intent | None:
         """The config file's intent with the DOWN backends of checked VIPs at weight 0."""

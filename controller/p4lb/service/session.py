@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from p4lb.intent.lock import ConfigLocked, config_lock
-from p4lb.intent.model import Config, ConfigError
+from p4lb.intent.model import Config
 from p4lb.pipeline.digests import CONN_DIGEST, ConnDigests
 from p4lb.pipeline.entries import Entry, Slot, Update
 from p4lb.pipeline.ids import Ids
@@ -123,10 +123,6 @@ class Session:
     def left(self, error: SwitchError) -> None:
         """The session broke (called while `ready` still says whether it served)."""
 
-    def config_broken(self, message: str) -> None:
-        """The config could not be read to connect with."""
-        log.warning("config: %s", message)
-
     def connection_event(self, sw: Switch, data: Any) -> None:
         """A list of conn_event_t digest members (a tier's shared connections)."""
 
@@ -209,9 +205,6 @@ class Session:
                     self._stop.wait(pause)
                     pause = min(pause * 2, max(self.retry_s, RETRY_MAX_S))
                 # else mastership moved mid-write: the next rounds wait for it to return
-            except ConfigError as e:  # the file broke: the switch keeps what it has
-                self.config_broken(str(e))
-                self._stop.wait(self.retry_s)
             except SwitchError as e:
                 self.left(e)
                 self._unready()
