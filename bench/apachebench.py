@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import ab, outdir
+from bench import ab, outdir, provenance
 from p4lb.intent import reader
 from p4lb.pipeline.entries import Entry, Update
 from p4lb.pipeline.p4info import Schema, load_p4info
@@ -212,20 +212,16 @@ def one_run(case: Case, n: int, c: int, raw_dir: Path) -> Run:
 
 
 def versions() -> dict[str, str]:
-    def out(*cmd: str) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
-        except OSError:
-            return "missing"
-
+    """meta.json's facts, from bench.provenance."""
+    machine = provenance.machine()
     return {
-        "commit": out("git", "-C", str(ROOT), "rev-parse", "HEAD"),
-        "bmv2": out("simple_switch_grpc", "--version"),
+        "commit": provenance.git_state()["commit"],
+        "bmv2": provenance.version_line(["simple_switch_grpc", "--version"]) or "missing",
         "p4c": (COMPILED / "SOURCES.sha256").read_text().strip().replace("\n", " | "),
-        "ab": out("ab", "-V").splitlines()[0] if shutil.which("ab") else "missing",
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-        "machine": f"{platform.machine()}, {out('nproc')} cores",
+        "ab": provenance.version_line(["ab", "-V"]) or "missing",
+        "kernel": machine["kernel"],
+        "python": machine["python"],
+        "machine": f"{platform.machine()}, {machine['cores']} cores",
     }
 
 

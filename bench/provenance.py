@@ -197,8 +197,9 @@ def _out(cmd: list[str], timeout: float = 15) -> str | None:
 
 
 def version_line(cmd: list[str]) -> str | None:
-    """What a tool says of its version (`cmd`, e.g. [binary, "--version"]), or None."""
-    return _out(cmd)
+    """The first line a tool says of its version (`cmd`: [binary, "--version"]), or None."""
+    text = _out(cmd)
+    return text.splitlines()[0] if text else None
 
 
 def git_state(root: Path = ROOT) -> dict[str, Any]:

@@ -19,7 +19,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import platform
 import random
 import shutil
 import signal
@@ -445,25 +444,20 @@ def one_run(lab: Lab, job: Job, root: Path, k6: str | None, k6_sources: int = 1)
 
 
 def versions() -> dict[str, Any]:
-    def out(*cmd: str) -> str:
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
-            return (r.stdout or r.stderr).strip().splitlines()[0] if (r.stdout or r.stderr) else ""
-        except OSError:
-            return "missing"
-
-    bmv2 = subprocess.run(["which", "simple_switch_grpc"], capture_output=True, text=True)
+    """The facts a resumed run must share with the one it continues (bench.provenance's)."""
     k6 = loadgen.k6_binary()
+    machine = provenance.machine()
+    bmv2 = shutil.which("simple_switch_grpc") or ""
     return {
-        "commit": out("git", "-C", str(ROOT), "rev-parse", "HEAD"),
+        "commit": provenance.git_state()["commit"],
         # The program that ran (the work tree's, which may be ahead of the commit).
-        "p4_program": (ROOT / "p4src" / "compiled" / "SOURCES.sha256").read_text().split()[0],
-        "bmv2": f"{bmv2.stdout.strip()} {out('simple_switch_grpc', '--version')}",
-        "ab": out("ab", "-V"),
-        "k6": out(k6, "version") if k6 else "missing",
-        "kernel": platform.release(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
+        "p4_program": provenance.p4_stamp()["sources_sha256"],
+        "bmv2": f"{bmv2} {provenance.version_line(['simple_switch_grpc', '--version']) or ''}",
+        "ab": provenance.version_line(["ab", "-V"]) or "missing",
+        "k6": (provenance.version_line([k6, "version"]) or "") if k6 else "missing",
+        "kernel": machine["kernel"],
+        "cpus": machine["cores"],
+        "python": machine["python"],
     }
 
 
