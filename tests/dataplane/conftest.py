@@ -5,23 +5,23 @@ from pathlib import Path
 
 import pytest
 
-from tests.dataplane import harness
+from tests.dataplane import support
 
 
 @pytest.fixture
-def bmv2(tmp_path: Path) -> Iterator[harness.Bmv2]:
-    if not harness.have_artifacts():
+def bmv2(tmp_path: Path) -> Iterator[support.Bmv2]:
+    if not support.have_artifacts():
         pytest.skip("dataplane layer skipped: missing p4src/compiled artifacts (make artifacts)")
-    b = harness.start(tmp_path / "switch")
+    b = support.start(tmp_path / "switch")
     try:
         yield b
     finally:
-        harness.stop(b)
+        support.stop(b)
 
 
 @pytest.fixture
-def wire(bmv2: harness.Bmv2) -> Iterator[harness.Wire]:
-    w = harness.Wire()
+def wire(bmv2: support.Bmv2) -> Iterator[support.Wire]:
+    w = support.Wire()
     try:
         yield w
     finally:

@@ -23,7 +23,7 @@ from p4lb.intent import edits
 from p4lb.intent.model import CHOICES_ALL, Config
 from p4lb.pipeline.ids import backend_key, ids_on_switch, vip_key
 from p4lb.service import operations
-from tests.dataplane.harness import (
+from tests.dataplane.support import (
     SWITCH_MAC,
     VIP,
     VIP_MAC,

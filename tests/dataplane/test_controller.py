@@ -6,7 +6,6 @@ import contextlib
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +20,8 @@ from p4lb.service import operations
 from p4lb.service.daemon import Controller
 from p4lb.switch.client import Switch
 from p4lb.switch.errors import SwitchError
-from tests.dataplane.harness import GRPC_PORT, Bmv2, Wire, flow_syn, same_bucket_flows
+from tests.dataplane.support import GRPC_PORT, Bmv2, Wire, flow_syn, same_bucket_flows
+from tests.support import poll_until
 
 
 def test_what_the_switch_holds_is_what_was_intended(bmv2: Bmv2) -> None:
@@ -110,14 +110,15 @@ class RunningController:
 
 
 def _until(check: Callable[[], bool], timeout: float = 15.0) -> bool:
-    """Poll `check` (bounded) until it holds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """Poll `check` (bounded) until it holds; a switch that refuses a read meanwhile is a
+    check that does not hold yet."""
+
+    def holds() -> bool:
         with contextlib.suppress(SwitchError):
-            if check():
-                return True
-        time.sleep(0.1)
-    return False
+            return check()
+        return False
+
+    return poll_until(holds, timeout, every=0.1)
 
 
 def _holds_intent(session: Switch, cfg: Config) -> bool:

@@ -22,8 +22,9 @@ from p4lb.cli.main import main
 from p4lb.intent import writer
 from p4lb.intent.model import MetricsSettings
 from p4lb.models.hashing import Flow
-from tests.dataplane.harness import VIP, WEB_SERVICE_ID, Bmv2, Wire, flow_syn, flush
-from tests.unit.support import poll_until, samples, scrape
+from tests.dataplane.support import VIP, WEB_SERVICE_ID, Bmv2, Wire, flow_syn, flush
+from tests.support import poll_until
+from tests.unit.support import samples, scrape
 
 FLOWS = 12
 

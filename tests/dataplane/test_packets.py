@@ -17,7 +17,7 @@ from p4lb.pipeline.digests import ConnDigests
 from p4lb.pipeline.entries import Update
 from p4lb.pipeline.ids import backend_key, ids_on_switch, vip_key
 from p4lb.pipeline.plan import plan
-from tests.dataplane.harness import (
+from tests.dataplane.support import (
     SWITCH_MAC,
     VIP,
     VIP_MAC,
@@ -33,6 +33,7 @@ from tests.dataplane.harness import (
     host_mac,
     same_bucket_flows,
 )
+from tests.support import poll_until
 
 CLIENT = host_ip(1)
 BACKEND_PORTS = (2, 3, 4)
@@ -455,9 +456,7 @@ def test_wrr_is_exact_over_many_clients(bmv2: Bmv2, wire: Wire) -> None:
 
     for i in range(0, len(flows), 50):  # bursts BMv2's input queue holds
         sendp([bytes(flow_syn(f)) for f in flows[i : i + 50]], iface=host_iface(1), verbose=False)
-        deadline = time.monotonic() + 10
-        while total() < i + 50 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        poll_until(lambda i=i: total() >= i + 50, 10, every=0.02)
     counts = {p: bmv2.counter("backend_conns", b) for p, b in bid.items()}
     seen = sum(counts.values())
     # A SYN the kernel drops on a loaded machine never reaches the switch; over the ones

@@ -15,29 +15,30 @@ import pytest
 
 from p4lb.intent import qos
 from p4lb.models.hashing import qos_host_bucket
-from tests.dataplane import harness
+from tests.dataplane import support
+from tests.support import poll_until
 
 PORT = 2  # the congested port: toward 10.0.0.2
-DST = harness.host_ip(PORT)
+DST = support.host_ip(PORT)
 SLOT = 0  # the only port with a discipline takes slot 0
-QOS_CONFIG = harness.CONFIG + f"\n[qos]\nthrift_port = {harness.THRIFT_PORT}\n"
+QOS_CONFIG = support.CONFIG + f"\n[qos]\nthrift_port = {support.THRIFT_PORT}\n"
 
 
 @pytest.fixture
-def qsw(tmp_path: Path) -> Iterator[harness.Bmv2]:
+def qsw(tmp_path: Path) -> Iterator[support.Bmv2]:
     """The test switch with 8 priority queues per port and an empty [qos]."""
-    if not harness.have_artifacts():
+    if not support.have_artifacts():
         pytest.skip("dataplane layer skipped: missing p4src/compiled artifacts (make artifacts)")
-    b = harness.start(tmp_path / "switch", QOS_CONFIG, priority_queues=8)
+    b = support.start(tmp_path / "switch", QOS_CONFIG, priority_queues=8)
     try:
         yield b
     finally:
-        harness.stop(b)
+        support.stop(b)
 
 
 @pytest.fixture
-def qwire(qsw: harness.Bmv2) -> Iterator[harness.Wire]:
-    w = harness.Wire()
+def qwire(qsw: support.Bmv2) -> Iterator[support.Wire]:
+    w = support.Wire()
     try:
         yield w
     finally:
@@ -51,13 +52,13 @@ def qwire(qsw: harness.Bmv2) -> Iterator[harness.Wire]:
 PACE_S = 0.002
 
 
-def send_paced(wire: harness.Wire, pkts: list[bytes]) -> None:
+def send_paced(wire: support.Wire, pkts: list[bytes]) -> None:
     from scapy.sendrecv import sendp
 
-    sendp(pkts, iface=harness.host_iface(1), inter=PACE_S)
+    sendp(pkts, iface=support.host_iface(1), inter=PACE_S)
 
 
-def set_discipline(b: harness.Bmv2, **params: Any) -> None:
+def set_discipline(b: support.Bmv2, **params: Any) -> None:
     b.apply(qos.with_port(b.cfg, qos.parse_port(PORT, params, "test", f"qos.port.{PORT}")))
 
 
@@ -68,14 +69,14 @@ def udp(src: str, sport: int, seq: int, size: int = 0) -> bytes:
 
     payload = seq.to_bytes(4, "big") + bytes(size)
     return bytes(
-        Ether(src=harness.host_mac(1), dst=harness.SWITCH_MAC)
+        Ether(src=support.host_mac(1), dst=support.SWITCH_MAC)
         / IP(src=src, dst=DST)
         / UDP(sport=sport, dport=9000)
         / Raw(payload)
     )
 
 
-def received(wire: harness.Wire, src: str, sport: int) -> list[int]:
+def received(wire: support.Wire, src: str, sport: int) -> list[int]:
     """Sequence numbers of the flow's packets that came out of PORT, in arrival order."""
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
@@ -88,7 +89,7 @@ def received(wire: harness.Wire, src: str, sport: int) -> list[int]:
     return out
 
 
-def arrivals(wire: harness.Wire) -> list[tuple[str, int]]:
+def arrivals(wire: support.Wire) -> list[tuple[str, int]]:
     """(source, source port) of every UDP packet out of PORT, in arrival order."""
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
@@ -101,21 +102,20 @@ def arrivals(wire: harness.Wire) -> list[tuple[str, int]]:
     return out
 
 
-def drained(b: harness.Bmv2, wire: harness.Wire, expected: int, timeout: float) -> None:
+def drained(b: support.Bmv2, wire: support.Wire, expected: int, timeout: float) -> None:
     """Wait (bounded) until `expected` packets (delivered + counted drops) are accounted for
     on PORT, then until the shaped queue is empty (a sentinel flush behind it)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        out = sum(1 for port, _ in wire.got if port == PORT)
-        if out + sum(qos_drops(b).values()) >= expected:
-            break
-        time.sleep(0.05)
-    harness.flush(wire)
+
+    def accounted() -> int:
+        return sum(1 for port, _ in wire.got if port == PORT) + sum(qos_drops(b).values())
+
+    poll_until(lambda: accounted() >= expected, timeout, every=0.05)
+    support.flush(wire)
 
 
-def qos_drops(b: harness.Bmv2) -> dict[str, int]:
+def qos_drops(b: support.Bmv2) -> dict[str, int]:
     """Routed packets' QoS drops by cause (service 0's cells of the drops counter)."""
-    codes = harness.drop_reasons()
+    codes = support.drop_reasons()
     return {r: b.counter("drops", codes[r]) for r in ("qos_tail", "qos_aqm", "qos_meter")}
 
 
@@ -123,7 +123,7 @@ CLIENT = "10.0.1.1"
 
 
 def test_fifo_tail_drops_everything_above_its_limit_and_counts_it(
-    qsw: harness.Bmv2, qwire: harness.Wire
+    qsw: support.Bmv2, qwire: support.Wire
 ) -> None:
     # 100 packets/s, room for 10: 80 packets arriving at 500/s lose most of them, each
     # one counted as a tail drop.
@@ -140,7 +140,7 @@ def test_fifo_tail_drops_everything_above_its_limit_and_counts_it(
 
 
 def test_codel_does_not_drop_a_queue_that_drains_within_one_interval(
-    qsw: harness.Bmv2, qwire: harness.Wire
+    qsw: support.Bmv2, qwire: support.Wire
 ) -> None:
     # 30 packets drain at 200 packets/s within ~150 ms: the sojourn is above the 1 ms
     # target for most of them but never for a whole 400 ms interval.
@@ -154,7 +154,7 @@ def test_codel_does_not_drop_a_queue_that_drains_within_one_interval(
 
 
 def test_codel_drops_once_the_sojourn_stays_above_target_for_an_interval(
-    qsw: harness.Bmv2, qwire: harness.Wire
+    qsw: support.Bmv2, qwire: support.Wire
 ) -> None:
     # 100 packets arriving at 500/s, leaving at 200/s: ~500 ms of a standing queue against
     # a 100 ms interval.
@@ -178,7 +178,7 @@ def test_codel_drops_once_the_sojourn_stays_above_target_for_an_interval(
 
 @pytest.mark.parametrize("discipline", ["sfq-approx", "fq_codel-approx"])
 def test_a_flow_cannot_hold_more_than_its_share_of_the_queue(
-    qsw: harness.Bmv2, qwire: harness.Wire, discipline: str
+    qsw: support.Bmv2, qwire: support.Wire, discipline: str
 ) -> None:
     # Flow A floods first (150 packets), then flow B sends 12: with a FIFO of 40 A would
     # hold all 40 places and B would lose everything; a flow's share is 6 places.
@@ -198,7 +198,7 @@ def test_a_flow_cannot_hold_more_than_its_share_of_the_queue(
     assert order.index(("10.0.1.2", 6001)) < len(got_a), "flow B waited behind all of flow A"
 
 
-def test_pcq_holds_each_address_to_its_class_rate(qsw: harness.Bmv2, qwire: harness.Wire) -> None:
+def test_pcq_holds_each_address_to_its_class_rate(qsw: support.Bmv2, qwire: support.Wire) -> None:
     # Class rate 50 packets/s with a burst of 5: source A's 200-packet burst is policed
     # (meter drops), source B's 4 packets right after are untouched by A's class.
     # (10.0.1.3, not .2: BMv2's crc16 is CRC-16/ARC, which puts 10.0.1.1 and 10.0.1.2 in

@@ -1,7 +1,7 @@
 """Who can change what a real simple_switch_grpc does (issue 26): its Thrift server only
 from this host, its P4Runtime server over TLS only for clients with a certificate of our CA.
 
-Each test starts its own switch on a veth pair of its own (ports apart from the harness's)
+Each test starts its own switch on a veth pair of its own (ports apart from the shared switch's)
 and removes the switch, the veths, the namespace and the nftables table it made, also when
 it fails."""
 
@@ -23,7 +23,7 @@ from p4lb.intent.model import TlsSettings
 from p4lb.service import operations
 from p4lb.switch.client import Switch
 from p4lb.switch.errors import SwitchError
-from tests.dataplane import harness
+from tests.dataplane import support
 from topology import bmv2, thrift_guard
 from topology.pki import Pki, make_pki
 
@@ -103,7 +103,7 @@ def test_thrift_is_refused_from_another_namespace_and_open_on_the_host(links: No
         # Processes of this host still reach it, on loopback and on the host's own address.
         assert connects_here("127.0.0.1", THRIFT_PORT)
         assert connects_here(ROOT_ADDR, THRIFT_PORT)
-        cli = harness.register_cli()
+        cli = support.register_cli()
         if cli is not None:  # the project's own use of Thrift: simple_switch_CLI here
             out = _sh(*cli, "--thrift-port", str(THRIFT_PORT), check=False)
             assert "Could not connect" not in out.stdout + out.stderr
@@ -122,7 +122,7 @@ class TlsSwitch:
 def tls_switch(links: None, tmp_path: Path) -> Iterator[TlsSwitch]:
     if shutil.which("openssl") is None:
         pytest.skip("TLS tests skipped: missing openssl")
-    if not harness.have_artifacts():
+    if not support.have_artifacts():
         pytest.skip("dataplane layer skipped: missing p4src/compiled artifacts (make artifacts)")
     pki = make_pki(tmp_path / "pki", ["switch"])
     server = pki.servers["switch"]
@@ -133,8 +133,8 @@ def tls_switch(links: None, tmp_path: Path) -> Iterator[TlsSwitch]:
         out=tmp_path / "switch.out",
         grpc_args=bmv2.grpc_tls_args(pki.ca, server.cert, server.key),
     )
-    cfg = harness.CONFIG.replace(
-        f'address = "127.0.0.1:{harness.GRPC_PORT}"',
+    cfg = support.CONFIG.replace(
+        f'address = "127.0.0.1:{support.GRPC_PORT}"',
         f'address = "127.0.0.1:{GRPC_PORT}"\n'
         f'tls = {{ ca = "{pki.ca}", cert = "{pki.client.cert}", key = "{pki.client.key}" }}',
     )

@@ -19,7 +19,7 @@ from p4lb.models.hashing import Flow
 from p4lb.pipeline.entries import Update, ip
 from p4lb.pipeline.ids import backend_key, ids_on_switch
 from p4lb.pipeline.shared import CLOSED, CONN_EVENT_DIGEST, OPENED, ConnEvent, ConnEvents
-from tests.dataplane.harness import (
+from tests.dataplane.support import (
     GRPC_PORT,
     SWITCH_MAC,
     VIP,

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from p4lb.pipeline.p4info import schema
-from tests.e2e.lab import running_lab
+from tests.e2e.support import running_lab
+from tests.support import poll_until
 from topology.net import (
     RUN_DIR,
     VIP_ADDR,
@@ -83,11 +84,7 @@ def connections(path: Path) -> list[dict[str, object]]:
 
 def wait_for(path: Path, n: int, timeout_s: float) -> None:
     """Poll (bounded) until `n` connections have finished."""
-    deadline = time.monotonic() + timeout_s
-    while len(connections(path)) < n:
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:g} s waiting for {n} connections")
-        time.sleep(0.05)
+    poll_until(lambda: len(connections(path)) >= n, timeout_s, f"{n} connections", every=0.05)
 
 
 @pytest.fixture

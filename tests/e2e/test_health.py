@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from p4lb.service.health import state_file
-from tests.e2e.lab import running_lab
+from tests.e2e.support import running_lab
+from tests.support import poll_until
 from topology.net import (
     ROOT,
     RUN_DIR,
@@ -63,18 +64,6 @@ class Request:
     end: float
     ok: bool
     why: str
-
-
-def wait_until(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """Poll `check` (bounded) until it returns something true; fail naming `what`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def start_server(lab: Lab, host: Any) -> None:
@@ -144,13 +133,14 @@ def test_a_killed_server_leaves_rotation_after_fall_checks_and_comes_back(
 ) -> None:
     client, h3 = lab.clients[0], lab.servers[1]
     for s in lab.servers:  # p4lb run checks every backend and has programmed its weight
-        wait_until(
+        poll_until(
             lambda s=s: (
                 backend_health(lab, s.name).get("weight") == 1
                 and backend_health(lab, s.name).get("checks", 0) >= 1
             ),
             30,
             f"p4lb run to check {s.name}",
+            every=0.05,
         )
     out, stop_file = RUN_DIR / "health-client.jsonl", RUN_DIR / "health-client.stop"
     stop_file.unlink(missing_ok=True)
@@ -159,13 +149,18 @@ def test_a_killed_server_leaves_rotation_after_fall_checks_and_comes_back(
         [sys.executable, "-c", CLIENT, URL, str(out), str(stop_file), str(CLIENT_MAX_S)]
     )
     try:
-        wait_until(lambda: served_to(lab, h3, client) >= 10, 30, "h3 to serve the client")
+        poll_until(
+            lambda: served_to(lab, h3, client) >= 10, 30, "h3 to serve the client", every=0.05
+        )
 
         checks_before = backend_health(lab, "h3")["checks"]
         os.kill(lab.pids["server-h3"], signal.SIGKILL)
         killed = time.time()
-        down = wait_until(
-            lambda: (h := backend_health(lab, "h3")).get("weight") == 0 and h, 15, "h3 DOWN"
+        down = poll_until(
+            lambda: (h := backend_health(lab, "h3")).get("weight") == 0 and h,
+            15,
+            "h3 DOWN",
+            every=0.05,
         )
         assert down["state"] == "down"
         out_at = float(down["weight_at"])
@@ -182,19 +177,23 @@ def test_a_killed_server_leaves_rotation_after_fall_checks_and_comes_back(
         )
         rows = {r["name"]: r for r in json.loads(st.stdout)["vips"][0]["backends"]}
         assert rows["h3"]["health"]["state"] == "down" and rows["h2"]["health"]["state"] == "up"
-        wait_until(
+        poll_until(
             lambda: sum(1 for r in requests(out) if r.start > out_at + 2) >= 20,
             30,
             "20 requests started 2 s after h3 left rotation",
+            every=0.05,
         )
 
         before = served_to(lab, h3, client)
         start_server(lab, h3)
-        back = wait_until(
-            lambda: (h := backend_health(lab, "h3")).get("weight") == 1 and h, 15, "h3 UP"
+        back = poll_until(
+            lambda: (h := backend_health(lab, "h3")).get("weight") == 1 and h,
+            15,
+            "h3 UP",
+            every=0.05,
         )
         assert back["state"] == "up"
-        wait_until(lambda: served_to(lab, h3, client) > before, 15, "h3 to serve again")
+        poll_until(lambda: served_to(lab, h3, client) > before, 15, "h3 to serve again", every=0.05)
     finally:
         stop_file.touch()
         proc.wait(CLIENT_MAX_S)

@@ -18,14 +18,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.lab import running_lab
+from tests.e2e.support import running_lab
+from tests.support import poll_until
 from topology.net import RUN_DIR, VIP_ADDR, VIP_PORT, Lab, Options, p4lb_cmd
 
 HOLD_MAX_S = 120.0  # a holder closes its connections by itself after this
@@ -75,21 +75,9 @@ def active(lab: Lab) -> dict[str, int]:
 def wait_counted(lab: Lab, total: int, what: str, timeout_s: float = 15.0) -> None:
     """Poll (bounded) until the switch counts `total` open connections in all; fail with
     its last count."""
-    deadline = time.monotonic() + timeout_s
-    while sum((got := active(lab)).values()) != total:
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: the switch counts {got} after {timeout_s:g} s, not {total}")
-        time.sleep(0.1)
-
-
-def wait_until(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """Poll `check` (bounded) until it returns something true; fail naming `what`."""
-    deadline = time.monotonic() + timeout_s
-    while not (got := check()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(0.1)
-    return got
+    if not poll_until(lambda: sum(active(lab).values()) == total, timeout_s, every=0.1):
+        got = active(lab)
+        pytest.fail(f"{what}: the switch counts {got} after {timeout_s:g} s, not {total}")
 
 
 def hold(lab: Lab, count: int, name: str, stop_file: Path, counted_before: int) -> Any:
@@ -112,10 +100,11 @@ def hold(lab: Lab, count: int, name: str, stop_file: Path, counted_before: int) 
         ]
     )
     for i in range(1, count + 1):
-        wait_until(
+        poll_until(
             lambda n=str(i): out.exists() and out.read_text() == n,
             30,
             f"connection {i} open ({name})",
+            every=0.1,
         )
         wait_counted(lab, counted_before + i, f"connection {i} ({name})")
         (RUN_DIR / f"leastconn-{name}.count.go{i}").touch()

@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 
 from bench import qos as bench_qos
-from tests.e2e.lab import running_lab
+from tests.e2e.support import running_lab
 from topology.net import Options
 
 DURATION_S = 8.0

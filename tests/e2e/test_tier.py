@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.tier_support import running_tier
+from tests.e2e.support import running_tier
+from tests.support import poll_until
 from topology import tier_load
 from topology.tier_load import Load, controller_log, p4lb, steady_batches, verb, wait_hops
 from topology.tier_plan import BFD_MS, BFD_MULT
@@ -77,12 +78,8 @@ def assert_none_broken(result: dict[str, Any]) -> None:
 
 def run_on(load: Load, since: float, timeout_s: float = 30.0) -> None:
     """Keep the traffic going until an ab batch started and ended after `since` (bounded)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if any(b["start"] >= since for b in load.batches):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"no ab batch ran within {timeout_s} s after the routes converged")
+    what = "an ab batch started after the routes converged"
+    poll_until(lambda: any(b["start"] >= since for b in load.batches), timeout_s, what, every=0.1)
 
 
 def assert_no_failures_between(load: Load, *spans: tuple[float, float]) -> None:

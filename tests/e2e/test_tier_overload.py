@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.tier_support import running_tier
+from tests.e2e.support import running_tier
 from topology.tier_load import (
     RouteSamples,
     controller_log,

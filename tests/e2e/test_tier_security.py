@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.tier_support import running_tier
+from tests.e2e.support import running_tier
+from tests.support import poll_until
 from topology.tier_plan import (
     GTSM_HOPS,
     NS,
@@ -42,15 +42,6 @@ def gobgp(*args: str) -> str:
     return in_ns(NS + "lb1", "gobgp", "-u", "127.0.0.1", "-p", "50051", *args).stdout
 
 
-def until(check, timeout_s: float = 15.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_a_balancer_announcing_what_it_does_not_own_is_ignored(tier: Tier) -> None:
     peer = speaker_addr(1)
     # The session is up and its VIP route accepted (the filter lets the balancer's own in).
@@ -59,10 +50,12 @@ def test_a_balancer_announcing_what_it_does_not_own_is_ignored(tier: Tier) -> No
         gobgp("global", "rib", "add", "-a", "ipv4", prefix)
     try:
         # The router received them (soft-reconfiguration keeps what came in) ...
-        assert until(
+        assert poll_until(
             lambda: all(
                 p in vtysh(f"show ip bgp neighbors {peer} received-routes") for p in HIJACKS
-            )
+            ),
+            15.0,
+            every=0.1,
         ), vtysh(f"show ip bgp neighbors {peer} received-routes")
         accepted = vtysh(f"show ip bgp neighbors {peer} routes")
         table = vtysh("show ip bgp")
@@ -142,10 +135,12 @@ def test_a_speaker_without_the_key_gets_no_session(tier: Tier) -> None:
         return "BGP state = Established" in vtysh(f"show ip bgp neighbors {speaker_addr(i)}")
 
     right = speaker(bgp_password())
-    assert until(established, 20.0), vtysh(f"show ip bgp neighbors {speaker_addr(i)}")
+    assert poll_until(established, 20.0, every=0.1), vtysh(
+        f"show ip bgp neighbors {speaker_addr(i)}"
+    )
     os.kill(right, signal.SIGTERM)
-    assert until(lambda: not established(), 20.0)
+    assert poll_until(lambda: not established(), 20.0, every=0.1)
     failures = md5_failures()
     speaker("wrong-" + bgp_password())
-    assert until(lambda: md5_failures() > failures, 20.0)
+    assert poll_until(lambda: md5_failures() > failures, 20.0, every=0.1)
     assert not established()

@@ -1,13 +1,13 @@
 """Scaffolding the unit tests share: the repository's paths and default config, whether the
 fake switch holds what an intent asks for, a health state file as `p4lb run` publishes it,
-`p4lb run` in a thread, and a bounded poll."""
+and `p4lb run` in a thread."""
 
 from __future__ import annotations
 
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -79,18 +79,6 @@ def publish_health(path: Path, states: dict[str, str], fresh: bool = True) -> No
         30.0 if fresh else -1.0,
     )
     state_file.save_state(path, doc)
-
-
-def poll_until(check: Callable[[], object], timeout: float = 10.0) -> bool:
-    """Whether `check()` holds within `timeout` seconds, polled every 10 ms. For state that
-    nothing signals (a file another thread writes); the fake switch's own changes are
-    waited for with `FakeSwitch.wait_for`, which wakes on each of them."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.01)
-    return bool(check())
 
 
 @contextmanager

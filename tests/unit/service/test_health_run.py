@@ -19,9 +19,10 @@ from p4lb.intent.model import Config
 from p4lb.service.daemon import Controller
 from p4lb.service.health import overlay, state_file
 from p4lb.service.health.state import ProbeResult, State, Target
+from tests.support import poll_until
 from tests.unit.fake_switch import FakeSwitch
 from tests.unit.support import HEALTH_TABLE as HEALTH
-from tests.unit.support import holds, poll_until, publish_health, run_in_thread
+from tests.unit.support import holds, publish_health, run_in_thread
 
 
 def with_weight(cfg: Config, backend: str, weight: int) -> Config:

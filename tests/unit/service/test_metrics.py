@@ -25,6 +25,7 @@ from p4lb.pipeline.p4info import schema
 from p4lb.service.daemon import Controller
 from p4lb.service.metrics.exposition import ControllerMetrics
 from p4lb.service.metrics.server import MetricsServer
+from tests.support import poll_until
 from tests.unit.fake_switch import FakeSwitch
 from tests.unit.support import (
     HEALTH_TABLE,
@@ -32,7 +33,6 @@ from tests.unit.support import (
     Samples,
     config_for,
     held,
-    poll_until,
     publish_health,
     run_in_thread,
     samples,

@@ -17,8 +17,9 @@ from p4lb.pipeline.p4info import schema
 from p4lb.service.daemon import Controller
 from p4lb.switch.client import Switch
 from p4lb.switch.codec import decode
+from tests.support import poll_until
 from tests.unit.fake_switch import FakeSwitch
-from tests.unit.support import config_for, poll_until, run_in_thread
+from tests.unit.support import config_for, run_in_thread
 
 DELETE = p4r.Update.DELETE
 

@@ -24,8 +24,9 @@ from p4lb.pipeline.p4info import schema
 from p4lb.service.announce import Policy
 from p4lb.service.tier import TierController
 from p4lb.switch.client import Switch
+from tests.support import poll_until
 from tests.unit.fake_switch import FakeSwitch
-from tests.unit.support import default_config, held, holds, poll_until
+from tests.unit.support import default_config, held, holds
 from tests.unit.tier.test_tier_stats_and_speaker import GOBGP
 
 

@@ -5,14 +5,16 @@ request queued behind it at the same server would otherwise hang the run (CI saw
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support import poll_until
 
 ROOT = Path(__file__).resolve().parents[3]
 CLIENT_TIMEOUT_S = 30.0  # what ab waits (bench/ab.py); far above the server's idle timeout
@@ -26,12 +28,15 @@ def free_port() -> int:
 
 def connect(port: int) -> socket.socket:
     """A connection to the server, retried (bounded) until it listens."""
-    for _ in range(200):
-        try:
+
+    def attempt() -> socket.socket | None:
+        with contextlib.suppress(ConnectionRefusedError):
             return socket.create_connection(("127.0.0.1", port), timeout=CLIENT_TIMEOUT_S)
-        except ConnectionRefusedError:
-            time.sleep(0.05)
-    raise AssertionError(f"the server never listened on {port}")
+        return None
+
+    sock = poll_until(attempt, 10, every=0.05)
+    assert sock is not None, f"the server never listened on {port}"
+    return sock
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from p4lb.intent.model import Config
 from p4lb.models.hashing import Flow, bucket_index
 from p4lb.service import operations
 from p4lb.switch.client import Switch
+from tests.support import poll_until
 from topology import bmv2
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,12 +161,8 @@ class Bmv2:
 
     def wait_counter(self, name: str, index: int, at_least: int, timeout: float = 3.0) -> int:
         """Poll a counter until it reaches `at_least` (the switch processed the packet)."""
-        deadline = time.monotonic() + timeout
-        value = self.counter(name, index)
-        while value < at_least and time.monotonic() < deadline:
-            time.sleep(0.02)
-            value = self.counter(name, index)
-        return value
+        poll_until(lambda: self.counter(name, index) >= at_least, timeout, every=0.02)
+        return self.counter(name, index)
 
 
 @functools.cache
@@ -289,13 +285,12 @@ class Wire:
         self, n: int, timeout: float = 2.0, where: Callable[[int, bytes], bool] | None = None
     ) -> list[tuple[int, bytes]]:
         """Wait (bounded) until n packets matching `where` came out; return them."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            hits = [g for g in self.got if where is None or where(*g)]
-            if len(hits) >= n:
-                return hits
-            time.sleep(0.01)
-        return [g for g in self.got if where is None or where(*g)]
+
+        def hits() -> list[tuple[int, bytes]]:
+            return [g for g in self.got if where is None or where(*g)]
+
+        poll_until(lambda: len(hits()) >= n, timeout)
+        return hits()
 
     def clear(self) -> None:
         self.got.clear()
