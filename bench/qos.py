@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import random
 import re
 import shutil
@@ -36,6 +35,7 @@ from typing import Any
 from bench import outdir, profiles
 from bench import provenance as pv
 from bench import qos_metrics as m
+from bench.rate import process_cpu_s
 from bench.stats import percentile_interpolated
 from p4lb.models.hashing import qos_flow_bucket
 from p4lb.stats.fairness import jain
@@ -92,12 +92,6 @@ def thrift_register(name: str, index: int, thrift_port: int = 9090) -> int:
     ).stdout
     found = re.search(rf"{re.escape(name)}\[{index}\]\s*=\s*(\d+)", out)
     return int(found.group(1)) if found else 0
-
-
-def cpu_s(pid: int) -> float:
-    """utime + stime of a process, in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def switch_rx(switch: Any) -> int:
@@ -175,7 +169,7 @@ def one_run(
     drops0 = qos_drops(lab)
     sw = lab.net.switches[0]
     soj0, deq0 = thrift_register("qos_sojourn_us", 0), thrift_register("qos_dequeued", 0)
-    cpu0, rx0 = cpu_s(sw.switch_pid), switch_rx(sw)
+    cpu0, rx0 = process_cpu_s(sw.switch_pid), switch_rx(sw)
     sink_out, voip_out = tmp / f"{variant}-sink.json", tmp / f"{variant}-voip.json"
     sink_out.unlink(missing_ok=True)  # a previous repetition's
     voip_out.unlink(missing_ok=True)
@@ -209,7 +203,7 @@ def one_run(
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not (sink_out.exists() and voip_out.exists()):
         time.sleep(0.5)
-    cpu1, rx1 = cpu_s(sw.switch_pid), switch_rx(sw)
+    cpu1, rx1 = process_cpu_s(sw.switch_pid), switch_rx(sw)
     soj1, deq1 = thrift_register("qos_sojourn_us", 0), thrift_register("qos_dequeued", 0)
     drops1 = qos_drops(lab)
 

@@ -12,6 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from bench import provenance
 from bench.lab import N_PORTS, SETTLE_S, host_if, rx_total, settled_rx
 from bench.traffic import with_sport
 
@@ -58,14 +59,20 @@ def trial(pcap: Path, pps: int | None) -> tuple[float, float]:
     return (sent - out) / sent, out / elapsed
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far."""
+    ticks = provenance.parse_pid_stat(Path(f"/proc/{pid}/stat").read_text())[1]
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def thread_cpu_s(pid: int) -> dict[int, float]:
     """CPU seconds (user + system) of each thread of process `pid`."""
     hz = os.sysconf("SC_CLK_TCK")
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         with contextlib.suppress(FileNotFoundError):
-            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
-            out[int(tid)] = (int(stat[11]) + int(stat[12])) / hz
+            text = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            out[int(tid)] = provenance.parse_pid_stat(text)[1] / hz
     return out
 
 

@@ -33,28 +33,18 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from bench import outdir, profiles, provenance, runner, stats
+from bench.rate import process_cpu_s
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "tier"
 OVERLOAD_CLIENTS = 3  # ab processes offering the overload, as the independent check ran
 BASELINE = "3 x ab -c 64"  # its load: r0 below 3 of 3 next hops for 56 of 60 s before
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def summary(values: list[float]) -> dict[str, Any]:
-    return stats.summary(values)
 
 
 def tier_facts() -> dict[str, Any]:
@@ -102,9 +92,9 @@ def scaling(t: Any, config: Path, reps: int, seconds: int, points: list[int]) ->
             set_active(t, config, n)
             t.reload()  # the failover's restarts gave some switches new PIDs
             pids = [t.pids[f"switch-lb{i}"] for i in range(1, max(points) + 1)]
-            before = sum(cpu_s(p) for p in pids)
+            before = sum(process_cpu_s(p) for p in pids)
             r = ab(1_000_000, 20, seconds)
-            r["switch_cpu_s"] = sum(cpu_s(p) for p in pids) - before
+            r["switch_cpu_s"] = sum(process_cpu_s(p) for p in pids) - before
             r["switch_cpu_ms_per_request"] = 1000 * r["switch_cpu_s"] / max(1, r["complete"])
             r["rep"] = rep
             runs[n].append(r)
@@ -117,8 +107,10 @@ def scaling(t: Any, config: Path, reps: int, seconds: int, points: list[int]) ->
     return {
         str(n): {
             "runs": rs,
-            "rps": summary([r["rps"] for r in rs]),
-            "switch_cpu_ms_per_request": summary([r["switch_cpu_ms_per_request"] for r in rs]),
+            "rps": stats.summary([r["rps"] for r in rs]),
+            "switch_cpu_ms_per_request": stats.summary(
+                [r["switch_cpu_ms_per_request"] for r in rs]
+            ),
         }
         for n, rs in runs.items()
     }
@@ -197,9 +189,9 @@ def failover(t: Any, config: Path, reps: int) -> dict[str, Any]:
     return {
         k: {
             "runs": rs,
-            "detection_s": summary([r["detection_s"] for r in rs]),
-            "longest_stall_s": summary([r["longest_stall_s"] for r in rs]),
-            "rejoin_s": summary([r["rejoin_s"] for r in rs]),
+            "detection_s": stats.summary([r["detection_s"] for r in rs]),
+            "longest_stall_s": stats.summary([r["longest_stall_s"] for r in rs]),
+            "rejoin_s": stats.summary([r["rejoin_s"] for r in rs]),
             "broken": sum(r["broken"] for r in rs),
             "moved": sum(r["moved"] for r in rs),
             **{
@@ -298,11 +290,11 @@ def overload_points(t: Any, reps: int, seconds: int) -> dict[str, Any]:
         "points": {
             k: {
                 "runs": rs,
-                "served_rps": summary([r["served_rps"] for r in rs]),
-                "r0_s_below_n": summary([r["r0"]["s_below_n"] for r in rs]),
-                "r0_s_none": summary([r["r0"]["s_none"] for r in rs]),
-                "r1_s_none": summary([r["r1"]["s_none"] for r in rs]),
-                "longest_stall_s": summary([r["longest_stall_s"] for r in rs]),
+                "served_rps": stats.summary([r["served_rps"] for r in rs]),
+                "r0_s_below_n": stats.summary([r["r0"]["s_below_n"] for r in rs]),
+                "r0_s_none": stats.summary([r["r0"]["s_none"] for r in rs]),
+                "r1_s_none": stats.summary([r["r1"]["s_none"] for r in rs]),
+                "longest_stall_s": stats.summary([r["longest_stall_s"] for r in rs]),
                 "failed": sum(r["failed"] for r in rs),
                 "held_broken": sum(r["held_broken"] for r in rs),
             }
