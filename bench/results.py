@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, profiles
+from bench import outdir, profiles, runner
 
 SPEED = ("speed", "fast")  # the speed build's names (results/ has used both)
 
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             replace(s, skip="before FROM (done earlier)") for s in steps[: names.index(a.start)]
         ] + steps[names.index(a.start) :]
     for s in steps:
-        if not s.skip and (lacking := [t for t in s.needs if not have(t)]):
+        if not s.skip and (lacking := runner.missing(s.needs)):
             steps[steps.index(s)] = replace(s, skip="missing " + ", ".join(lacking))
     env = os.environ | {"P4LB_RESULTS_DIR": str(root)}
     print(f"make results ({a.profile}): {len(steps)} steps into {root}")
@@ -220,10 +220,6 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     return 0
-
-
-def have(tool: str) -> bool:
-    return Path(tool).exists() if tool.startswith("/") else shutil.which(tool) is not None
 
 
 if __name__ == "__main__":

@@ -40,15 +40,20 @@ def parse_builds(prog: str, values: list[str]) -> dict[str, str]:
     return builds
 
 
+def missing(tools: list[str] | tuple[str, ...]) -> list[str]:
+    """The tools (executables on PATH, or absolute paths) this machine lacks."""
+    return [t for t in tools if not (Path(t).exists() if t.startswith("/") else shutil.which(t))]
+
+
 def builds_to_measure(prog: str, values: list[str], tools: list[str]) -> dict[str, str] | None:
     """The builds to measure (--build NAME=PATH; else P4LB_SIMPLE_SWITCH or the
     simple_switch_grpc on PATH, as "standard"), or None once stderr says what is missing:
     root, one of `tools`, a switch."""
     default = os.environ.get("P4LB_SIMPLE_SWITCH") or shutil.which("simple_switch_grpc")
     builds = parse_builds(prog, values) or ({"standard": default} if default else {})
-    missing = [t for t in tools if not shutil.which(t)]
-    if not builds or missing or os.geteuid() != 0:
-        what = ", ".join(missing + ([] if builds else ["simple_switch_grpc"]))
+    lacking = missing(tools)
+    if not builds or lacking or os.geteuid() != 0:
+        what = ", ".join(lacking + ([] if builds else ["simple_switch_grpc"]))
         print(f"{prog}: needs root and {what or 'nothing else'}", file=sys.stderr)
         return None
     return builds
