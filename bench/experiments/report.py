@@ -579,144 +579,104 @@ def plots(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    made = []
+    made: list[str] = []
+    Series = list[tuple[str, list[tuple[float, float, float]]]]  # (label, a point per variant)
 
-    def bars(
-        ax: Any,
-        items: list[tuple[str, tuple[float, float, float]]],
-        offset: float,
-        width: float,
-        label: str,
-    ) -> None:
-        xs = [i + offset for i in range(len(items))]
-        meds = [t[0] for _, t in items]
-        err = [[t[0] - t[1] for _, t in items], [t[2] - t[0] for _, t in items]]
-        ax.bar(xs, meds, width=width, yerr=err, capsize=3, label=label)
+    def point(key: Key, field: str) -> tuple[float, float, float]:
+        return stat(g[key], field) if key in g else (0.0, 0.0, 0.0)
 
-    for exp, field, ylabel, fname in (
-        ("ab", "rps", "requests/s (median, min–max)", "ab_rps.png"),
-        ("ab", "p95_ms", "p95 latency ms (median, min–max)", "ab_p95.png"),
-    ):
-        loads = sorted({k[3] for k in g if k[0] == exp})
-        scen = sorted({k[1] for k in g if k[0] == exp})
-        if not loads:
-            continue
-        fig, axes = plt.subplots(len(loads), 1, figsize=(9, 3.2 * len(loads)), squeeze=False)
-        for ax, ld in zip(axes[:, 0], loads, strict=True):
-            names = variant_order({k[2] for k in g if k[0] == exp and k[3] == ld}, algorithms)
-            width = 0.8 / max(1, len(scen))
-            for j, sc in enumerate(scen):
-                items = [
-                    (
-                        n,
-                        stat(g[(exp, sc, n, ld)], field)
-                        if (exp, sc, n, ld) in g
-                        else (0.0, 0.0, 0.0),
-                    )
-                    for n in names
-                ]
-                bars(ax, items, j * width - 0.4 + width / 2, width, f"servers {sc}")
-            ax.set_xticks(range(len(names)), names, fontsize=8)
-            ax.set_title(f"ab {ld}", fontsize=9)
-            ax.set_ylabel(ylabel, fontsize=8)
-            ax.legend(fontsize=7)
-            ax.grid(alpha=0.3, axis="y")
+    def names_of(exp: str, **where: str) -> list[str]:
+        pos = {"sc": 1, "ld": 3}
+        keys = (k for k in g if k[0] == exp and all(k[pos[w]] == v for w, v in where.items()))
+        return variant_order({k[2] for k in keys}, algorithms)
+
+    def grouped(ax: Any, names: list[str], series: Series, title: str, lines: Any = ()) -> None:
+        """Bars per variant (median, whiskers to min and max), one colour per series."""
+        width = 0.8 / max(1, len(series))
+        for j, (label, items) in enumerate(series):
+            offset = j * width - 0.4 + width / 2
+            err = [[t[0] - t[1] for t in items], [t[2] - t[0] for t in items]]
+            xs = [i + offset for i in range(len(names))]
+            ax.bar(xs, [t[0] for t in items], width=width, yerr=err, capsize=3, label=label)
+        for level, colour in lines:
+            ax.axhline(level, color=colour, linestyle="--", linewidth=1)
+        ax.set_xticks(range(len(names)), names, fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+
+    def save(fig: Any, fname: str) -> None:
         fig.tight_layout()
         fig.savefig(out / fname, dpi=100)
         plt.close(fig)
         made.append(fname)
+
+    for field, ylabel, fname in (
+        ("rps", "requests/s (median, min–max)", "ab_rps.png"),
+        ("p95_ms", "p95 latency ms (median, min–max)", "ab_p95.png"),
+    ):
+        loads = sorted({k[3] for k in g if k[0] == "ab"})
+        scen = sorted({k[1] for k in g if k[0] == "ab"})
+        if not loads:
+            continue
+        fig, axes = plt.subplots(len(loads), 1, figsize=(9, 3.2 * len(loads)), squeeze=False)
+        for ax, ld in zip(axes[:, 0], loads, strict=True):
+            names = names_of("ab", ld=ld)
+            series = [
+                (f"servers {sc}", [point(("ab", sc, n, ld), field) for n in names]) for sc in scen
+            ]
+            grouped(ax, names, series, f"ab {ld}")
+            ax.set_ylabel(ylabel, fontsize=8)
+            ax.grid(alpha=0.3, axis="y")
+        save(fig, fname)
 
     loads = sorted({k[3] for k in g if k[0] == "clients"}, key=load_count)
     if loads:
         scen = sorted({k[1] for k in g if k[0] == "clients"})
         fig, axes = plt.subplots(1, len(scen), figsize=(5 * len(scen), 3.6), squeeze=False)
         for ax, sc in zip(axes[0], scen, strict=True):
-            names = variant_order({k[2] for k in g if k[0] == "clients" and k[1] == sc}, algorithms)
-            width = 0.8 / len(loads)
             field = "jain" if sc == "equal" else "capacity_jain"
-            for j, ld in enumerate(loads):
-                items = [
-                    (
-                        n,
-                        stat(g[("clients", sc, n, ld)], field)
-                        if ("clients", sc, n, ld) in g
-                        else (0.0, 0.0, 0.0),
-                    )
-                    for n in names
-                ]
-                bars(
-                    ax,
-                    items,
-                    j * width - 0.4 + width / 2,
-                    width,
-                    f"{3 * int(ld.split('-')[0][1:])} sources",
+            names = names_of("clients", sc=sc)
+            series = [
+                (
+                    f"{3 * load_count(ld)} sources",
+                    [point(("clients", sc, n, ld), field) for n in names],
                 )
-            ax.set_xticks(range(len(names)), names, fontsize=8)
+                for ld in loads
+            ]
+            what = " of requests / capacity" if sc != "equal" else ""
+            grouped(ax, names, series, f"servers {sc}: Jain's index{what}")
             ax.set_ylim(0, 1.05)
-            ax.set_title(
-                f"servers {sc}: Jain's index"
-                + (" of requests / capacity" if sc != "equal" else ""),
-                fontsize=9,
-            )
-            ax.legend(fontsize=7)
             ax.grid(alpha=0.3, axis="y")
-        fig.tight_layout()
-        fig.savefig(out / "clients_jain.png", dpi=100)
-        plt.close(fig)
-        made.append("clients_jain.png")
+        save(fig, "clients_jain.png")
 
-        sc = "1:2:2"
-        names = variant_order({k[2] for k in g if k[0] == "clients" and k[1] == sc}, algorithms)
+        names, ld = names_of("clients", sc="1:2:2"), loads[-1]
         if names:
-            ld = loads[-1]
             fig, ax = plt.subplots(figsize=(8, 3.6))
-            width = 0.8 / 3
-            for i in range(3):
-                items = []
-                for n in names:
-                    rs = g.get(("clients", sc, n, ld), [])
-                    items.append((n, stat([{"s": 100 * r["shares"][i]} for r in rs], "s")))
-                bars(ax, items, i * width - 0.4 + width / 2, width, f"server {i + 1}")
-            cap = SCEN_CAP
-            for i, c in enumerate(cap):
-                ax.axhline(c, color=f"C{i}", linestyle="--", linewidth=1)
-            ax.set_xticks(range(len(names)), names, fontsize=8)
-            ax.set_ylabel("share of requests % (dashed: capacity)")
-            ax.set_title(f"servers 1:2:2, {3 * int(ld.split('-')[0][1:])} sources", fontsize=9)
-            ax.legend(fontsize=7)
-            fig.tight_layout()
-            fig.savefig(out / "shares_1-2-2.png", dpi=100)
-            plt.close(fig)
-            made.append("shares_1-2-2.png")
 
-    shapes = [
-        s for s in ("average", "stress", "breakpoint") if any(k[0] == "k6" and k[3] == s for k in g)
-    ]
+            def share(n: str, i: int) -> tuple[float, float, float]:
+                rs = g.get(("clients", "1:2:2", n, ld), [])
+                return stat([{"s": 100 * r["shares"][i]} for r in rs], "s")
+
+            series = [(f"server {i + 1}", [share(n, i) for n in names]) for i in range(3)]
+            lines = [(c, f"C{i}") for i, c in enumerate(SCEN_CAP)]
+            title = f"servers 1:2:2, {3 * load_count(ld)} sources"
+            grouped(ax, names, series, title, lines=lines)
+            ax.set_ylabel("share of requests % (dashed: capacity)")
+            save(fig, "shares_1-2-2.png")
+
+    shapes = [s for s in SHAPES if any(k[0] == "k6" and k[3] == s for k in g)]
     if shapes:
         fig, axes = plt.subplots(1, len(shapes), figsize=(4.5 * len(shapes), 3.6), squeeze=False)
         for ax, sh in zip(axes[0], shapes, strict=True):
-            names = variant_order({k[2] for k in g if k[0] == "k6" and k[3] == sh}, algorithms)
             scen = sorted({k[1] for k in g if k[0] == "k6" and k[3] == sh})
-            width = 0.8 / len(scen)
-            for j, sc in enumerate(scen):
-                items = [
-                    (
-                        n,
-                        stat(g[("k6", sc, n, sh)], "p95_ms")
-                        if ("k6", sc, n, sh) in g
-                        else (0.0, 0.0, 0.0),
-                    )
-                    for n in names
-                ]
-                bars(ax, items, j * width - 0.4 + width / 2, width, f"servers {sc}")
-            ax.set_xticks(range(len(names)), names, fontsize=8)
-            ax.set_title(f"k6 {sh}: p95 ms", fontsize=9)
-            ax.legend(fontsize=7)
+            names = names_of("k6", ld=sh)
+            series = [
+                (f"servers {sc}", [point(("k6", sc, n, sh), "p95_ms") for n in names])
+                for sc in scen
+            ]
+            grouped(ax, names, series, f"k6 {sh}: p95 ms")
             ax.grid(alpha=0.3, axis="y")
-        fig.tight_layout()
-        fig.savefig(out / "k6_p95.png", dpi=100)
-        plt.close(fig)
-        made.append("k6_p95.png")
+        save(fig, "k6_p95.png")
 
     runs = [r for rs in g.values() for r in rs]
     if runs:
@@ -733,10 +693,7 @@ def plots(
         ax.set_ylabel("switch packets/s (each run)")
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3, axis="y")
-        fig.tight_layout()
-        fig.savefig(out / "switch_pps.png", dpi=100)
-        plt.close(fig)
-        made.append("switch_pps.png")
+        save(fig, "switch_pps.png")
     return made
 
 
