@@ -148,6 +148,22 @@ def floor_plot(data: dict[str, Any], out: Path) -> None:
     plt.close(fig)
 
 
+def raw(out: Path, name: str) -> dict[str, Any]:
+    return json.loads((out / name).read_text()) if (out / name).exists() else {}
+
+
+def page(out: Path, model: list[dict[str, float]]) -> str:
+    """switch/README.md from the raw files in `out` and the collision model."""
+    text = templates.render(
+        "switch/README.md",
+        seed=MODEL_SEED,
+        model=model,
+        data=raw(out, "switch.json"),
+        **{k: raw(out, f"{k}.json") for k in ("floor", "peers", "ab", "flood")},
+    )
+    return text.rstrip("\n") + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -161,27 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     out: Path = a.dir or outdir.results_root(True) / "switch"
 
-    def raw(name: str) -> dict[str, Any]:
-        return json.loads((out / name).read_text()) if (out / name).exists() else {}
-
-    data, floor = raw("switch.json"), raw("floor.json")
     model = collision_model()
     out.mkdir(parents=True, exist_ok=True)
     (out / "collision_model.json").write_text(json.dumps(model, indent=2) + "\n")
-    plots(data, model, out)
-    if floor:
-        floor_plot(floor, out)
-    page = templates.render(
-        "switch/README.md",
-        seed=MODEL_SEED,
-        model=model,
-        data=data,
-        floor=floor,
-        peers=raw("peers.json"),
-        ab=raw("ab.json"),
-        flood=raw("flood.json"),
-    )
-    (out / "README.md").write_text(page.rstrip("\n") + "\n")
+    plots(raw(out, "switch.json"), model, out)
+    if (out / "floor.json").exists():
+        floor_plot(raw(out, "floor.json"), out)
+    (out / "README.md").write_text(page(out, model))
     print(f"wrote {out / 'README.md'}; {outdir.said(out)}", file=sys.stderr)
     return 0
 

@@ -848,6 +848,27 @@ def readme_block(root: Path) -> Block | None:
     return Block(text, found)
 
 
+def summary(
+    root: Path,
+    runs: list[dict[str, Any]],
+    meta: dict[str, Any],
+    algorithms: list[str],
+    made: list[str],
+) -> str:
+    """summary.md: how the runs were measured, every point's table, the plots `made`."""
+    g = groups(runs)
+    return templates.render(
+        "experiments/summary.md",
+        head=head(root, runs, meta),
+        ab=points(g, "ab", algorithms),
+        clients=[(p, clients_shares(p)) for p in points(g, "clients", algorithms)],
+        k6=points(g, "k6", algorithms, by_shape=True),
+        plots=made,
+        rps_of=lambda p, n: med(g, ("ab", p.sc, n, p.ld), "rps"),
+        zip=zip,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.experiments.report")
     p.add_argument("--out", default=str(OUT))
@@ -865,17 +886,7 @@ def main(argv: list[str] | None = None) -> int:
     g = groups(runs)
     zero = switch_ceiling(root.parent)["zero"]
     made = plots(g, algorithms, root, zero["median"] if zero else None)
-    summary = templates.render(
-        "experiments/summary.md",
-        head=head(root, runs, meta),
-        ab=points(g, "ab", algorithms),
-        clients=[(p, clients_shares(p)) for p in points(g, "clients", algorithms)],
-        k6=points(g, "k6", algorithms, by_shape=True),
-        plots=made,
-        rps_of=lambda p, n: med(g, ("ab", p.sc, n, p.ld), "rps"),
-        zip=zip,
-    )
-    (root / "summary.md").write_text(summary)
+    (root / "summary.md").write_text(summary(root, runs, meta, algorithms, made))
     (root / "runs.json").write_text(json.dumps(runs, indent=1))
     print(f"report: {len(runs)} runs -> {root / 'summary.md'}, {', '.join(made)}")
     return 0
