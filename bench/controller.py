@@ -28,7 +28,6 @@ from p4lb.pipeline.p4info import compiled_limits
 from p4lb.service import operations
 from topology import bmv2
 
-ROOT = Path(__file__).resolve().parents[1]
 # Ports and veths apart from bench.lab's (make bench-switch), so both can run at once.
 GRPC_PORT = 49559
 THRIFT_PORT = 49090

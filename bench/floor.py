@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import instructions, lab, rate, runner, stats, traffic
+from bench.outdir import ROOT
 from bench.toolchain import p4c_problem
 
-ROOT = Path(__file__).resolve().parents[1]
 FLOOR_P4 = ROOT / "p4src" / "floor.p4"
 LEVELS = {"floor-nat": 1, "floor-hash": 2, "floor-read": 3, "floor-state": 4}
 # As the Makefile compiles lb.p4 (see P4C_FLAGS there).

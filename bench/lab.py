@@ -15,11 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.outdir import ROOT
 from topology import thrift_guard
 from topology.bmv2 import terminate, wait_listening
-
-ROOT = Path(__file__).resolve().parents[1]
-
 
 COMPILED = ROOT / "p4src" / "compiled"
 

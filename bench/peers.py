@@ -45,9 +45,9 @@ from bench import (
     stats,
     traffic,
 )
+from bench.outdir import ROOT
 from bench.toolchain import p4c_problem, tool_version
 
-ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "switch"
 FLOWS = 200
 BREAKDOWN_FLOWS = 100  # the breakdown's default: 1,100 packets a program, each path's dump

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.outdir import ROOT
+
 STAMP = ROOT / "p4src" / "compiled" / "SOURCES.sha256"
 MAX_OTHER_CPU_DEFAULT = 0.25
 SAMPLE_S = 1.0  # the sampler's period

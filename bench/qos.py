@@ -35,12 +35,12 @@ from typing import Any
 from bench import outdir, profiles
 from bench import provenance as pv
 from bench import qos_metrics as m
+from bench.outdir import ROOT
 from bench.rate import process_cpu_s
 from bench.stats import percentile_interpolated
 from p4lb.models.hashing import qos_flow_bucket
 from p4lb.stats.fairness import jain
 
-ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "qos"
 PORT = 4  # the server's switch port: the bottleneck
 RATE_PPS = 1000

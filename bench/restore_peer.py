@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import outdir, profiles, provenance, runner
+from bench.outdir import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "algorithms"
 NETNS = "p4lb-restore"
 PORTS = {"s1": 9001, "s2": 9002, "s3": 9003}

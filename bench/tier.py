@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import outdir, profiles, provenance, runner, stats
+from bench.outdir import ROOT
 from bench.rate import process_cpu_s
 
-ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "tier"
 OVERLOAD_CLIENTS = 3  # ab processes offering the overload, as the independent check ran
 BASELINE = "3 x ab -c 64"  # its load: r0 below 3 of 3 next hops for 56 of 60 s before
