@@ -1,4 +1,4 @@
-"""What the tests of every layer share: a bounded poll.
+"""What the tests of every layer share: a bounded poll, and reading a metrics endpoint.
 
 Each layer's own scaffolding is its `support.py` (tests/unit/support.py, tests/dataplane/
 support.py, tests/e2e/support.py); a module that is one thing is named for it (the fake
@@ -7,8 +7,11 @@ switch, the docs' commands, the stand-in apt repository)."""
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Callable
 from typing import TypeVar
+
+from prometheus_client.parser import text_string_to_metric_families
 
 T = TypeVar("T")
 
@@ -26,3 +29,22 @@ def poll_until(
     if not got and what is not None:
         raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
     return got
+
+
+# A Prometheus exposition's samples, by (sample name, labels).
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(port: int, path: str = "/metrics") -> str:
+    """GET a page of a local metrics endpoint."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=20) as r:
+        return str(r.read().decode())
+
+
+def samples(text: str) -> Samples:
+    """Every sample of an exposition, by (sample name, labels)."""
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    }

@@ -23,8 +23,7 @@ from p4lb.intent import writer
 from p4lb.intent.model import MetricsSettings
 from p4lb.models.hashing import Flow
 from tests.dataplane.support import VIP, WEB_SERVICE_ID, Bmv2, Wire, flow_syn, flush
-from tests.support import poll_until
-from tests.unit.support import samples, scrape
+from tests.support import poll_until, samples, scrape
 
 FLOWS = 12
 

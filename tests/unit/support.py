@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.request
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from p4lb.intent import reader
 from p4lb.intent.model import Config
@@ -93,22 +90,3 @@ def run_in_thread(ctl: Controller, duration_s: float = 60) -> Iterator[Controlle
         ctl.stop()
         thread.join(10)
         assert not thread.is_alive(), "p4lb run did not stop"
-
-
-# A Prometheus exposition's samples, by (sample name, labels).
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def scrape(port: int, path: str = "/metrics") -> str:
-    """GET a page of a local metrics endpoint."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=20) as r:
-        return str(r.read().decode())
-
-
-def samples(text: str) -> Samples:
-    """Every sample of an exposition, by (sample name, labels)."""
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for fam in text_string_to_metric_families(text)
-        for s in fam.samples
-    }

@@ -25,18 +25,15 @@ from p4lb.pipeline.p4info import schema
 from p4lb.service.daemon import Controller
 from p4lb.service.metrics.exposition import ControllerMetrics
 from p4lb.service.metrics.server import MetricsServer
-from tests.support import poll_until
+from tests.support import Samples, poll_until, samples, scrape
 from tests.unit.fake_switch import FakeSwitch
 from tests.unit.support import (
     HEALTH_TABLE,
     ROOT,
-    Samples,
     config_for,
     held,
     publish_health,
     run_in_thread,
-    samples,
-    scrape,
 )
 
 DASHBOARD = ROOT / "dashboards" / "p4lb.json"
