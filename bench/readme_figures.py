@@ -262,22 +262,52 @@ def peers(root: Path) -> Slots:
 # ---------------------------------------------------------------- tier/
 
 
+@dataclass(frozen=True)
+class Event:
+    """One kind of failover event in tier/tier.json ("switch killed", "drain", ...): its
+    times (median, min, max over the runs) and its counts summed over the runs."""
+
+    kind: str
+    detection_s: dict[str, float]
+    longest_stall_s: dict[str, float]
+    rejoin_s: dict[str, float]
+    broken: int
+    moved: int
+    held: int  # connections open a second before the event
+    converged: int  # ab requests in batches while the routes were converged
+    failed_converged: int
+    across: int  # ab requests in batches across a route change
+    failed_across: int
+    gave_up: int  # batches across a route change that ab gave up
+
+    @classmethod
+    def of(cls, kind: str, v: dict[str, Any]) -> Event:
+        def total(key: str) -> int:
+            return sum(r[key] for r in v["runs"])
+
+        return cls(
+            kind,
+            v["detection_s"],
+            v["longest_stall_s"],
+            v["rejoin_s"],
+            v["broken"],
+            v["moved"],
+            total("connections"),
+            total("ab_requests_while_converged"),
+            v["ab_failed_while_converged"],
+            total("ab_requests_across_route_changes"),
+            v["ab_failed_across_route_changes"],
+            v["ab_gave_up_across_route_changes"],
+        )
+
+
+def events(t: dict[str, Any]) -> dict[str, Event]:
+    return {kind: Event.of(kind, v) for kind, v in t["failover"].items()}
+
+
 def tier_failover(root: Path) -> Slots:
-    t = load(root, "tier/tier.json")
-    events = [
-        v
-        | {
-            "kind": kind,
-            "converged": sum(r["ab_requests_while_converged"] for r in v["runs"]),
-            "across": sum(r["ab_requests_across_route_changes"] for r in v["runs"]),
-            "failed_converged": v["ab_failed_while_converged"],
-            "failed_across": v["ab_failed_across_route_changes"],
-            "gave_up": v["ab_gave_up_across_route_changes"],
-        }
-        for kind, v in t["failover"].items()
-    ]
-    held = sum(r["connections"] for r in next(iter(t["failover"].values()))["runs"])
-    return {"events": events, "held": held}
+    ev = list(events(load(root, "tier/tier.json")).values())
+    return {"events": ev, "held": ev[0].held}
 
 
 def tier_scaling(root: Path) -> Slots:
@@ -348,29 +378,22 @@ def tier_overload(root: Path) -> Slots:
 def tier_summary(root: Path) -> Slots:
     """docs/tier.md's paragraph on what the tier measured (tier/tier.json, tier/cookie.json)."""
     t, c = load(root, "tier/tier.json"), load(root, "tier/cookie.json")
-    f = t["failover"]
-    runs = [r for v in f.values() for r in v["runs"]]
-    scal = t["scaling"]
+    f, scal = events(t), t["scaling"]
+    std, spd = list(c["builds"])[:2]
+    kinds = ("tier balancer, timestamps", "single switch, timestamps")
     return {
         "f": f,
-        "reps": t.get("reps", len(next(iter(f.values()))["runs"])),
-        "held": sum(r["connections"] for r in runs),
-        "broken": sum(v["broken"] + v["moved"] for v in f.values()),
-        "conv_failed": sum(v["ab_failed_while_converged"] for v in f.values()),
-        "across_failed": sum(v["ab_failed_across_route_changes"] for v in f.values()),
-        "across": sum(r["ab_requests_across_route_changes"] for r in runs),
-        "pct": {
-            b: {
-                k: 100 * cookie_more(c, b, k)
-                for k in ("tier balancer, timestamps", "single switch, timestamps")
-            }
-            for b in c["builds"]
-        },
-        "std": list(c["builds"])[0],
-        "spd": list(c["builds"])[1],
+        "reps": t.get("reps", len(next(iter(t["failover"].values()))["runs"])),
+        "held": sum(e.held for e in f.values()),
+        "broken": sum(e.broken + e.moved for e in f.values()),
+        "conv_failed": sum(e.failed_converged for e in f.values()),
+        "across_failed": sum(e.failed_across for e in f.values()),
+        "across": sum(e.across for e in f.values()),
+        "pct": {b: {k: 100 * cookie_more(c, b, k) for k in kinds} for b in (std, spd)},
+        "std": std,
+        "spd": spd,
+        "scaling": scal,
         "most": max(scal),
-        "first": scal[min(scal)],
-        "last": scal[max(scal)],
         "cpu": [v["switch_cpu_ms_per_request"]["median"] for v in scal.values()],
     }
 
