@@ -31,7 +31,7 @@ help:
 	@echo "             FRR + GoBGP for the tier, k6, Python venv, /usr/local/bin/p4lb;"
 	@echo "             P4LB_FROM_SOURCE=1 forces the source route)"
 	@echo "  venv       create $(VENV) with the p4lb package and test tools"
-	@echo "  build      compile p4src/lb.p4 (and the baseline) into $(BUILD)/"
+	@echo "  build      compile p4src/lb.p4 (and the baseline, p4src/bench/) into $(BUILD)/"
 	@echo "  artifacts  build, then refresh $(COMPILED)/ (P4Info, BMv2 JSON, source stamp)"
 	@echo "  run        start the Mininet topology + BMv2 + controller, open the CLI (needs root)"
 	@echo "             (TOPO=tier BALANCERS=3: the tier, balancers behind FRR, BGP and ECMP;"
@@ -55,8 +55,9 @@ help:
 	@echo "  bench-switch  lb.p4 vs plain forwarding per BMv2 build: the switch alone, then ab end to end"
 	@echo "             (BUILDS='standard=/path/simple_switch_grpc fast=/path/...'; QUICK=1;"
 	@echo "             ALGORITHMS='iphash wrr ...', default every algorithm of the program)"
-	@echo "  bench-floor  the least a stateful NAT load balancer costs on each build (p4src/floor.p4),"
-	@echo "             beside plain forwarding and lb.p4's WRR (BUILDS as above; QUICK=1; needs p4c)"
+	@echo "  bench-floor  the least a stateful NAT load balancer costs on each build"
+	@echo "             (p4src/bench/floor.p4), beside plain forwarding and lb.p4's WRR (BUILDS as"
+	@echo "             above; QUICK=1; needs p4c)"
 	@echo "  bench-peers  lb.p4 (WRR, IP hash) beside a public stateful NAT balancer (PEER_P4=path to"
 	@echo "             its l4_loadbalancer.p4, fetched by you; published and log-free), the baseline"
 	@echo "             and the floor: instructions per packet, client-direction TCP (BUILDS as above)"
@@ -101,7 +102,8 @@ $(SHELL_VENV)/bin/python:
 shell: $(VPY) $(SHELL_VENV)/bin/python
 	$(VENV)/bin/p4lb -c $(CONFIG) shell $(SHELL_ARGS)
 
-# The baseline shares defines.p4 and uses few of its constants: unused ones are expected there.
+# The baseline (a benchmark program, p4src/bench/) shares lb.p4's size.p4 and defines.p4 and
+# uses few of their constants: unused ones are expected there.
 $(BUILD)/lb.json: $(P4_SOURCES)
 	@command -v $(P4C) >/dev/null || { echo "make build: $(P4C) (p4c >= $(P4LB_MIN_P4C)) is not installed (run 'make deps' or use the VM)"; exit 1; }
 	@v=$$($(P4C) --version 2>&1 | grep -Eo '[0-9]+(\.[0-9]+)+' | head -1); \
@@ -110,7 +112,7 @@ $(BUILD)/lb.json: $(P4_SOURCES)
 	echo "make build: $(P4C) is p4c $$v (p4lb needs >= $(P4LB_MIN_P4C))"
 	mkdir -p $(BUILD)
 	$(P4C) $(P4C_FLAGS) -o $(BUILD)/lb.json --p4runtime-files $(BUILD)/lb.p4info.txtpb $(P4SRC)/lb.p4
-	$(P4C) $(P4C_FLAGS) --Wdisable=unused -o $(BUILD)/baseline.json --p4runtime-files $(BUILD)/baseline.p4info.txtpb $(P4SRC)/baseline.p4
+	$(P4C) $(P4C_FLAGS) --Wdisable=unused -o $(BUILD)/baseline.json --p4runtime-files $(BUILD)/baseline.p4info.txtpb $(P4SRC)/bench/baseline.p4
 
 build: $(BUILD)/lb.json
 

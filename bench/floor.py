@@ -1,5 +1,5 @@
 """`make bench-floor`: what BMv2 charges any NAT load balancer with connection state,
-measured on the least such program (p4src/floor.p4), beside plain forwarding and lb.p4.
+measured on the least such program (p4src/bench/floor.p4), beside plain forwarding and lb.p4.
 
 floor.p4 is plain forwarding with lb.p4's parser and checksums (the transport header
 parsed, as a NAT balancer must; baseline.p4 parses none) plus, level by level, the steps
@@ -37,7 +37,7 @@ from bench import instructions, lab, rate, runner, stats, traffic
 from bench.outdir import ROOT
 from bench.toolchain import p4c_problem
 
-FLOOR_P4 = ROOT / "p4src" / "floor.p4"
+FLOOR_P4 = ROOT / "p4src" / "bench" / "floor.p4"
 LEVELS = {"floor-nat": 1, "floor-hash": 2, "floor-read": 3, "floor-state": 4}
 # As the Makefile compiles lb.p4 (see P4C_FLAGS there).
 P4C_FLAGS = [

@@ -1,28 +1,44 @@
 /* Connection affinity: every packet of a connection goes to the backend chosen for its
  * first packet, whatever happens to weights, pools or the VIP's algorithm meanwhile.
  *
- * State lives in 4-way buckets: one 300-bit register entry holds four 75-bit slots, so a
- * packet reads its bucket once and writes it back at most once. A slot holds a 32-bit
+ * State lives in buckets of CONN_WAYS slots (size.p4): one register entry holds a bucket,
+ * so a packet reads its bucket once and writes it back at most once. A slot holds a
  * signature of the flow (its hash xor its client port), whether a request awaits its
- * answer, when it expires, its state, port and backend (defines.p4). A
- * slot is free when its state is CONN_FREE or it has aged out; how long it lives depends
- * on its state, so half-open connections (a SYN flood) free their slots within seconds. */
+ * answer, when it expires, its state, port and backend (defines.p4). A slot is free when
+ * its state is CONN_FREE or it has aged out; how long it lives depends on its state, so
+ * half-open connections (a SYN flood) free their slots within seconds. */
 #ifndef P4LB_AFFINITY_P4
 #define P4LB_AFFINITY_P4
 
-const conn_slot_t SLOT_MASK = 0x7ffffffffffffffffff;  // CONN_SLOT_BITS ones
-const bit<8> NO_WAY = 255;  // a slot shift meaning "no way of the bucket"
+// Where each field of a slot starts (conn_slot_t in defines.p4; the widths: size.p4).
+const bit<32> SLOT_SIG_AT      = 0;
+const bit<32> SLOT_AWAITING_AT = SLOT_SIG_AT + SLOT_SIG_BITS;
+const bit<32> SLOT_EXPIRY_AT   = SLOT_AWAITING_AT + SLOT_AWAITING_BITS;
+const bit<32> SLOT_STATE_AT    = SLOT_EXPIRY_AT + SLOT_EXPIRY_BITS;
+const bit<32> SLOT_PORT_AT     = SLOT_STATE_AT + SLOT_STATE_BITS;
+const bit<32> SLOT_BACKEND_AT  = SLOT_PORT_AT + SLOT_PORT_BITS;
 
-// A slot's fields (see conn_slot_t in defines.p4).
-#define SLOT_BACKEND(s)  (s)[74:65]
-#define SLOT_PORT(s)     (s)[64:56]
-#define SLOT_STATE(s)    (s)[55:54]
-#define SLOT_EXPIRY(s)   (s)[53:33]
-#define SLOT_AWAITING(s) (s)[32:32]
-#define SLOT_SIG(s)      (s)[31:0]
-// What a packet of a known connection may change: state ++ expiry ++ awaiting, 24 bits
-// from bit 32 of its slot.
-const conn_bucket_t SLOT_CHANGE_MASK = 0xffffff00000000;
+// A slot's fields.
+#define SLOT_FIELD(s, at, bits) (s)[(at) + (bits) - 1:(at)]
+#define SLOT_BACKEND(s)  SLOT_FIELD(s, SLOT_BACKEND_AT, SLOT_BACKEND_BITS)
+#define SLOT_PORT(s)     SLOT_FIELD(s, SLOT_PORT_AT, SLOT_PORT_BITS)
+#define SLOT_STATE(s)    SLOT_FIELD(s, SLOT_STATE_AT, SLOT_STATE_BITS)
+#define SLOT_EXPIRY(s)   SLOT_FIELD(s, SLOT_EXPIRY_AT, SLOT_EXPIRY_BITS)
+#define SLOT_AWAITING(s) SLOT_FIELD(s, SLOT_AWAITING_AT, SLOT_AWAITING_BITS)
+#define SLOT_SIG(s)      SLOT_FIELD(s, SLOT_SIG_AT, SLOT_SIG_BITS)
+
+// Way `w` of a bucket (0 at the bottom): its slot, its slot's signature, and the shift
+// that brings its slot to the bottom (hit_shift's value for it).
+#define WAY(bucket, w)     SLOT_FIELD(bucket, (w) * CONN_SLOT_BITS, CONN_SLOT_BITS)
+#define WAY_SIG(bucket, w) SLOT_FIELD(bucket, (w) * CONN_SLOT_BITS + SLOT_SIG_AT, SLOT_SIG_BITS)
+#define WAY_SHIFT(w)       ((bit<8>)((w) * CONN_SLOT_BITS))
+const bit<8> NO_WAY = 255;  // a shift meaning "no way of the bucket"
+
+// A whole slot's bits, and what a packet of a known connection may change in it: state ++
+// expiry ++ awaiting, the bits from SLOT_AWAITING_AT up to the port.
+const conn_slot_t SLOT_MASK = ~(conn_slot_t)0;
+const conn_bucket_t SLOT_CHANGE_MASK =
+    ((conn_bucket_t)1 << SLOT_PORT_AT) - ((conn_bucket_t)1 << SLOT_AWAITING_AT);
 
 // Macros, not functions: p4c inlines a function call as statements, and a call inside a
 // condition or a ternary then becomes several predicated primitives in BMv2.
@@ -65,9 +81,9 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // first way holding it is the one: a flow in way 0, the commonest, costs one
 // comparison and no shift. If-statements, not conditional expressions: BMv2 jumps over
 // what a packet does not need, and p4c turns a conditional expression into several
-// primitives. A
-// macro, not an action: calling an action with the headers and metadata copies them
-// whole, in and out. hit_shift starts at 0: BMv2 zeroes metadata per packet.
+// primitives. One comparison per way, unrolled for CONN_WAYS = 4. A macro, not an
+// action: calling an action with the headers and metadata copies them whole, in and out.
+// hit_shift starts at 0: BMv2 zeroes metadata per packet.
 // The hash's input is one concatenation: p4c's BMv2 back end copies each component of
 // a hash's input into a field of its own, whatever it is, so a list would cost 2 copies
 // (and 2 fields) per call site. The hash is written into sig, then made the signature.
@@ -80,9 +96,9 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
     if ((flow_sig_t)meta.bucket == meta.sig) { \
         meta.slot = (conn_slot_t)meta.bucket; \
     } else { \
-        if (meta.bucket[106:75] == meta.sig) { meta.hit_shift = 75; } \
-        else if (meta.bucket[181:150] == meta.sig) { meta.hit_shift = 150; } \
-        else if (meta.bucket[256:225] == meta.sig) { meta.hit_shift = 225; } \
+        if (WAY_SIG(meta.bucket, 1) == meta.sig) { meta.hit_shift = WAY_SHIFT(1); } \
+        else if (WAY_SIG(meta.bucket, 2) == meta.sig) { meta.hit_shift = WAY_SHIFT(2); } \
+        else if (WAY_SIG(meta.bucket, 3) == meta.sig) { meta.hit_shift = WAY_SHIFT(3); } \
         meta.slot = (conn_slot_t)(meta.bucket >> meta.hit_shift); \
     }
 
@@ -91,10 +107,12 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 #define CONN_HIT ((flow_sig_t)meta.slot == meta.sig)
 
 // The flow's slot, written back with next_state, `expiry` and `awaiting` (the rest of
-// it, signature, port and backend, stays).
+// it, signature, port and backend, stays): the three fields in slot order, from
+// SLOT_AWAITING_AT.
 #define CONN_STORE(awaiting, expiry) \
     meta.bucket = (meta.bucket & ~(SLOT_CHANGE_MASK << meta.hit_shift)) \
-        | (((conn_bucket_t)(meta.next_state ++ (expiry) ++ (awaiting)) << 32) << meta.hit_shift); \
+        | (((conn_bucket_t)(meta.next_state ++ (expiry) ++ (awaiting)) << (bit<8>)SLOT_AWAITING_AT) \
+           << meta.hit_shift); \
     conn_state.write(meta.bucket_index, meta.bucket)
 
 // A shared VIP's connection opened or ended here: the tier's controller copies its backend
@@ -203,10 +221,10 @@ control ConnectionState(inout headers_t hdr,
         backend_conns.count(meta.backend_id);
         if (!CONN_HIT) {
             meta.hit_shift = NO_WAY;
-            if (!SLOT_LIVE(meta.bucket[299:225], NOW)) { meta.hit_shift = 225; }
-            if (!SLOT_LIVE(meta.bucket[224:150], NOW)) { meta.hit_shift = 150; }
-            if (!SLOT_LIVE(meta.bucket[149:75], NOW)) { meta.hit_shift = 75; }
-            if (!SLOT_LIVE(meta.bucket[74:0], NOW)) { meta.hit_shift = 0; }
+            if (!SLOT_LIVE(WAY(meta.bucket, 3), NOW)) { meta.hit_shift = WAY_SHIFT(3); }
+            if (!SLOT_LIVE(WAY(meta.bucket, 2), NOW)) { meta.hit_shift = WAY_SHIFT(2); }
+            if (!SLOT_LIVE(WAY(meta.bucket, 1), NOW)) { meta.hit_shift = WAY_SHIFT(1); }
+            if (!SLOT_LIVE(WAY(meta.bucket, 0), NOW)) { meta.hit_shift = WAY_SHIFT(0); }
         }
         meta.next_state = CONN_ESTABLISHED;
         if (hdr.tcp.isValid()) { meta.next_state = CONN_EMBRYONIC; }
@@ -214,7 +232,8 @@ control ConnectionState(inout headers_t hdr,
             // The way's old slot, for reclaim.
             meta.slot = (conn_slot_t)(meta.bucket >> meta.hit_shift);
             meta.bucket = WITH_SLOT(meta.bucket, meta.hit_shift,
-                                    meta.backend_id[9:0] ++ std_meta.egress_spec
+                                    meta.backend_id[SLOT_BACKEND_BITS - 1:0]
+                                    ++ std_meta.egress_spec
                                     ++ meta.next_state ++ EXPIRY(meta.next_state, NOW)
                                     ++ 1w0 ++ meta.sig);
             conn_state.write(meta.bucket_index, meta.bucket);
@@ -414,9 +433,9 @@ control ConnectionState(inout headers_t hdr,
     if (meta.algorithm == Algorithm.LEASTPKT && meta.flow_status >= FLOW_KNOWN) { \
         packet_window.read(meta.window, meta.backend_id); \
         meta.window = WINDOW_ID \
-            ++ (meta.window[47:24] * (bit<24>)(bit<1>)(meta.window[63:48] == WINDOW_ID) \
-                + meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] + 1 == WINDOW_ID)) \
-            ++ (meta.window[23:0] * (bit<24>)(bit<1>)(meta.window[63:48] == WINDOW_ID) + 1); \
+            ++ (PREVIOUS_COUNT(meta.window) * (bit<24>)COUNTED_NOW(meta.window) \
+                + CURRENT_COUNT(meta.window) * (bit<24>)COUNTED_BEFORE(meta.window)) \
+            ++ (CURRENT_COUNT(meta.window) * (bit<24>)COUNTED_NOW(meta.window) + 1); \
         packet_window.write(meta.backend_id, meta.window); \
     }
 
@@ -426,7 +445,8 @@ control ConnectionState(inout headers_t hdr,
 // gives the backend's response time. Part of the reverse NAT's action (nat.p4), after
 // the rewrite (the source is the VIP): a macro, so a reply costs no table or condition
 // of its own.
-// The connection is looked up as its client sent it. A live slot: FIN or RST closes it
+// The connection is looked up as its client sent it, to the VIP `service_id` (the reverse
+// NAT entry's). A live slot: FIN or RST closes it
 // (an established connection ends: its close is counted once for its backend), a push
 // answers the awaited request (the sample: the time since the request's last packet, the
 // slot's expiry less the idle timeout, folded into the backend's average); the slot is
@@ -436,7 +456,7 @@ control ConnectionState(inout headers_t hdr,
     (SLOT_AWAITING(meta.slot) == 1 && SLOT_STATE(meta.slot) == CONN_ESTABLISHED \
      && (meta.tcp_flags & TCP_FLAG_PSH) != 0)
 
-#define REPLY_STATE() \
+#define REPLY_STATE(service_id) \
     CONN_LOOKUP(hdr.ipv4.dst_addr, hdr.l4.dst_port, service_id); \
     if (CONN_HIT && SLOT_LIVE(meta.slot, NOW)) { \
         meta.next_state = SLOT_STATE(meta.slot); \

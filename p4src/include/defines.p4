@@ -1,4 +1,4 @@
-/* Types, typed constants and sizes shared by every stage. */
+/* Types and typed constants shared by every stage (the sizes are size.p4's). */
 #ifndef P4LB_DEFINES_P4
 #define P4LB_DEFINES_P4
 
@@ -9,7 +9,7 @@ typedef bit<9>  port_id_t;
 // bits, and a narrower id would cost a copy (a PHV field BMv2 resets per packet) at each use.
 typedef bit<32> service_id_t;   // one VIP = (address, protocol, port); 0 = not a VIP
 typedef bit<32> backend_id_t;   // global backend id; 0 = none
-typedef bit<16> member_index_t; // position in a pool or a WRR slot table
+typedef bit<16> member_index_t; // position in a VIP's pool or slot table
 typedef bit<1>  version_t;      // which copy of a VIP's pool/slots is live
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
@@ -50,7 +50,8 @@ enum bit<8> Algorithm {
     LEASTPKT  = 6   // packets sent to the backend in the last one to two seconds
 }
 
-// Why a packet was dropped: with the service id, the index of the drop counter.
+// Why a packet was dropped: with the service id, the index of the drop counter (at most
+// NUM_DROP_REASONS reasons, size.p4).
 // The controller reads the names from the P4Info (drop_table's key).
 enum bit<8> DropReason {
     NONE             = 0,
@@ -71,51 +72,26 @@ enum bit<8> DropReason {
     QOS_AQM          = 14,  // CoDel dropped it at dequeue (sojourn above target too long)
     QOS_METER        = 15   // its class is over its rate (PCQ's per-address meter)
 }
-// Room for more reasons without changing the counter layout.
-const bit<32> NUM_DROP_REASONS = 16;
 
 // conn_event_t's event (its top 8 bits).
 const bit<8> CONN_OPENED = 1;
 const bit<8> CONN_CLOSED = 2;
 
-// Sizes. Each is a named constant so the controller can read them from the P4Info.
-const bit<32> MAX_SERVICES = 256;          // VIPs (address, protocol, port); id 0 is reserved
-const bit<32> MAX_BACKENDS = 1024;         // backends over all VIPs; id 0 is reserved; 10 bits
-// A tier's cookie: the backend id in the low bits of a backend's TCP timestamp (TSval).
-// As many bits as a backend id has (MAX_BACKENDS); the server sees its echoed TSecr ahead
-// of its own clock by less than 2^(COOKIE_BITS+1) ticks (1 ms each on Linux).
-#define COOKIE_BITS 10
-const bit<32> POOL_TABLE_SIZE = 8192;      // IP-hash pool members, two versions per VIP
-// Slots over all VIPs, two versions each: a WRR cycle is the sum of the weights (up to
-// 1000 each); a Maglev table is a prime >= 100 x the backends (307 for 3, 6421 for 64).
-const bit<32> SLOT_TABLE_SIZE = 262144;
-const bit<32> ROUTE_TABLE_SIZE = 1024;
-const bit<32> CONN_TABLE_SIZE = 16384;     // controller-installed entries for flows the
-                                           // state buckets could not hold
-const bit<32> DROP_COUNTER_SIZE = 4096;    // MAX_SERVICES * NUM_DROP_REASONS
-
-// Per-connection state: CONN_BUCKETS buckets of CONN_WAYS slots, one register entry per
-// bucket, so a packet reads and writes its connection state once. 131,072 buckets x 4
-// ways = 524,288 slots: with 60,000 live connections a bucket holds 0.46 on average and a
-// new flow finds its bucket full with probability ~0.15 % (Poisson tail), against ~60 %
-// for the former 65,536 single-slot table.
-const bit<32> CONN_BUCKETS = 131072;
-@noWarn("unused") const bit<32> CONN_WAYS = 4;
-@noWarn("unused") const bit<32> CONN_SLOT_BITS = 75;
-typedef bit<300> conn_bucket_t;            // CONN_WAYS slots of conn_slot_t
-// A slot, 75 bits, from the top: backend id 10 | switch port 9 | state 2 | expiry tick 21
-// | awaiting 1 | signature 32. The signature is the flow's hash xor its client port: with
-// the bucket index (the hash's bits 16..0) two flows share both only if they have the
-// same client port and the same hash (CONN_LOOKUP). It sits at the bottom, the fields a
-// packet changes (state, expiry, awaiting) together above it: the checks and the write
+// Per-connection state (affinity.p4): a bucket of CONN_WAYS slots, one register entry.
+// A slot's fields, from the top: backend id | switch port | state | expiry tick | awaiting
+// | signature (their widths: size.p4). The signature is the flow's hash xor its client
+// port: with the bucket index (the hash's low bits) two flows share both only if they have
+// the same client port and the same hash (CONN_LOOKUP). It sits at the bottom, the fields
+// a packet changes (state, expiry, awaiting) together above it: the checks and the write
 // back cost the fewest operations. Awaiting: the client sent data the backend has not
 // yet answered (a request, for the response time LEASTTIME balances on). The switch
 // port is where the backend was attached when the connection began: a known connection's
 // packet leaves by it without a table lookup (the NAT rewrite happens in the egress).
-typedef bit<75>  conn_slot_t;
-typedef bit<32>  flow_sig_t;
-typedef bit<21>  tick_t;                   // wraps after 2^21 ticks (~36 min)
-typedef bit<2>   conn_state_t;
+typedef bit<(CONN_BUCKET_BITS)> conn_bucket_t;
+typedef bit<(CONN_SLOT_BITS)>   conn_slot_t;
+typedef bit<(SLOT_SIG_BITS)>    flow_sig_t;
+typedef bit<(SLOT_EXPIRY_BITS)> tick_t;  // wraps after 2^21 ticks (~36 min)
+typedef bit<(SLOT_STATE_BITS)>  conn_state_t;
 const conn_state_t CONN_FREE        = 0;
 const conn_state_t CONN_EMBRYONIC   = 1;   // SYN seen, the client has not ACKed yet
 const conn_state_t CONN_ESTABLISHED = 2;   // the client ACKed (TCP) or any UDP flow

@@ -1,4 +1,6 @@
-/* Headers and the metadata the stages share. */
+/* The headers p4lb's programs parse, as they are on the wire, and the fields each of
+ * their checksums covers. Which of them a program parses, and its metadata, are its own
+ * (lb.p4's: metadata.p4). */
 #ifndef P4LB_HEADERS_P4
 #define P4LB_HEADERS_P4
 
@@ -64,7 +66,7 @@ header tcp_t {
 // The TCP timestamp option (RFC 7323) as Linux lays it out, with the two bytes before it:
 // NOP NOP (data segments) or SACK-permitted (SYN and SYN-ACK, after MSS). A tier's
 // balancer writes its cookie into the low bits of a backend's TSval; the client echoes it
-// in TSecr (affinity.p4's COOKIE_BITS).
+// in TSecr (COOKIE_BITS, size.p4).
 header tcp_timestamp_t {
     bit<16> prefix;
     bit<8>  kind;
@@ -84,104 +86,24 @@ header udp_t {
     bit<16> checksum;
 }
 
-#ifdef P4LB_FORWARDING_ONLY
-// baseline.p4's: what plain forwarding parses.
-struct headers_t {
-    ethernet_t     ethernet;
-    ipv4_t         ipv4;
-    ipv4_options_t ipv4_options;
-}
-#else
-struct headers_t {
-    ethernet_t     ethernet;
-    arp_t          arp;
-    ipv4_t         ipv4;
-    ipv4_options_t ipv4_options;
-    l4_ports_t     l4;
-    tcp_t          tcp;
-#ifndef P4LB_BASELINE
-    tcp_mss_t       tcp_mss;
-    tcp_timestamp_t tcp_ts;
-#endif
-    udp_t          udp;
-}
-#endif
-
-// Sent to the controller when a new flow cannot be kept in the state registers: the
-// conn_table entry to write, its key fields then use_backend's parameter, concatenated
-// in that order (src_addr 32, dst_addr 32, protocol 8, src_port 16, dst_port 16,
-// backend_id 32). One field, not six: p4c's BMv2 back end copies each member of a
-// digest into a field of its own, which BMv2 resets for every packet.
-struct conn_digest_t {
-    bit<136> entry;
-}
-
-// Sent to the tier's controller for a VIP whose connections the balancers share (a
-// stateful algorithm behind ECMP): a connection opened here (CONN_OPENED), or a
-// client's FIN or RST ended it (CONN_CLOSED). The event, then conn_digest_t's layout: the
-// controller writes (and later removes) the flow's conn_table entry on every other
-// balancer, so whichever one its packets reach next knows its backend.
-struct conn_event_t {
-    bit<144> event_entry;
-}
-
-#if defined(P4LB_FORWARDING_ONLY)
-// baseline.p4's: what routing uses. BMv2 resets every metadata field of every packet, so
-// plain forwarding must not carry the load balancer's.
-struct metadata_t {
-    DropReason    drop_reason;
-}
-#elif defined(P4LB_BASELINE)
-// floor.p4's: what the shared parser, checksums and routing use.
-struct metadata_t {
-    bit<16>       l4_len;
-    bit<1>        l4_rewritten;
-    bit<8>        tcp_flags;
-    DropReason    drop_reason;
-    bit<1>        checks;
-#ifdef P4LB_FLOOR_META
-    P4LB_FLOOR_META                // floor.p4's state fields
-#endif
-}
-#else
-struct metadata_t {
-    bit<16>       l4_len;        // TCP/UDP length for the pseudo-header
-    bit<1>        l4_rewritten;  // recompute TCP/UDP checksums on the way out
-    DropReason    drop_reason;
-    bit<1>        checks;        // whether the parser's checks pass (parser.p4)
-    // VIP lookup
-    service_id_t  service_id;    // not 0: the packet is to this VIP
-    Algorithm     algorithm;
-    version_t     version;
-    bit<32>       size;          // the pool's (IPHASH) or the slot table's (the others);
-                                 // 32 bits: a hash's modulus, and p4c copies a cast one
-    // connection state
-    bit<8>        tcp_flags;     // 0 for UDP
-    bit<32>       bucket_index;  // the flow's hash, its low 17 bits
-    flow_sig_t    sig;           // the flow's hash, then the hash xor the client port
-    conn_bucket_t bucket;        // as read; written back once, with this flow's slot updated
-    bit<8>        hit_shift;     // 75 * the way holding it (0 if none); for a new
-                                 // connection, the way it takes (NO_WAY: bucket full)
-    conn_slot_t   slot;          // that way's slot
-    bit<2>        flow_status;   // FLOW_UNKNOWN, FLOW_STARTS, FLOW_KNOWN, FLOW_KNOWN_TURNS
-    conn_state_t  next_state;    // the slot's state after this packet (CONN_FREE: cleared)
-    bit<32>       load;          // a per-backend register as read
-    bit<64>       window;        // a packet_window as read, or a LEAST* candidate's cost
-    bit<64>       best_cost;     // LEAST*: the lightest candidate's cost so far
-    bit<16>       best_weight;   //   and its weight (0: none yet)
-    // A counter or register index computed once: p4c gives each index (or written value)
-    // expression a PHV field of its own, and BMv2 resets every field for every packet.
-    bit<32>       index;
-    // selection
-    member_index_t member_index;
-    backend_id_t  backend_id;
-    // QoS (qos.p4): a port's discipline as its table entry gives it, ingress then egress;
-    // four fields in all, as BMv2 resets every field of every packet.
-    bit<32>       qos_base;      // the port's slot * QOS_BUCKETS
-    bit<32>       qos_limit;     // ingress: packets queued toward the port; egress: CoDel target, µs
-    bit<32>       qos_shares;    // ingress: per-flow limit 16 | per-host limit 16; egress: CoDel interval, µs
-    bit<4>        qos_flags;     // QOS_BY_DST | QOS_POLICED or QOS_CODEL | QOS_SPARSE or QOS_PER_FLOW
-}
-#endif
+// The fields each checksum covers, named `hdr` and `meta` as every p4lb program names its
+// headers and metadata (meta.l4_len: the TCP/UDP length the pseudo-header carries). One
+// list for IPv4 with and without options, one for TCP with and without the timestamp and
+// MSS options: BMv2 leaves an invalid header's fields out of a checksum's input
+// (bm_sim/calculations.cpp), so a list names every header that may be there.
+#define IPV4_HEADER \
+    hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len, \
+    hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl, \
+    hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4_options.options
+// TCP's pseudo-header and header, then the options a program parses (the timestamp's).
+#define TCP_PSEUDO_AND_HEADER \
+    hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, meta.l4_len, \
+    hdr.l4.src_port, hdr.l4.dst_port, hdr.tcp.seq_no, hdr.tcp.ack_no, \
+    hdr.tcp.data_offset, hdr.tcp.res, hdr.tcp.flags, hdr.tcp.window, hdr.tcp.urgent_ptr
+#define TCP_TIMESTAMP \
+    hdr.tcp_ts.prefix, hdr.tcp_ts.kind, hdr.tcp_ts.length, hdr.tcp_ts.tsval, hdr.tcp_ts.tsecr
+#define UDP_PSEUDO_AND_HEADER \
+    hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, meta.l4_len, \
+    hdr.l4.src_port, hdr.l4.dst_port, hdr.udp.length
 
 #endif

@@ -3,12 +3,7 @@
 #define P4LB_L3_P4
 
 // A packet the routes refuse is dropped in the action that refuses it, counted by
-// reason in the load balancer (drops.p4), not in a condition after the table.
-#ifdef P4LB_BASELINE
-#define ROUTE_DROP() mark_to_drop(std_meta)
-#else
-#define ROUTE_DROP() COUNT_DROP()
-#endif
+// reason (drops.p4's COUNT_DROP), not in a condition after the table.
 
 control Routing(inout headers_t hdr,
                 inout metadata_t meta,
@@ -24,7 +19,7 @@ control Routing(inout headers_t hdr,
     @name(".no_route")
     action no_route() {
         meta.drop_reason = DropReason.NO_ROUTE;
-        ROUTE_DROP();
+        COUNT_DROP();
     }
 
     // A VIP's address on a port no VIP serves, or a fragment (no L4 header to balance
@@ -35,7 +30,7 @@ control Routing(inout headers_t hdr,
         if (hdr.ipv4.frag_offset != 0 || (hdr.ipv4.flags & 3w1) != 0) {
             meta.drop_reason = DropReason.FRAGMENT;
         }
-        ROUTE_DROP();
+        COUNT_DROP();
     }
 
     // Longest-prefix match on the (possibly rewritten) destination. Hit: out of a port,

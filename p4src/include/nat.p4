@@ -95,7 +95,7 @@ control FromBackend(inout headers_t hdr,
         // Most replies carry none of the three flags: one test for them.
         if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST | TCP_FLAG_PSH)) != 0) {
             if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0 || track_time == 1) {
-                REPLY_STATE()
+                REPLY_STATE(service_id)
             }
         }
     }

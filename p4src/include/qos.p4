@@ -23,13 +23,8 @@
 #ifndef P4LB_QOS_P4
 #define P4LB_QOS_P4
 
-// Ports that can carry a discipline at once: each takes a slot of the state below.
-const bit<32> QOS_SLOTS = 8;
-// Flow (and host) buckets per slot: 64 hash buckets, the queue's fairness granularity
-// (Linux sfq hashes into 1024; a 1,000 pps bottleneck rarely sees more than a few dozen
-// flows, and every bucket costs registers on all slots).
-const bit<32> QOS_BUCKETS = 64;
-const bit<32> QOS_STATE_SIZE = 512;   // QOS_SLOTS * QOS_BUCKETS
+// QOS_SLOTS ports can carry a discipline at once, each taking a slot of the state below,
+// with QOS_BUCKETS flow (and host) buckets per slot (size.p4).
 // The queue hash is CRC-16 (the balancer's is CRC-32): independent of the backend choice.
 const bit<3>  QOS_BULK_QUEUE = 0;     // BMv2 priority 0: the shaped port queue
 const bit<3>  QOS_SPARSE_QUEUE = 1;   // BMv2 priority 1: flows with nothing queued
@@ -62,12 +57,30 @@ register<bit<32>>(QOS_STATE_SIZE) codel_state;
 register<bit<64>>(QOS_STATE_SIZE) qos_sojourn_us;
 register<bit<64>>(QOS_STATE_SIZE) qos_dequeued;
 
+// No locals and no fields of QoS's own: every field costs every packet (lb.p4), so QoS
+// works in the balancer's fields, which neither the rest of the ingress nor the egress
+// reads by then (the egress's connection events write theirs before reading them), under
+// these names.
 // The flow bucket and host bucket as register indexes (slot base + bucket), computed at
-// the end of the ingress and carried to the egress. No locals: these and the scratch
-// fields below are the balancer's, which neither the rest of the ingress nor the egress
-// reads by then (the egress's connection events write theirs before reading them).
+// the end of the ingress and carried to the egress.
 #define QOS_FLOW (meta.bucket_index)
 #define QOS_HOST (meta.sig)
+// Ingress: the address that names the packet's host, the backlogs as read (the port's,
+// its flow bucket's, its host bucket's) and the meter's colour.
+#define QOS_HOST_ADDR meta.size
+#define QOS_PORT_QUEUED meta.load
+#define QOS_FLOW_QUEUED meta.best_weight
+#define QOS_HOST_QUEUED meta.member_index
+#define QOS_COLOR meta.hit_shift
+// Egress: a 16-bit backlog as read; a 64-bit sum as read.
+#define QOS_QUEUED meta.best_weight
+#define QOS_SUM meta.window
+// Egress, CoDel: the state's index, its times (first_above ++ drop_next) and state (count
+// ++ .. ++ dropping) as read, and what to do (1: ok to drop, 3: drop this packet).
+#define CODEL_INDEX meta.size
+#define CODEL_TIMES meta.window
+#define CODEL_STATE meta.load
+#define CODEL_VERDICT meta.hit_shift
 // p4c copies each element of a hash's field list into a field of its own (BMv2 resets
 // every one for every packet): one concatenation each, and the host address picked first.
 #define QOS_BUCKET_HASHES() \
@@ -75,11 +88,11 @@ register<bit<64>>(QOS_STATE_SIZE) qos_dequeued;
          ++ hdr.ipv4.dst_addr ++ hdr.ipv4.protocol ++ hdr.l4.src_port ++ hdr.l4.dst_port }, \
          QOS_BUCKETS); \
     if (meta.qos_flags & QOS_BY_DST != 0) { \
-        meta.size = hdr.ipv4.dst_addr; \
+        QOS_HOST_ADDR = hdr.ipv4.dst_addr; \
     } else { \
-        meta.size = hdr.ipv4.src_addr; \
+        QOS_HOST_ADDR = hdr.ipv4.src_addr; \
     } \
-    hash(QOS_HOST, HashAlgorithm.crc16, meta.qos_base, { meta.size }, QOS_BUCKETS)
+    hash(QOS_HOST, HashAlgorithm.crc16, meta.qos_base, { QOS_HOST_ADDR }, QOS_BUCKETS)
 
 control QosEnqueue(inout headers_t hdr,
                    inout metadata_t meta,
@@ -109,36 +122,37 @@ control QosEnqueue(inout headers_t hdr,
     apply {
         if (qos_port_table.apply().hit) {
             QOS_BUCKET_HASHES();
-            qos_backlog.read(meta.load, meta.qos_base);
-            qos_flow_backlog.read(meta.best_weight, QOS_FLOW);
-            qos_host_backlog.read(meta.member_index, QOS_HOST);
-            meta.hit_shift = V1MODEL_METER_COLOR_GREEN;
+            qos_backlog.read(QOS_PORT_QUEUED, meta.qos_base);
+            qos_flow_backlog.read(QOS_FLOW_QUEUED, QOS_FLOW);
+            qos_host_backlog.read(QOS_HOST_QUEUED, QOS_HOST);
+            QOS_COLOR = V1MODEL_METER_COLOR_GREEN;
             if (meta.qos_flags & QOS_POLICED != 0) {
-                qos_class_rate.execute_meter(QOS_HOST, meta.hit_shift);
+                qos_class_rate.execute_meter(QOS_HOST, QOS_COLOR);
             }
-            if (meta.hit_shift == V1MODEL_METER_COLOR_RED) {
+            if (QOS_COLOR == V1MODEL_METER_COLOR_RED) {
                 meta.drop_reason = DropReason.QOS_METER;
                 COUNT_DROP();
-            } else if (meta.load >= meta.qos_limit || meta.best_weight >= meta.qos_shares[31:16]
-                       || meta.member_index >= meta.qos_shares[15:0]) {
+            } else if (QOS_PORT_QUEUED >= meta.qos_limit
+                       || QOS_FLOW_QUEUED >= meta.qos_shares[31:16]
+                       || QOS_HOST_QUEUED >= meta.qos_shares[15:0]) {
                 meta.drop_reason = DropReason.QOS_TAIL;
                 COUNT_DROP();
             } else {
                 // Each count re-read and written in one step: p4c makes consecutive
                 // statements one action, and BMv2 locks a register array for an action's
                 // duration, so the egress threads' releases are never lost.
-                qos_backlog.read(meta.load, meta.qos_base);
-                meta.load = meta.load + 1;
-                qos_backlog.write(meta.qos_base, meta.load);
-                qos_flow_backlog.read(meta.best_weight, QOS_FLOW);
-                meta.best_weight = meta.best_weight + 1;
-                qos_flow_backlog.write(QOS_FLOW, meta.best_weight);
-                qos_host_backlog.read(meta.member_index, QOS_HOST);
-                meta.member_index = meta.member_index + 1;
-                qos_host_backlog.write(QOS_HOST, meta.member_index);
+                qos_backlog.read(QOS_PORT_QUEUED, meta.qos_base);
+                QOS_PORT_QUEUED = QOS_PORT_QUEUED + 1;
+                qos_backlog.write(meta.qos_base, QOS_PORT_QUEUED);
+                qos_flow_backlog.read(QOS_FLOW_QUEUED, QOS_FLOW);
+                QOS_FLOW_QUEUED = QOS_FLOW_QUEUED + 1;
+                qos_flow_backlog.write(QOS_FLOW, QOS_FLOW_QUEUED);
+                qos_host_backlog.read(QOS_HOST_QUEUED, QOS_HOST);
+                QOS_HOST_QUEUED = QOS_HOST_QUEUED + 1;
+                qos_host_backlog.write(QOS_HOST, QOS_HOST_QUEUED);
                 meta.qos_flags = meta.qos_flags | QOS_ADMITTED;
                 // Its flow had nothing queued: the sparse queue, ahead of the backlog.
-                if (meta.qos_flags & QOS_SPARSE != 0 && meta.best_weight == 1) {
+                if (meta.qos_flags & QOS_SPARSE != 0 && QOS_FLOW_QUEUED == 1) {
                     std_meta.priority = QOS_SPARSE_QUEUE;
                 } else {
                     std_meta.priority = QOS_BULK_QUEUE;
@@ -218,69 +232,68 @@ control QosDequeue(inout headers_t hdr,
             // Release the packet's place (the buckets its ingress computed): port, flow and
             // host counts, never below zero (a slot's counts are reset when a port gets a
             // discipline).
-            qos_backlog.read(meta.load, meta.qos_base);
-            meta.load = meta.load - (bit<32>)(bit<1>)(meta.load != 0);
-            qos_backlog.write(meta.qos_base, meta.load);
-            qos_flow_backlog.read(meta.best_weight, QOS_FLOW);
-            meta.best_weight = meta.best_weight - (bit<16>)(bit<1>)(meta.best_weight != 0);
-            qos_flow_backlog.write(QOS_FLOW, meta.best_weight);
-            qos_host_backlog.read(meta.best_weight, QOS_HOST);
-            meta.best_weight = meta.best_weight - (bit<16>)(bit<1>)(meta.best_weight != 0);
-            qos_host_backlog.write(QOS_HOST, meta.best_weight);
-            qos_sojourn_us.read(meta.window, meta.qos_base);
-            meta.window = meta.window + (bit<64>)std_meta.deq_timedelta;
-            qos_sojourn_us.write(meta.qos_base, meta.window);
-            qos_dequeued.read(meta.window, meta.qos_base);
-            meta.window = meta.window + 1;
-            qos_dequeued.write(meta.qos_base, meta.window);
+            qos_backlog.read(QOS_PORT_QUEUED, meta.qos_base);
+            QOS_PORT_QUEUED = QOS_PORT_QUEUED - (bit<32>)(bit<1>)(QOS_PORT_QUEUED != 0);
+            qos_backlog.write(meta.qos_base, QOS_PORT_QUEUED);
+            qos_flow_backlog.read(QOS_QUEUED, QOS_FLOW);
+            QOS_QUEUED = QOS_QUEUED - (bit<16>)(bit<1>)(QOS_QUEUED != 0);
+            qos_flow_backlog.write(QOS_FLOW, QOS_QUEUED);
+            qos_host_backlog.read(QOS_QUEUED, QOS_HOST);
+            QOS_QUEUED = QOS_QUEUED - (bit<16>)(bit<1>)(QOS_QUEUED != 0);
+            qos_host_backlog.write(QOS_HOST, QOS_QUEUED);
+            qos_sojourn_us.read(QOS_SUM, meta.qos_base);
+            QOS_SUM = QOS_SUM + (bit<64>)std_meta.deq_timedelta;
+            qos_sojourn_us.write(meta.qos_base, QOS_SUM);
+            qos_dequeued.read(QOS_SUM, meta.qos_base);
+            QOS_SUM = QOS_SUM + 1;
+            qos_dequeued.write(meta.qos_base, QOS_SUM);
 
             if (qos_egress_table.apply().hit) {
-                // CoDel (RFC 8289) at dequeue, at most one drop per packet (P4-CoDel). Its
-                // state: meta.window = first_above ++ drop_next, meta.load = count ++ ..
-                // ++ dropping; meta.hit_shift: 1 ok to drop, 3 drop this packet.
-                meta.size = meta.qos_base;
+                // CoDel (RFC 8289) at dequeue, at most one drop per packet (P4-CoDel).
+                CODEL_INDEX = meta.qos_base;
                 if (meta.qos_flags & QOS_PER_FLOW != 0) {
-                    meta.size = QOS_FLOW;
+                    CODEL_INDEX = QOS_FLOW;
                 }
-                codel_times.read(meta.window, meta.size);
-                codel_state.read(meta.load, meta.size);
-                meta.hit_shift = 0;
+                codel_times.read(CODEL_TIMES, CODEL_INDEX);
+                codel_state.read(CODEL_STATE, CODEL_INDEX);
+                CODEL_VERDICT = 0;
                 if (std_meta.deq_timedelta < meta.qos_limit) {
-                    meta.window[63:32] = 0;
-                } else if (meta.window[63:32] == 0) {
-                    meta.window[63:32] = std_meta.egress_global_timestamp[31:0] + meta.qos_shares;
-                } else if (std_meta.egress_global_timestamp[31:0] - meta.window[63:32] < 0x80000000) {
-                    meta.hit_shift = 1;  // above target for an interval (wrap-safe now >= t)
+                    CODEL_TIMES[63:32] = 0;
+                } else if (CODEL_TIMES[63:32] == 0) {
+                    CODEL_TIMES[63:32] = std_meta.egress_global_timestamp[31:0] + meta.qos_shares;
+                } else if (std_meta.egress_global_timestamp[31:0] - CODEL_TIMES[63:32]
+                           < 0x80000000) {
+                    CODEL_VERDICT = 1;  // above target for an interval (wrap-safe now >= t)
                 }
-                if (meta.load[0:0] == 1) {
-                    if (meta.hit_shift == 0) {
-                        meta.load[0:0] = 0;
-                    } else if (std_meta.egress_global_timestamp[31:0] - meta.window[31:0]
+                if (CODEL_STATE[0:0] == 1) {
+                    if (CODEL_VERDICT == 0) {
+                        CODEL_STATE[0:0] = 0;
+                    } else if (std_meta.egress_global_timestamp[31:0] - CODEL_TIMES[31:0]
                                < 0x80000000) {
-                        meta.load[31:16] = meta.load[31:16] + 1;
-                        meta.hit_shift = 3;
+                        CODEL_STATE[31:16] = CODEL_STATE[31:16] + 1;
+                        CODEL_VERDICT = 3;
                     }
-                } else if (meta.hit_shift == 1) {
+                } else if (CODEL_VERDICT == 1) {
                     // Back in the dropping state soon after leaving it: resume near the
                     // drop rate it had (RFC 8289's count - 2).
-                    if (meta.load[31:16] > 2 && std_meta.egress_global_timestamp[31:0]
-                            - meta.window[31:0] < meta.qos_shares << 4) {
-                        meta.load[31:16] = meta.load[31:16] - 2;
+                    if (CODEL_STATE[31:16] > 2 && std_meta.egress_global_timestamp[31:0]
+                            - CODEL_TIMES[31:0] < meta.qos_shares << 4) {
+                        CODEL_STATE[31:16] = CODEL_STATE[31:16] - 2;
                     } else {
-                        meta.load[31:16] = 1;
+                        CODEL_STATE[31:16] = 1;
                     }
-                    meta.load[0:0] = 1;
-                    meta.window[31:0] = std_meta.egress_global_timestamp[31:0];
-                    meta.hit_shift = 3;
+                    CODEL_STATE[0:0] = 1;
+                    CODEL_TIMES[31:0] = std_meta.egress_global_timestamp[31:0];
+                    CODEL_VERDICT = 3;
                 }
-                if (meta.hit_shift == 3) {
-                    meta.index = (bit<32>)meta.load[31:16];
+                if (CODEL_VERDICT == 3) {
+                    meta.index = (bit<32>)CODEL_STATE[31:16];
                     codel_law.apply();
-                    meta.window[31:0] = meta.window[31:0] + meta.index;
+                    CODEL_TIMES[31:0] = CODEL_TIMES[31:0] + meta.index;
                 }
-                codel_times.write(meta.size, meta.window);
-                codel_state.write(meta.size, meta.load);
-                if (meta.hit_shift == 3) {
+                codel_times.write(CODEL_INDEX, CODEL_TIMES);
+                codel_state.write(CODEL_INDEX, CODEL_STATE);
+                if (CODEL_VERDICT == 3) {
                     meta.drop_reason = DropReason.QOS_AQM;
                     COUNT_DROP();
                     exit;  // nothing more for a dropped packet (the NAT, connection events)

@@ -60,9 +60,10 @@ control BackendSelection(inout headers_t hdr,
     // previous one's (a stale window counts what it still covers: its current count if it
     // was the previous window).
 #define WINDOW_COUNT \
-    ((bit<32>)meta.window[47:24] * (bit<32>)(bit<1>)(meta.window[63:48] == WINDOW_ID) \
-     + (bit<32>)meta.window[23:0] * (bit<32>)(bit<1>)(meta.window[63:48] == WINDOW_ID \
-                                            || meta.window[63:48] + 1 == WINDOW_ID) + 1)
+    ((bit<32>)PREVIOUS_COUNT(meta.window) * (bit<32>)COUNTED_NOW(meta.window) \
+     + (bit<32>)CURRENT_COUNT(meta.window) \
+       * (bit<32>)(bit<1>)(WINDOW_OF(meta.window) == WINDOW_ID \
+                           || WINDOW_OF(meta.window) + 1 == WINDOW_ID) + 1)
     // LEASTCONN: active + 1, as Envoy compares (with active alone every idle backend ties at
     // 0 and the weights would not order them). LEASTTIME: (active + 1) x (mean response
     // time + 1 tick); a backend not yet timed counts one tick. LEASTPKT: packets in the

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 import pytest
 
 from bench import floor
-from bench import switch as sw
+from bench import lab as sw
+from bench.traffic import flow_packets
 from bench.toolchain import p4c_problem
 from p4lb.models.hashing import crc32
 
@@ -73,7 +74,7 @@ def test_client_packet_rewritten_to_backend_and_reply_to_vip(floor_switch: None)
     from scapy.layers.inet import IP, TCP
     from scapy.layers.l2 import Ether
 
-    syn, syn_ack = sw.flow_packets(0, SHAPE, direct=False)[:2]
+    syn, syn_ack = flow_packets(0, SHAPE, direct=False)[:2]
     backend = sw.backend_addr(0, 0, SHAPE.backends)
     out = Ether(exchange(syn, sw.backend_port_of(0)))
     assert (out[IP].dst, out[TCP].dport) == (backend, 8000)
@@ -88,7 +89,7 @@ def test_state_level_stores_the_client_signature(floor_switch: None) -> None:
     from scapy.layers.inet import IP, TCP
     from scapy.layers.l2 import Ether
 
-    syn = Ether(sw.flow_packets(0, SHAPE, direct=False)[0])
+    syn = Ether(flow_packets(0, SHAPE, direct=False)[0])
     exchange(bytes(syn), sw.backend_port_of(0))
     sig = crc32(socket.inet_aton(syn[IP].src) + syn[TCP].sport.to_bytes(2, "big"))
     out = sw.thrift_cli([f"register_read floor_conn {sig & 0xFFFF}"])

@@ -9,7 +9,7 @@ import ipaddress
 import zlib
 from dataclasses import dataclass
 
-# The data plane's connection state (p4src/include/defines.p4: CONN_BUCKETS, CONN_WAYS,
+# The data plane's connection state (p4src/include/size.p4: CONN_BUCKETS, CONN_WAYS,
 # CONN_SLOT_BITS).
 CONN_BUCKETS = 131072
 CONN_WAYS = 4
@@ -77,7 +77,7 @@ def iphash_member(flow: Flow, pool_size: int) -> int:
     return signature(flow) % pool_size
 
 
-# The queueing disciplines' flow buckets per port (p4src/include/qos.p4: QOS_BUCKETS).
+# The queueing disciplines' flow buckets per port (p4src/include/size.p4: QOS_BUCKETS).
 QOS_BUCKETS = 64
 
 

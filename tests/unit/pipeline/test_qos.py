@@ -16,6 +16,7 @@ from p4lb.pipeline.p4info import schema
 from p4lb.switch import codec, queues
 
 QOS_P4 = Path("p4src/include/qos.p4")
+SIZE_P4 = Path("p4src/include/size.p4")  # QOS_SLOTS, QOS_BUCKETS
 
 
 def _cfg(*ports: tuple[int, dict[str, Any]]) -> Config:
@@ -26,7 +27,7 @@ def _cfg(*ports: tuple[int, dict[str, Any]]) -> Config:
 
 
 def test_flag_bits_and_queues_are_the_p4_programs() -> None:
-    text = QOS_P4.read_text()
+    text = QOS_P4.read_text() + SIZE_P4.read_text()
     consts = {m[0]: int(m[1]) for m in re.findall(r"const bit<\d+>\s+(QOS_\w+)\s*=\s*(\d+);", text)}
     assert consts["QOS_BY_DST"] == qos.BY_DST
     assert consts["QOS_POLICED"] == qos.POLICED
@@ -35,7 +36,8 @@ def test_flag_bits_and_queues_are_the_p4_programs() -> None:
     assert consts["QOS_BULK_QUEUE"] == qos.BULK_QUEUE
     assert consts["QOS_SPARSE_QUEUE"] == qos.SPARSE_QUEUE
     s = schema()
-    assert s.meters[qos.CLASS_METER].size == consts["QOS_STATE_SIZE"]
+    # One meter per (slot, host bucket).
+    assert s.meters[qos.CLASS_METER].size == consts["QOS_SLOTS"] * consts["QOS_BUCKETS"]
     assert s.table(qos.PORT_TABLE).size == consts["QOS_SLOTS"]
 
 

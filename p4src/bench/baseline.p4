@@ -2,16 +2,31 @@
  * write for BMv2, not the load balancer's parser minus the load balancer. Ethernet and
  * IPv4 only (options carried as they are): the version checked, the header checksum
  * verified and updated, the TTL decremented (an expiring packet dropped), a longest-prefix
- * route with the next hop's MAC (l3.p4, as lb.p4 routes). No transport header is parsed:
- * forwarding needs none. Clients talk straight to one server. */
+ * route with the next hop's MAC (lb.p4's routing, include/l3.p4). No transport header is
+ * parsed: forwarding needs none. Clients talk straight to one server. */
 #include <core.p4>
 #include <v1model.p4>
 
-#define P4LB_BASELINE          // routing drops without counting (l3.p4)
-#define P4LB_FORWARDING_ONLY   // no metadata but the drop reason (headers.p4)
-#include "include/defines.p4"
-#include "include/headers.p4"
-#include "include/l3.p4"
+#include "../include/size.p4"
+#include "../include/defines.p4"
+#include "../include/headers.p4"
+
+// What plain forwarding parses.
+struct headers_t {
+    ethernet_t     ethernet;
+    ipv4_t         ipv4;
+    ipv4_options_t ipv4_options;
+}
+
+// What routing uses. BMv2 resets every metadata field of every packet, so plain
+// forwarding must not carry the load balancer's.
+struct metadata_t {
+    DropReason    drop_reason;
+}
+
+// The routes drop what they refuse without counting it: plain forwarding has no counters.
+#define COUNT_DROP() mark_to_drop(std_meta)
+#include "../include/l3.p4"
 
 parser BaselineParser(packet_in pkt,
                       out headers_t hdr,
@@ -41,15 +56,10 @@ parser BaselineParser(packet_in pkt,
     }
 }
 
-#define BASELINE_IPV4_HEADER \
-    hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len, \
-    hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl, \
-    hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4_options.options
-
 // One checksum with or without options: BMv2 leaves an invalid header out of the sum.
 control BaselineVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
     apply {
-        verify_checksum(hdr.ipv4.isValid(), { BASELINE_IPV4_HEADER }, hdr.ipv4.hdr_checksum,
+        verify_checksum(hdr.ipv4.isValid(), { IPV4_HEADER }, hdr.ipv4.hdr_checksum,
                         HashAlgorithm.csum16);
     }
 }
@@ -78,7 +88,7 @@ control BaselineEgress(inout headers_t hdr,
 
 control BaselineComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
     apply {
-        update_checksum(hdr.ipv4.isValid(), { BASELINE_IPV4_HEADER }, hdr.ipv4.hdr_checksum,
+        update_checksum(hdr.ipv4.isValid(), { IPV4_HEADER }, hdr.ipv4.hdr_checksum,
                         HashAlgorithm.csum16);
     }
 }
