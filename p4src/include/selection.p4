@@ -145,8 +145,8 @@ control BackendSelection(inout headers_t hdr,
     // fills slot_count slots per VIP for its algorithm: the smooth (interleaved) WRR
     // cycle of the weights, a weighted Maglev lookup table, weighted source buckets, or
     // (LEAST*) candidates: all active backends, or d drawn from weighted buckets.
-    @name(".wrr_table")
-    table wrr_table {
+    @name(".slot_table")
+    table slot_table {
         key = {
             meta.service_id:   exact @name("service_id");
             meta.version:      exact @name("version");
@@ -171,7 +171,7 @@ control BackendSelection(inout headers_t hdr,
             if (meta.algorithm == Algorithm.IPHASH) {
                 pool_table.apply();
             } else {
-                wrr_table.apply();
+                slot_table.apply();
             }
         }
     }

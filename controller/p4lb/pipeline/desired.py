@@ -170,7 +170,7 @@ def _members_by_pool(current: Iterable[Entry]) -> dict[tuple[str, int, int], lis
     matches nothing)."""
     found: dict[tuple[str, int, int], dict[int, Slot]] = {}
     for e in current:
-        if e.table in ("pool_table", "wrr_table"):
+        if e.table in ("pool_table", "slot_table"):
             index = e.exact("index" if e.table == "pool_table" else "slot")
             key = (e.table, e.exact("service_id"), e.exact("version"))
             found.setdefault(key, {})[index] = (e.action, e.params)
@@ -186,7 +186,7 @@ def maglev_tables(entries: Iterable[Entry], maglev_code: int | None) -> dict[int
     entries = list(entries)
     members = _members_by_pool(entries)
     return {
-        e.p("service_id"): members.get(("wrr_table", e.p("service_id"), e.p("version")), [])
+        e.p("service_id"): members.get(("slot_table", e.p("service_id"), e.p("version")), [])
         for e in entries
         if e.table == "vip_table" and maglev_code is not None and e.p("algorithm") == maglev_code
     }
@@ -227,18 +227,18 @@ def desired_entries(
         if v.algorithm == "maglev" and maglev_in_use is not None and sid in maglev_in_use:
             in_use = maglev_in_use[sid]
         elif still_maglev and old and old.p("algorithm") == algorithm_codes.get("maglev"):
-            in_use = members.get(("wrr_table", sid, old.p("version")), [])
+            in_use = members.get(("slot_table", sid, old.p("version")), [])
         slots = wrr_slots(v, ids, in_use)
         version = 0
         if old is not None and old.p("service_id") == sid:
             cv = old.p("version")
             same = (
                 members.get(("pool_table", sid, cv), []) == pool
-                and members.get(("wrr_table", sid, cv), []) == slots
+                and members.get(("slot_table", sid, cv), []) == slots
             )
             version = cv if same else 1 - cv
         out += _pool_entries("pool_table", sid, version, pool)
-        out += _pool_entries("wrr_table", sid, version, slots)
+        out += _pool_entries("slot_table", sid, version, slots)
         code = algorithm_codes[v.algorithm]
         shared = is_shared(cfg, v)
         out.append(vip_entry(v, sid, version, len(pool), len(slots), code, shared))

@@ -22,7 +22,7 @@ OWNED_TABLES = (
     "backend_port_table",
     "reverse_nat_table",
     "pool_table",
-    "wrr_table",
+    "slot_table",
     "vip_table",
     "vip_address_table",
     "vip_source_table",

@@ -170,7 +170,7 @@ class Schema:
             max_services=self.table("vip_table").size,
             max_backends=self.table("backend_table").size,
             pool_table_size=self.table("pool_table").size,
-            wrr_table_size=self.table("wrr_table").size,
+            wrr_table_size=self.table("slot_table").size,
             route_table_size=self.table("ipv4_route_table").size,
             max_slots_per_vip=(1 << self.param("set_vip", "slot_count").bitwidth) - 1,
             max_candidates=sum(

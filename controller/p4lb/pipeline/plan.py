@@ -12,12 +12,12 @@ from p4lb.pipeline.entries import MULTICAST, OWNED_TABLES, Entry, Update
 _CREATE_STAGES = (
     ("ipv4_route_table", "backend_table", "backend_port_table", "reverse_nat_table", MULTICAST),
     ("qos_egress_table", "qos_port_table"),
-    ("pool_table", "wrr_table", "cookie_table"),
+    ("pool_table", "slot_table", "cookie_table"),
     ("vip_table", "vip_address_table", "vip_source_table", "conn_share_table"),
 )
 _DELETE_STAGES = (
     ("vip_table", "vip_address_table", "vip_source_table", "conn_share_table"),
-    ("pool_table", "wrr_table", "cookie_table"),
+    ("pool_table", "slot_table", "cookie_table"),
     ("ipv4_route_table", "backend_table", "backend_port_table", "reverse_nat_table", MULTICAST),
     ("qos_port_table", "qos_egress_table"),
 )

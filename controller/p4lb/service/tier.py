@@ -280,7 +280,7 @@ class TierController:
             if not other.ready.is_set() or sw is None:
                 continue
             try:
-                return maglev_tables(sw.read_entries(("vip_table", "wrr_table")), code)
+                return maglev_tables(sw.read_entries(("vip_table", "slot_table")), code)
             except Exception as e:  # noqa: BLE001 - another balancer's trouble is not m's
                 log.info("%s: Maglev tables not read from %s (%s)", m.name, other.name, e)
         return None

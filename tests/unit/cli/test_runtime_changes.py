@@ -124,7 +124,7 @@ def test_algorithm_set_choices_lands_on_the_switch_and_in_the_file(
         return {
             sum(1 for k, v in e.params if k.startswith("weight_") and v != 0)
             for e in held(fake)
-            if e.table == "wrr_table" and e.action == "set_candidates"
+            if e.table == "slot_table" and e.action == "set_candidates"
         }
 
     argv = ["-c", str(fake_cfg), "algorithm", "set", "web", "leastconn"]

@@ -21,7 +21,7 @@ args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 high, low = (int(x) for x in args["--election-id"].split(","))
 sh.setup(device_id=int(args["--device-id"]), grpc_addr=args["--grpc-addr"],
          election_id=(high, low))
-print(*(sum(1 for _ in sh.TableEntry(t).read()) for t in ("vip_table", "wrr_table")))
+print(*(sum(1 for _ in sh.TableEntry(t).read()) for t in ("vip_table", "slot_table")))
 sh.teardown()
 """
 

@@ -34,7 +34,7 @@ TABLES = {
     "vip_source_table": [("addr", 32, EXACT)],
     "vip_table": [("addr", 32, EXACT), ("protocol", 8, EXACT), ("port", 16, EXACT)],
     "pool_table": [("service_id", 32, EXACT), ("version", 1, EXACT), ("index", 16, EXACT)],
-    "wrr_table": [("service_id", 32, EXACT), ("version", 1, EXACT), ("slot", 16, EXACT)],
+    "slot_table": [("service_id", 32, EXACT), ("version", 1, EXACT), ("slot", 16, EXACT)],
     "backend_table": [("backend_id", 32, EXACT)],
     "backend_port_table": [("backend_id", 32, EXACT)],
     "reverse_nat_table": [("addr", 32, EXACT), ("protocol", 8, EXACT), ("port", 16, EXACT)],
@@ -106,7 +106,7 @@ def test_artifacts_were_compiled_from_the_current_sources() -> None:
 def test_bmv2_json_is_a_v1model_program_with_our_tables() -> None:
     prog = json.loads((COMPILED / "lb.json").read_text())
     names = {t["name"] for p in prog["pipelines"] for t in p["tables"]}
-    assert {"vip_table", "conn_table", "wrr_table", "ipv4_route_table"} <= names
+    assert {"vip_table", "conn_table", "slot_table", "ipv4_route_table"} <= names
     regs = {r["name"].rsplit(".", 1)[-1]: r for r in prog["register_arrays"]}
     # The reference model (and the collision figures) assume the data plane's geometry.
     assert regs["conn_state"]["size"] == model.CONN_BUCKETS
@@ -188,7 +188,7 @@ def test_counters_and_sizes(schema: Schema) -> None:
     limits = schema.limits()
     assert (limits.max_services, limits.max_backends) == (services, backends)
     assert limits.pool_table_size == raw["tables"]["pool_table"]
-    assert limits.wrr_table_size == raw["tables"]["wrr_table"]
+    assert limits.wrr_table_size == raw["tables"]["slot_table"]
     assert limits.route_table_size == raw["tables"]["ipv4_route_table"]
 
 

@@ -56,7 +56,7 @@ def consistent(entries: list[Entry]) -> None:
         sid, ver = v.p("service_id"), v.p("version")
         for table, size, idx in (
             ("pool_table", v.p("pool_size"), "index"),
-            ("wrr_table", v.p("slot_count"), "slot"),
+            ("slot_table", v.p("slot_count"), "slot"),
         ):
             members = {
                 e.exact(idx): e.p("backend_id")
@@ -88,7 +88,7 @@ def test_first_apply_creates_bottom_up_and_second_apply_writes_nothing() -> None
         "backend_port_table",
         "reverse_nat_table",
     }
-    assert order[1] == {"pool_table", "wrr_table"}
+    assert order[1] == {"pool_table", "slot_table"}
     assert order[2] == {"vip_table", "vip_address_table", "vip_source_table"}
     assert all(u.op == "INSERT" for b in batches for u in b)
     assert run(sw, default()) == []
@@ -108,7 +108,7 @@ def test_weight_change_writes_the_other_version_then_flips_then_cleans_up() -> N
     after = next(e for e in sw.held() if e.table == "vip_table")
     assert after.p("version") == 1 - before.p("version")
     assert after.p("slot_count") == 5
-    slots = sorted(e.p("backend_id") for e in sw.held() if e.table == "wrr_table")
+    slots = sorted(e.p("backend_id") for e in sw.held() if e.table == "slot_table")
     assert slots.count(1) == 3 and len(slots) == 5
     assert run(sw, cfg) == []
 
@@ -128,7 +128,7 @@ def test_drain_keeps_backend_entries_but_leaves_the_pools() -> None:
     ids = ids_on_switch(held)
     h3 = next(b for (vk, addr, port), b in ids.backends.items() if addr == 0x0A000003)
     assert any(e.table == "backend_table" and e.exact("backend_id") == h3 for e in held)
-    assert not any(e.table in ("pool_table", "wrr_table") and e.p("backend_id") == h3 for e in held)
+    assert not any(e.table in ("pool_table", "slot_table") and e.p("backend_id") == h3 for e in held)
 
 
 def test_ids_are_stable_when_other_backends_and_vips_go_and_come() -> None:
@@ -181,7 +181,7 @@ def test_wrr_slot_table_holds_exact_weights(weights: tuple[int, int, int]) -> No
     for name, w in zip(("h2", "h3", "h4"), weights, strict=True):
         cfg = edits.set_weight(cfg, "web", name, w)
     ids, desired = desired_entries(cfg, [])
-    slots = [e.p("backend_id") for e in desired if e.table == "wrr_table"]
+    slots = [e.p("backend_id") for e in desired if e.table == "slot_table"]
     per = [slots.count(b) for b in (1, 2, 3)]
     assert [p * sum(weights) for p in per] == [w * len(slots) for w in weights]
     pool = [e.p("backend_id") for e in desired if e.table == "pool_table"]

@@ -156,7 +156,7 @@ def test_maglev_on_the_switch_changes_only_what_a_drain_or_removal_must() -> Non
         return {
             e.exact("slot"): e.p("backend_id")
             for e in entries
-            if e.table == "wrr_table" and e.exact("version") == version
+            if e.table == "slot_table" and e.exact("version") == version
         }
 
     before = table(first)

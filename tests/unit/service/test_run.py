@@ -78,7 +78,7 @@ def test_run_restores_a_restarted_switch(fake: FakeSwitch, running: Controller) 
     assert running.ready.wait(10)
     fake.restart()  # streams end, pipeline and entries gone
     assert fake.wait_for(lambda: fake.p4info is not None and bool(fake.entries("vip_table")))
-    assert len(fake.entries("wrr_table")) == 3
+    assert len(fake.entries("slot_table")) == 3
     assert fake.wait_for(lambda: bool(fake.digest_configs)), "digests not enabled again"
     assert fake.send_digest("conn_digest_t", [_conn_fields(40002, 1)]) is not None
     assert fake.wait_for(lambda: len(fake.entries("conn_table")) == 1)
@@ -106,10 +106,10 @@ def test_run_keeps_the_switch_when_the_config_breaks_and_follows_it_when_fixed(
     good = path.read_text()
     path.write_text(good.replace("weight = 1", "weight = 5000", 1))
     assert running.wait_until(lambda: "5000 is outside" in running.config_problem, 10)
-    assert running.ready.is_set() and len(fake.entries("wrr_table")) == 3
+    assert running.ready.is_set() and len(fake.entries("slot_table")) == 3
     path.write_text(good.replace("weight = 1", "weight = 2", 1))
     assert running.wait_until(lambda: running.config_problem == "", 10)
-    assert fake.wait_for(lambda: len(fake.entries("wrr_table")) == 4)
+    assert fake.wait_for(lambda: len(fake.entries("slot_table")) == 4)
 
 
 def test_run_keeps_conn_writes_it_could_not_make_until_it_is_primary_again(

@@ -42,7 +42,7 @@ def test_apply_programs_an_empty_switch_and_reads_back_the_intent(
     assert first.pipeline_pushed and first.writes > 0
     assert fake.updates_applied == first.writes
     assert intended(cfg, writer.read_entries(), (*OWNED_TABLES, MULTICAST))
-    assert len(fake.entries("vip_table")) == 1 and len(fake.entries("wrr_table")) == 3
+    assert len(fake.entries("vip_table")) == 1 and len(fake.entries("slot_table")) == 3
 
 
 def test_a_second_apply_writes_nothing(fake: FakeSwitch, writer: Switch) -> None:
@@ -59,7 +59,7 @@ def test_a_weight_change_flips_one_vip_entry(fake: FakeSwitch, writer: Switch) -
     operations.apply(writer, edits.set_weight(cfg, "web", "h2", 3))
     (vip,) = [e for e in writer.read_entries() if e.table == "vip_table"]
     assert vip.p("slot_count") == 5 and vip.p("version") == 1
-    assert len(fake.entries("wrr_table")) == 5  # the old version is gone
+    assert len(fake.entries("slot_table")) == 5  # the old version is gone
 
 
 def test_the_switch_names_the_update_it_refused(fake: FakeSwitch, writer: Switch) -> None:
