@@ -1,6 +1,6 @@
-/* NAT both ways: VIP -> backend toward the servers (in the egress), backend -> VIP on
- * the way back (in the ingress, where the connection state is updated), with the
- * per-backend counters the controller reads. */
+/* NAT both ways: VIP -> backend toward the servers (in the egress; for a direct server
+ * return VIP only the frame), backend -> VIP on the way back (in the ingress, where the
+ * connection state is updated), with the per-backend counters the controller reads. */
 #ifndef P4LB_NAT_P4
 #define P4LB_NAT_P4
 
@@ -27,6 +27,19 @@ control ToBackend(inout headers_t hdr,
         CONNECTION_EVENTS();
     }
 
+    // Direct server return (a VIP in mode "dsr"): only the frame changes, toward the
+    // backend's MAC. The destination stays the VIP, which the backend holds itself (on its
+    // loopback, answering no ARP for it) and answers the client from, directly: the
+    // replies never come back through the switch. Nothing a checksum covers is rewritten,
+    // and the TTL stays: the backend is a neighbour on the segment, as in IPVS's direct
+    // routing. Then count what the packet did to its connection, as set_backend does.
+    @name(".set_backend_dsr")
+    action set_backend_dsr(mac_addr_t src_mac, mac_addr_t dst_mac) {
+        hdr.ethernet.src_addr = src_mac;
+        hdr.ethernet.dst_addr = dst_mac;
+        CONNECTION_EVENTS();
+    }
+
     // No backend: a packet to a VIP whose backend was removed while connections to it
     // were open is dropped (its connection's events are counted all the same: the
     // ingress changed its state). Any other packet (backend id 0) goes on, unless it is a
@@ -45,13 +58,14 @@ control ToBackend(inout headers_t hdr,
     }
 
     // Matches a backend id: every packet looks it up (0 for a packet not to a VIP). Hit:
-    // that backend's address and port, written into the packet. The controller writes one
+    // that backend's address and port written into the packet (NAT), or only its MAC
+    // (DSR). The controller writes one
     // entry per backend (never id 0) and keeps it while the backend is drained, so open
     // connections to it keep working. Miss: unknown_backend.
     @name(".backend_table")
     table backend_table {
         key = { meta.backend_id: exact @name("backend_id"); }
-        actions = { set_backend; @defaultonly unknown_backend; }
+        actions = { set_backend; set_backend_dsr; @defaultonly unknown_backend; }
         const default_action = unknown_backend();
         counters = backend_tx;
         size = MAX_BACKENDS;
