@@ -137,14 +137,15 @@ test-unit: $(VPY)
 # TOPO=tier: a tier of balancers behind FRR and ECMP (topology/tier.py; BALANCERS=3);
 # TOPO=scaleout, its former name, still works. RUN_ARGS=--detach: the tier runs on in the
 # background after the banner (`sudo make stop` stops it). MODE=dsr: the VIP in direct
-# server return, with the return path beside the switch (topology/net.py).
+# server return, with the return path beside the switch (topology/net.py), or in the tier
+# past the balancers (topology/tier_plan.py).
 TOPO ?=
 BALANCERS ?= 3
 MODE ?=
 run: $(VPY)
 	@$(MAKE) --no-print-directory -s build >/dev/null 2>&1 || true
 ifneq ($(filter $(TOPO),tier scaleout),)
-	$(VPY) -m topology.tier run --balancers $(BALANCERS) $(RUN_ARGS)
+	$(VPY) -m topology.tier run --balancers $(BALANCERS) $(if $(MODE),--mode $(MODE),) $(RUN_ARGS)
 else
 	$(VPY) -m topology.run $(if $(MODE),--mode $(MODE),) $(RUN_ARGS)
 endif
