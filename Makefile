@@ -35,7 +35,8 @@ help:
 	@echo "  artifacts  build, then refresh $(COMPILED)/ (P4Info, BMv2 JSON, source stamp)"
 	@echo "  run        start the Mininet topology + BMv2 + controller, open the CLI (needs root)"
 	@echo "             (TOPO=tier BALANCERS=3: the tier, balancers behind FRR, BGP and ECMP;"
-	@echo "             RUN_ARGS=--detach with it: start, print the banner and return)"
+	@echo "             RUN_ARGS=--detach with it: start, print the banner and return;"
+	@echo "             MODE=dsr: the VIP in direct server return, replies beside the switch)"
 	@echo "  stop       stop everything 'make run' started (by PID), the lab and the tier, and"
 	@echo "             remove its interfaces (needs root)"
 	@echo "  tier-restart  LB=lb2: restart a running tier's balancer, its switch and speaker"
@@ -137,15 +138,18 @@ test-unit: $(VPY)
 
 # TOPO=tier: a tier of balancers behind FRR and ECMP (topology/tier.py; BALANCERS=3);
 # TOPO=scaleout, its former name, still works. RUN_ARGS=--detach: the tier runs on in the
-# background after the banner (`sudo make stop` stops it).
+# background after the banner (`sudo make stop` stops it). MODE=dsr: the VIP in direct
+# server return, with the return path beside the switch (topology/net.py), or in the tier
+# past the balancers (topology/tier_plan.py).
 TOPO ?=
 BALANCERS ?= 3
+MODE ?=
 run: $(VPY)
 	@$(MAKE) --no-print-directory -s build >/dev/null 2>&1 || true
 ifneq ($(filter $(TOPO),tier scaleout),)
-	$(VPY) -m topology.tier run --balancers $(BALANCERS) $(RUN_ARGS)
+	$(VPY) -m topology.tier run --balancers $(BALANCERS) $(if $(MODE),--mode $(MODE),) $(RUN_ARGS)
 else
-	$(VPY) -m topology.run $(RUN_ARGS)
+	$(VPY) -m topology.run $(if $(MODE),--mode $(MODE),) $(RUN_ARGS)
 endif
 
 # The single-switch lab and the tier, whichever runs, and the pointer /run/p4lb/config.

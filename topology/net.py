@@ -1,6 +1,13 @@
 """The single-switch lab (`make run`): its topology as a Mininet Topo (SingleSwitchTopo), the
 network built from it with its hosts configured, the p4lb config that matches it, its HTTP
-servers, and its stop."""
+servers, and its stop.
+
+With `mode="dsr"` (`make run MODE=dsr`) the VIP is a direct-server-return one and the lab
+gains a return path beside the switch: a bridge b1 that joins a second interface of every
+host, on 10.0.9.0/24 (host hN at 10.0.9.N). A server's replies, from the VIP, go to the
+clients over b1, as a site's own routers would carry them, and never cross the switch;
+each server holds the VIP on its loopback and answers no ARP for it (arp_ignore=1,
+arp_announce=2), as IPVS's direct routing asks of its real servers."""
 
 from __future__ import annotations
 
@@ -32,6 +39,7 @@ RUN_DIR = ROOT / "run"
 VIP_ADDR = "10.0.0.100"
 VIP_PORT = 80
 SERVER_PORT = 8000
+RETURN_NET = "10.0.9"  # dsr: the return path's /24, host hN at RETURN_NET.N
 SWITCH_MAC = "00:00:00:00:01:00"
 VIP_MAC = "00:00:00:00:01:64"
 
@@ -76,6 +84,13 @@ class Options:
     priority_queues: int = 0
     # Seconds a server keeps a connection that sends no request (None: its default, 5).
     server_idle_timeout_s: float | None = None
+    # The VIP's mode: "nat", or "dsr" (direct server return, with the return path b1).
+    mode: str = "nat"
+
+    @property
+    def server_port(self) -> int:
+        """Where the servers listen: a dsr VIP does not rewrite ports, so on the VIP's."""
+        return VIP_PORT if self.mode == "dsr" else SERVER_PORT
 
 
 @dataclass
@@ -148,12 +163,45 @@ class SingleSwitchTopo(Topo):  # type: ignore[misc]  # Mininet has no type hints
         clients: int = 1,
         servers: int = 3,
         link_opts: dict[str, Any] | None = None,
+        return_path: bool = False,
         **switch_opts: Any,
     ) -> None:
         s1 = self.addSwitch("s1", cls=Bmv2Switch, **switch_opts)
+        # The return path's bridge lives in a host's namespace of its own (Mininet's
+        # LinuxBridge needs brctl, which Debian no longer installs): b1 bridges its ports.
+        b1 = self.addHost("b1", cls=Host, ip=None) if return_path else None
         for i in range(1, clients + servers + 1):
             h = self.addHost(f"h{i}", cls=Host, ip=f"10.0.0.{i}/24", mac=mac(i))
             self.addLink(h, s1, port2=i, **(link_opts or {}))
+            if b1 is not None:
+                self.addLink(h, b1, params1={"ip": f"{RETURN_NET}.{i}/24"}, **(link_opts or {}))
+
+
+def return_path(
+    net: Any, clients: list[Any], servers: list[Any], sources: dict[str, list[str]]
+) -> None:
+    """dsr: b1 bridges its ports; each server holds the VIP on its loopback, answers no ARP
+    for it, and sends what it has for a client (its own address and any secondary ones)
+    over b1 to that client's address there; a client takes a packet from the VIP on its
+    second interface (loose reverse-path filter)."""
+    b1 = net.get("b1")
+    b1.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
+    b1.cmd("ip link add br0 type bridge && ip link set br0 up")
+    for intf in b1.intfList():
+        if intf.name != "lo":
+            b1.cmd(f"ip link set {intf} master br0 && ip link set {intf} up")
+    for c in clients:
+        c.cmd("sysctl -qw net.ipv4.conf.all.rp_filter=2")
+        c.cmd(f"sysctl -qw net.ipv4.conf.{c.name}-eth1.rp_filter=2")
+    for s in servers:
+        s.cmd(f"ip addr add {VIP_ADDR}/32 dev lo")
+        for key, value in (("arp_ignore", 1), ("arp_announce", 2)):
+            s.cmd(f"sysctl -qw net.ipv4.conf.all.{key}={value}")
+            s.cmd(f"sysctl -qw net.ipv4.conf.{s.defaultIntf()}.{key}={value}")
+        for c in clients:
+            gateway = c.intf(f"{c.name}-eth1").IP()
+            for prefix in [f"{c.IP()}/32", *(f"{a}/32" for a in sources[c.name] if a != c.IP())]:
+                s.cmd(f"ip route replace {prefix} via {gateway} dev {s.name}-eth1")
 
 
 def checksum_offload_off(host: Any) -> None:
@@ -198,11 +246,12 @@ def lab_config(
                 port=VIP_PORT,
                 algorithm=opts.algorithm,
                 mac=VIP_MAC,
+                mode=opts.mode,
                 backends=tuple(
                     Backend(
                         s.name,
                         s.IP(),
-                        SERVER_PORT,
+                        opts.server_port,
                         w,
                         mac(opts.clients + j + 1),
                         opts.clients + j + 1,
@@ -239,6 +288,7 @@ def build(opts: Options) -> Lab:
         log_dir=str(RUN_DIR / "logs") if opts.switch_log else None,
         grpc_args=grpc_args,
         priority_queues=opts.priority_queues,
+        return_path=opts.mode == "dsr",
     )
     net = Mininet(topo=topo, controller=None, link=TCLink if link_opts else Link, autoSetMacs=False)
     net.start()
@@ -248,6 +298,8 @@ def build(opts: Options) -> Lab:
         h.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
     clients, servers = hosts[: opts.clients], hosts[opts.clients :]
     cfg, sources = lab_config(opts, clients, servers, tls)
+    if opts.mode == "dsr":
+        return_path(net, clients, servers, sources)
     qdiscs = detect_qdiscs(servers[0]) if opts.capacities else {}
     for s, cap in zip(servers, opts.capacities, strict=False):
         if cap.rate:
@@ -290,7 +342,7 @@ def start_server(
     # One simple command in the background, so $! is the server's own PID (with
     # `cd ... && cmd &` it would be a subshell's, and stopping it would orphan the server).
     out = host.cmd(f"PYTHONPATH={ROOT} {cmd} > /dev/null 2>&1 & echo $!")
-    key = f"server-{host.name}" if port == SERVER_PORT else f"server-{host.name}-{port}"
+    key = f"server-{host.name}" if port == lab.options.server_port else f"server-{host.name}-{port}"
     lab.pids[key] = int(out.strip().split()[-1])
     # Bounded wait until it listens (without connecting: a probe connection would be one
     # more line in the access log than the switch saw).
@@ -304,7 +356,13 @@ def start_servers(lab: Lab, threaded: bool) -> None:
     caps = lab.options.capacities or [Capacity()] * len(lab.servers)
     for s, cap in zip(lab.servers, caps, strict=True):
         start_server(
-            lab, s, cap, SERVER_PORT, access_log(s), threaded, lab.options.server_idle_timeout_s
+            lab,
+            s,
+            cap,
+            lab.options.server_port,
+            access_log(s),
+            threaded,
+            lab.options.server_idle_timeout_s,
         )
 
 
@@ -316,7 +374,7 @@ def wait_servers_idle(lab: Lab, timeout_s: float = 10.0) -> None:
     loops = max(1, int(timeout_s / 0.05))
     for s in lab.servers:
         s.cmd(
-            f"for i in $(seq {loops}); do ss -Htn {states} 'sport = :{SERVER_PORT}' "
+            f"for i in $(seq {loops}); do ss -Htn {states} 'sport = :{lab.options.server_port}' "
             "| grep -q . || break; sleep 0.05; done"
         )
 

@@ -84,6 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bw", type=float, default=None, help="link bandwidth, Mbit/s")
     p.add_argument("--delay", default=None, help="link delay, e.g. 1ms")
     p.add_argument("--algorithm", default="wrr", choices=sorted(schema().algorithms()))
+    p.add_argument(
+        "--mode",
+        default="nat",
+        choices=("nat", "dsr"),
+        help="the VIP's mode; dsr adds the return path beside the switch (topology.net)",
+    )
     p.add_argument("--no-health", action="store_true", help="no health checks in p4lb run")
     p.add_argument(
         "--metrics",
@@ -106,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             algorithm=a.algorithm,
             threaded=a.threaded,
             switch_log=a.switch_log,
+            mode=a.mode,
         )
     )
     try:

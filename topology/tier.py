@@ -24,7 +24,7 @@ from topology import tier_plan as plan
 from topology.stop import NEEDS_ROOT
 from topology.tier_load import ab, start_tier
 from topology.tier_ops import main as verbs
-from topology.tier_plan import RUN, VIP
+from topology.tier_plan import MODES, RUN, VIP
 from topology.tier_procs import Tier, missing_tools, stop_from_state
 
 # bench/tier.py imports these from here.
@@ -45,6 +45,13 @@ Controller log: {log}.  {how_to_stop}
 """
 
 
+DSR_LINE = """The :80 VIP ({algorithm}) is in direct server return: the servers hold {vip} and
+answer the client themselves, through r1 and r0 (r1's rule for {vip} as source), past the
+balancers.
+  sudo ip netns exec p4t-r1 ip route get 10.1.0.2 from {vip} iif r1-srv   # via r0
+"""
+
+
 def kill_line(name: str, state: Path) -> str:
     """The shell command that kills one process of the tier by the PID state.json holds."""
     return f"sudo kill -9 $(jq -r '.pids[\"{name}\"]' {state})"
@@ -55,6 +62,12 @@ def run(argv: list[str]) -> int:
     p.add_argument("--balancers", type=int, default=3)
     p.add_argument("--servers", type=int, default=3)
     p.add_argument("--algorithm", default="wrr", help="the port-80 VIP's algorithm")
+    p.add_argument(
+        "--mode",
+        default="nat",
+        choices=MODES,
+        help="the port-80 VIP's mode; dsr: its replies go r1 -> r0, past the balancers",
+    )
     p.add_argument("--no-cli", action="store_true", help="start, check one request, stop")
     p.add_argument(
         "--detach",
@@ -66,7 +79,7 @@ def run(argv: list[str]) -> int:
         print(f"make run TOPO=tier: needs {', '.join(missing)}", file=sys.stderr)
         return 2
     try:
-        t = start_tier(a.balancers, a.servers, a.algorithm)
+        t = start_tier(a.balancers, a.servers, a.algorithm, a.mode)
     except (RuntimeError, TimeoutError) as e:
         print(f"tier: {e}", file=sys.stderr)
         return 1
@@ -92,6 +105,8 @@ def run(argv: list[str]) -> int:
             ),
             flush=True,
         )
+        if a.mode == "dsr":
+            print(DSR_LINE.format(vip=VIP, algorithm=a.algorithm), flush=True)
         if a.detach:  # every process runs in a session of its own, recorded in state.json
             left_running = True
             return 0

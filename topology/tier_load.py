@@ -24,14 +24,16 @@ from topology.tier_procs import Tier, in_ns
 CONVERGE_WAIT_S = 30.0  # a bound for waits that include BGP sessions coming up
 
 
-def ab(requests: int, concurrency: int, seconds: int | None = None) -> dict[str, Any]:
-    """ab from the client through the VIP (no keep-alive, 5 s timeout, going on after
-    errors): requests/s, complete and failed; an ab that gave up (a request unanswered for
-    5 s) counts every request as failed and says why."""
+def ab(
+    requests: int, concurrency: int, seconds: int | None = None, port: int = VIP_PORT
+) -> dict[str, Any]:
+    """ab from the client through the VIP's `port` (no keep-alive, 5 s timeout, going on
+    after errors): requests/s, complete and failed; an ab that gave up (a request
+    unanswered for 5 s) counts every request as failed and says why."""
     args = ["ab", "-q", "-r", "-s", "5", "-n", str(requests), "-c", str(concurrency)]
     if seconds:
         args += ["-t", str(seconds)]
-    r = in_ns(NS + "c1", *args, f"http://{VIP}/", check=False)
+    r = in_ns(NS + "c1", *args, f"http://{VIP}:{port}/", check=False)
     rps = re.search(r"Requests per second:\s+([\d.]+)", r.stdout)
     done = re.search(r"Complete requests:\s+(\d+)", r.stdout)
     failed = re.search(r"Failed requests:\s+(\d+)", r.stdout)
@@ -69,17 +71,20 @@ def controller_log() -> str:
     return p.read_text() if p.exists() else ""
 
 
-def start_tier(balancers: int = 3, servers: int = 3, algorithm: str = "wrr") -> Tier:
-    """The tier up, its config written, `p4lb run` started, both VIPs answering and every
-    balancer in r0's next hops; stopped again (by PID) if any of it fails."""
+def start_tier(
+    balancers: int = 3, servers: int = 3, algorithm: str = "wrr", mode: str = "nat"
+) -> Tier:
+    """The tier up (the port-80 VIP with `algorithm` and `mode`), its config written, `p4lb
+    run` started, both VIPs answering and every balancer in r0's next hops; stopped again
+    (by PID) if any of it fails."""
     from p4lb.intent import writer
 
-    t = Tier(balancers=balancers, servers=servers)
+    t = Tier(balancers=balancers, servers=servers, mode=mode)
     try:
         t.up()
         config = plan.config_file()
         config.unlink(missing_ok=True)
-        writer.save(p4lb_config(balancers, servers, algorithm), config)
+        writer.save(p4lb_config(balancers, servers, algorithm, mode), config)
         start_controller(t, config)
         for port in (80, 81):
             if not wait_for_vip(60, port=port):
@@ -151,11 +156,14 @@ def steady_batches(
 
 @contextmanager
 def traffic(
-    open_before_s: float, ab_concurrency: int, connections: int = 60
+    open_before_s: float,
+    ab_concurrency: int,
+    connections: int = 60,
+    ports: tuple[int, ...] = (80, 81),
 ) -> Iterator[tuple[dict[str, Any], Load]]:
-    """Keep-alive connections to both VIPs (the holder, `connections` to each) and ab
-    batches, for the block, which starts once every connection is `open_before_s` old;
-    yields the holder's result (filled at the end) and the load."""
+    """Keep-alive connections to the VIP's `ports` (the holder, `connections` to each) and
+    ab batches (to port 80), for the block, which starts once every connection is
+    `open_before_s` old; yields the holder's result (filled at the end) and the load."""
     work = plan.RUN / "holder"
     work.mkdir(parents=True, exist_ok=True)
     stop, ready, out = work / "stop", work / "ready", work / "out.json"
@@ -173,8 +181,7 @@ def traffic(
             "--vip",
             VIP,
             "--ports",
-            "80",
-            "81",
+            *(str(p) for p in ports),
             "--connections",
             str(connections),
             "--stop-file",
@@ -216,6 +223,26 @@ def traffic(
                 n: {v["name"]: v["drops"] for v in b["vips"]} | {"": b["drops"]}
                 for n, b in doc["balancers"].items()
             }
+
+
+def count_replies() -> dict[str, int]:
+    """Frames of replies that reached r0, per VIP and way (tier_plan.reply_counter_rules:
+    `web_from_r1`, `web_from_balancers`, ...), counted from the first call on: the first
+    call installs the counters in the fabric's namespace (all 0)."""
+    fab = NS + "fab"
+    listed = in_ns(
+        fab, "nft", "-j", "list", "counters", "table", "bridge", plan.REPLY_TABLE, check=False
+    )
+    if listed.returncode != 0:
+        rules = plan.RUN / "replies.nft"
+        rules.write_text(plan.reply_counter_rules())
+        in_ns(fab, "nft", "-f", str(rules))
+        listed = in_ns(fab, "nft", "-j", "list", "counters", "table", "bridge", plan.REPLY_TABLE)
+    return {
+        item["counter"]["name"]: int(item["counter"]["packets"])
+        for item in json.loads(listed.stdout)["nftables"]
+        if "counter" in item
+    }
 
 
 def p4lb(*args: str) -> subprocess.CompletedProcess[str]:

@@ -33,6 +33,13 @@ router, GoBGP as each balancer's BGP speaker, FRR's bfdd beside it, the kernel's
   speakers announce 0.0.0.0/0: a reply goes to any live balancer (ECMP again), whose reverse
   NAT is stateless (a table of backends), then to r0 and the client. No reply depends on one
   balancer. (One router with a VRF for the return path would do too; this kernel has no VRF.)
+- Direct server return (`run --mode dsr`: the port-80 VIP's `mode = "dsr"`): a balancer
+  rewrites only the frame, so the request reaches the server still addressed to the VIP,
+  which each server holds on its loopback (answering no ARP for it: arp_ignore=1,
+  arp_announce=2) and listens on the VIP's port. Its replies come from the VIP, and r1
+  sends what comes from the VIP straight to r0 (a policy rule, dsr_return_routes): they
+  never cross a balancer. NAT replies, from the servers' own addresses, keep the path
+  above.
 - A switch floods ARP only to port 1 (the config's `ports`): nothing from br-lb crosses it;
   a server's ARP for r1 reaches br-lb that way, where only r1 answers, and only on br-srv
   (arp_ignore). No other frame is bridged between br-lb and br-srv.
@@ -66,11 +73,14 @@ VIP = "10.0.0.100"
 VIP_PORT = 80
 SERVER_PORT = 8000
 # The tier's VIPs (one address): name, port, algorithm. Round robin keeps state the
-# balancers share; Maglev needs none (the same table on every balancer).
+# balancers share; Maglev needs none (the same table on every balancer). The first one's
+# algorithm and mode are the run's (`--algorithm`, `--mode`); the others are NAT.
 VIPS = (("web", 80, "wrr"), ("web-maglev", 81, "maglev"))
+MODES = ("nat", "dsr")
 ROUTER_AS = 65000
 SPEAKER_AS = 65100
-CLIENT_NET = "10.1.0.0/24"
+CLIENT_NET = "10.1.0.0/16"  # every client: client k on 10.1.(k-1).0/24 behind r0
+DSR_TABLE = 100  # r1's routing table for what comes from a dsr VIP: straight to r0
 ROUTER_CLIENT = "10.1.0.1"
 ROUTER_LB = "10.10.0.1"  # r0: learns the VIP
 ROUTER_RET = "10.10.0.2"  # r1: learns the return path's default route
@@ -216,26 +226,67 @@ def tier_balancer(i: int) -> Balancer:
     )
 
 
-def p4lb_config(balancers: int, servers: int, algorithm: str = "wrr") -> Config:
+def vip_modes(mode: str) -> tuple[str, ...]:
+    """Each VIP's mode (VIPS' order) in a tier run with `mode`: the first VIP's."""
+    return tuple(mode if k == 0 else "nat" for k in range(len(VIPS)))
+
+
+def backend_port(k: int, mode: str) -> int:
+    """Where the servers listen for VIP k (VIPS' order): a NAT VIP on a port of its own
+    (SERVER_PORT + k: a backend's address and port name its VIP to the reverse NAT), a dsr
+    VIP on its own port (nothing rewrites it)."""
+    return VIPS[k][1] if mode == "dsr" else SERVER_PORT + k
+
+
+def server_ports(mode: str = "nat") -> tuple[int, ...]:
+    """The ports every server listens on, one per VIP, in a tier run with `mode`."""
+    return tuple(backend_port(k, m) for k, m in enumerate(vip_modes(mode)))
+
+
+def dsr_return_routes() -> list[list[str]]:
+    """The commands (in r1's namespace) that send what comes from the VIP, a dsr VIP's
+    replies, to the clients through r0 and past the balancers: a policy rule for the VIP as
+    source, a table with the clients' route via r0, and r0's MAC fixed (no ARP on br-lb).
+    Kernel rules and routes beside FRR's: zebra leaves routes it did not make alone, and no
+    BGP route comes from the VIP's address."""
+    table = str(DSR_TABLE)
+    return [
+        ["ip", "rule", "add", "from", f"{VIP}/32", "lookup", table, "priority", table],
+        ["ip", "route", "add", CLIENT_NET, "via", ROUTER_LB, "dev", "r1-lb", "table", table],
+        ["ip", "neigh", "replace", ROUTER_LB, "lladdr", ROUTER_MACS["r0-lb"], "dev", "r1-lb"]
+        + ["nud", "permanent"],
+    ]
+
+
+def p4lb_config(balancers: int, servers: int, algorithm: str = "wrr", mode: str = "nat") -> Config:
     """The p4lb config of the tier: the VIPs over the servers (port 3 of every switch), the
-    routes every balancer has (clients and both routers: port 1), and per balancer its
-    address, id, MAC, its data address (the next hop its speaker announces) and how the
-    controller reaches its speaker."""
+    first with `algorithm` and `mode`, the routes every balancer has (clients and both
+    routers: port 1), and per balancer its address, id, MAC, its data address (the next hop
+    its speaker announces) and how the controller reaches its speaker."""
+    net, prefix_len = CLIENT_NET.split("/")
     hosts = (
-        Host("clients", "10.1.0.0", ROUTER_MACS["r0-lb"], 1, prefix_len=16),
+        Host("clients", net, ROUTER_MACS["r0-lb"], 1, prefix_len=int(prefix_len)),
         Host("r0", ROUTER_LB, ROUTER_MACS["r0-lb"], 1),
         Host("r1", ROUTER_RET, ROUTER_MACS["r1-lb"], 1),
     )
     vips = []
-    for k, (name, port, alg) in enumerate(VIPS):
+    for k, ((name, port, alg), vip_mode) in enumerate(zip(VIPS, vip_modes(mode), strict=True)):
         backends = tuple(
-            Backend(f"s{j}", server_addr(j), SERVER_PORT + k, 1, mac(2, j), 3)
+            Backend(f"s{j}", server_addr(j), backend_port(k, vip_mode), 1, mac(2, j), 3)
             for j in range(1, servers + 1)
         )
         health = HealthSettings(http_path="/", namespace=NS + "{backend}")
         vips.append(
             Vip(
-                name, VIP, "tcp", port, algorithm if k == 0 else alg, mac(1, 0xFF), backends, health
+                name,
+                VIP,
+                "tcp",
+                port,
+                algorithm if k == 0 else alg,
+                mac(1, 0xFF),
+                backends,
+                health,
+                mode=vip_mode,
             )
         )
     tier = tuple(tier_balancer(i) for i in range(1, balancers + 1))
@@ -264,6 +315,36 @@ def router_filter(lb_side: str) -> str:
     tcp sport 179 iifname != "{lb_side}" drop
     tcp dport 179 ip ttl < {256 - GTSM_HOPS} drop
     tcp sport 179 ip ttl < {256 - GTSM_HOPS} drop
+  }}
+}}
+"""
+
+
+REPLY_TABLE = "p4lb_replies"  # the fabric's nftables table counting the replies' ways
+
+
+def reply_counter_rules() -> str:
+    """nftables for the fabric's bridges (namespace p4t-fab) counting, per VIP, the replies
+    that reach r0 (their source the VIP and its port, whatever the mode) by where they come
+    from: r1 directly (`NAME_from_r1`, a dsr VIP's way) or a balancer's port 1
+    (`NAME_from_balancers`, the reverse NAT's). A reply's way, not a flow's: each counts
+    frames. Names with `_` for `-` (nftables' object names)."""
+    counters, rules = [], []
+    for name, port, _ in VIPS:
+        key = name.replace("-", "_")
+        for way, iif in (("from_r1", "r1-lb-f"), ("from_balancers", "t*")):
+            counters.append(f"  counter {key}_{way} {{ }}")
+            rules.append(
+                f'    ip saddr {VIP} tcp sport {port} iifname "{iif}" oifname "r0-lb-f" '
+                f'counter name "{key}_{way}"'
+            )
+    body = "\n".join(counters)
+    chain = "\n".join(rules)
+    return f"""table bridge {REPLY_TABLE} {{
+{body}
+  chain forward {{
+    type filter hook forward priority 0; policy accept;
+{chain}
   }}
 }}
 """

@@ -34,16 +34,16 @@ from topology.tier_plan import (
     ROUTER_RET,
     ROUTER_SRV,
     SERVER_IDLE_S,
-    SERVER_PORT,
     SWITCH_NICE,
     THRIFT_BASE,
     VIP,
-    VIPS,
+    dsr_return_routes,
     mac,
     nexthop_addr,
     router_conf,
     router_filter,
     server_addr,
+    server_ports,
     speaker_addr,
     speaker_bfd_conf,
     speaker_conf,
@@ -112,11 +112,14 @@ def state_lock() -> Iterator[None]:
 class Tier:
     """The tier's namespaces, links and processes. `pids` maps a name to a PID we started;
     `lbs` are the balancers' indexes (lb1 is 1). state.json is the record: every change
-    goes through `edit()`, which reads it first (another process may have changed it)."""
+    goes through `edit()`, which reads it first (another process may have changed it).
+    `mode` is the first VIP's (tier_plan.VIPS): "dsr" gives the servers the VIP and r1 the
+    return path past the balancers."""
 
     balancers: int = 3
     servers: int = 3
     clients: int = 1
+    mode: str = "nat"
     vips: list[str] = field(default_factory=lambda: [VIP])
     pids: dict[str, int] = field(default_factory=dict)
     root_links: list[str] = field(default_factory=list)
@@ -146,6 +149,7 @@ class Tier:
         self.balancers = int(s.get("balancers", self.balancers))
         self.servers = int(s.get("servers", self.servers))
         self.clients = int(s.get("clients", self.clients))
+        self.mode = str(s.get("mode", self.mode))
         self.lbs = list(s.get("balancer_ids", range(1, self.balancers + 1)))
 
     def save(self) -> None:
@@ -159,6 +163,7 @@ class Tier:
             "balancers": self.balancers,
             "servers": self.servers,
             "clients": self.clients,
+            "mode": self.mode,
             "balancer_ids": self.lbs,
         }
         tmp = plan.STATE.with_name(f".{plan.STATE.name}.{os.getpid()}")
@@ -309,6 +314,13 @@ class Tier:
             in_ns(fab, "ip", "link", "set", f"s{j}-f", "master", "br-srv")
             self.addr(s, "eth0", f"{server_addr(j)}/24", mac(2, j))
             in_ns(s, "ip", "route", "add", "default", "via", ROUTER_SRV)
+            if self.mode == "dsr":
+                # The VIP is the server's own (its replies come from it), but only the
+                # balancers answer for it: no ARP reply, no ARP request from it.
+                in_ns(s, "ip", "addr", "add", f"{VIP}/32", "dev", "lo")
+                for dev in ("all", "eth0"):
+                    in_ns(s, "sysctl", "-qw", f"net.ipv4.conf.{dev}.arp_ignore=1")
+                    in_ns(s, "sysctl", "-qw", f"net.ipv4.conf.{dev}.arp_announce=2")
         self.save()
 
     def start_router(self, name: str, router_id: str, prefixes: list[str]) -> None:
@@ -341,6 +353,9 @@ class Tier:
     def start_routers(self) -> None:
         self.start_router("r0", ROUTER_LB, [f"{v}/32" for v in self.vips])
         self.start_router("r1", ROUTER_RET, ["0.0.0.0/0"])
+        if self.mode == "dsr":  # a dsr VIP's replies: r1 -> r0, past the balancers
+            for cmd in dsr_return_routes():
+                in_ns(NS + "r1", *cmd)
         # The filters live in the routers' namespaces and go with them.
         for name, lb_side in (("r0", "r0-lb"), ("r1", "r1-lb")):
             rules = plan.RUN / name / "bgp.nft"
@@ -458,11 +473,10 @@ class Tier:
             raise RuntimeError(f"bfdd in {spk} did not take {bfd}")
 
     def start_servers(self) -> None:
-        """An HTTP server per backend host and VIP (port SERVER_PORT + the VIP's index: a
-        backend's address and port name its VIP to the reverse NAT)."""
+        """An HTTP server per backend host and VIP, on the port the plan gives that VIP's
+        backends (tier_plan.backend_port)."""
         for j in range(1, self.servers + 1):
-            for k, _ in enumerate(VIPS):
-                port = SERVER_PORT + k
+            for port in server_ports(self.mode):
                 log = plan.RUN / "access" / f"s{j}-{port}.log"
                 log.parent.mkdir(parents=True, exist_ok=True)
                 log.write_text("")
@@ -471,12 +485,12 @@ class Tier:
                 args += ["--idle-timeout", str(SERVER_IDLE_S)]
                 self.start(f"server-s{j}-{port}", args, NS + f"s{j}", log.with_suffix(".out"))
         for j in range(1, self.servers + 1):
-            for k, _ in enumerate(VIPS):
+            for port in server_ports(self.mode):
                 in_ns(
                     NS + f"s{j}",
                     "sh",
                     "-c",
-                    f"for i in $(seq 100); do ss -Hltn 'sport = :{SERVER_PORT + k}' | grep -q . "
+                    f"for i in $(seq 100); do ss -Hltn 'sport = :{port}' | grep -q . "
                     "&& exit 0; sleep 0.05; done; exit 1",
                 )
 

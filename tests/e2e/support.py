@@ -35,10 +35,12 @@ def running_lab(opts: Any, threaded: bool, apply_timeout_s: float = 60) -> Itera
 
 
 @contextmanager
-def running_tier(balancers: int, servers: int) -> Iterator[Any]:
+def running_tier(
+    balancers: int, servers: int, algorithm: str = "wrr", mode: str = "nat"
+) -> Iterator[Any]:
     """The tier (a `topology.tier_procs.Tier`) with `balancers` balancers and `servers`
-    servers, its controller running and every balancer routed to. Skips without the tier's
-    tools or the compiled program."""
+    servers, the port-80 VIP's `algorithm` and `mode`, its controller running and every
+    balancer routed to. Skips without the tier's tools or the compiled program."""
     from topology.tier_load import start_tier
     from topology.tier_procs import missing_tools
 
@@ -47,7 +49,7 @@ def running_tier(balancers: int, servers: int) -> Iterator[Any]:
         pytest.skip(f"tier layer skipped: missing {', '.join(missing)}")
     if not (COMPILED / "lb.json").exists():
         pytest.skip("tier layer skipped: missing p4src/compiled artifacts (make artifacts)")
-    t = start_tier(balancers, servers)
+    t = start_tier(balancers, servers, algorithm, mode)
     try:
         yield t
     finally:

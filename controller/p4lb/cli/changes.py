@@ -142,6 +142,7 @@ def add_vip(a: argparse.Namespace, cfg: Config) -> tuple[Config, tuple[str, ...]
         "port": a.port,
         "protocol": a.protocol,
         "algorithm": a.algorithm,
+        "mode": a.mode,
     }
     if a.mac:
         fields["mac"] = a.mac

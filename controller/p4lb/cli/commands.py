@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from p4lb.cli import changes, handlers
 from p4lb.cli.changes import runtime_change
 from p4lb.intent import reader
-from p4lb.intent.model import DISCIPLINES, PROTOCOLS, ConfigError
+from p4lb.intent.model import DISCIPLINES, MODES, PROTOCOLS, ConfigError
 from p4lb.pipeline.p4info import Limits
 
 
@@ -99,6 +99,12 @@ def _vip_add_args(p: argparse.ArgumentParser, limits: Limits) -> None:
     p.add_argument("--protocol", choices=PROTOCOLS, default="tcp")
     p.add_argument("--algorithm", choices=limits.algorithms, default="wrr")
     p.add_argument("--mac", default=None)
+    p.add_argument(
+        "--mode",
+        choices=MODES,
+        default="nat",
+        help="nat (default) or dsr: direct server return, the replies bypass the switch",
+    )
     p.add_argument(
         "--backend",
         action="append",

@@ -7,6 +7,11 @@ import math
 from dataclasses import dataclass, field, replace
 
 PROTOCOLS = ("tcp", "udp")
+# How a VIP reaches its backends: "nat" rewrites the destination to the backend and the
+# replies back to the VIP (both directions cross the switch); "dsr" (direct server return)
+# rewrites only the frame toward the backend, which holds the VIP itself and answers the
+# client directly, so replies never cross the switch.
+MODES = ("nat", "dsr")
 MAX_WEIGHT = 1000
 
 
@@ -147,6 +152,7 @@ class Vip:
     # What the least-* algorithms compare for a new connection: every active backend
     # (CHOICES_ALL) or d >= 2 of them drawn by weight (power of d choices).
     choices: int = CHOICES_DEFAULT
+    mode: str = "nat"
 
     @property
     def key(self) -> tuple[str, str, int]:

@@ -21,6 +21,7 @@ from p4lb.intent import qos
 from p4lb.intent.model import (
     CHOICES_ALL,
     MAX_WEIGHT,
+    MODES,
     PROTOCOLS,
     Backend,
     Balancer,
@@ -45,7 +46,17 @@ TOP_KEYS = ("switch", "host", "vip", "tier", "metrics", "qos")
 SWITCH_KEYS = ("address", "device_id", "election_id", "mac", "ports", "tls", "insecure")
 TLS_KEYS = ("ca", "cert", "key", "server_name")
 HOST_KEYS = ("name", "address", "mac", "switch_port", "prefix_len")
-VIP_KEYS = ("address", "protocol", "port", "algorithm", "choices", "mac", "backend", "health")
+VIP_KEYS = (
+    "address",
+    "protocol",
+    "port",
+    "algorithm",
+    "choices",
+    "mac",
+    "mode",
+    "backend",
+    "health",
+)
 BACKEND_KEYS = ("name", "address", "port", "weight", "mac", "switch_port")
 METRICS_KEYS = ("listen", "insecure", "history_s")
 TIER_KEYS = ("announce", "state_ttl_s", "balancer")
@@ -399,6 +410,9 @@ def parse_vip(name: str, t: Any, src: str, default_mac: str) -> Vip:
         raise ConfigError(f"{src}: {where}.protocol: {protocol!r} is not one of {PROTOCOLS}")
     # Which algorithms exist is the compiled program's business (p4lb.pipeline.capacity).
     algorithm = _get(t, "algorithm", str, src, where, "wrr").lower()
+    mode = _get(t, "mode", str, src, where, "nat").lower()
+    if mode not in MODES:
+        raise ConfigError(f"{src}: {where}.mode: {mode!r} is not one of {MODES}")
     backends = tuple(
         parse_backend(b, src, f"{where}.backend[{i}]")
         for i, b in enumerate(_list(t, "backend", src, f"{where}."))
@@ -413,6 +427,7 @@ def parse_vip(name: str, t: Any, src: str, default_mac: str) -> Vip:
         backends=backends,
         health=_health(t, src, where),
         choices=parse_choices(t.get("choices", "all"), src, f"{where}.choices"),
+        mode=mode,
     )
 
 

@@ -4,7 +4,7 @@ program can hold the intent is p4lb.pipeline.capacity's question."""
 
 from __future__ import annotations
 
-from p4lb.intent.model import Config, ConfigError
+from p4lb.intent.model import Config, ConfigError, Vip
 
 
 def validate(cfg: Config) -> None:
@@ -67,7 +67,36 @@ def validate(cfg: Config) -> None:
                     f"in {routes[b.address][2]}"
                 )
             routes.setdefault(b.address, (b.mac, b.switch_port, bwhere))
+        if v.mode == "dsr":
+            _direct_server_return(cfg, v)
         if sum(b.weight for b in v.backends) == 0:
             raise ConfigError(
                 f"{src}: {where}: total weight is 0 (at least one backend needs a weight above 0)"
+            )
+
+
+def _direct_server_return(cfg: Config, v: Vip) -> None:
+    """What a DSR VIP needs: the balancer changes only the frame (destination MAC and
+    port), so each backend must listen on the VIP's own port (nothing rewrites it) and be
+    an L2 neighbour of the switch (its `mac` its own, not a router's that would route the
+    VIP's packet back); its replies never cross the switch, so response time cannot be
+    measured there."""
+    src, where = cfg.source, f"vip.{v.name}"
+    if v.algorithm == "leasttime":
+        raise ConfigError(
+            f"{src}: {where}: algorithm leasttime needs the backends' replies, which a "
+            "dsr VIP never sees (use leastconn or leastpkt)"
+        )
+    gateways = {h.mac.lower(): h.name for h in cfg.hosts if h.prefix_len < 32}
+    for b in v.backends:
+        bwhere = f"{where}.backend {b.name!r}"
+        if b.port != v.port:
+            raise ConfigError(
+                f"{src}: {bwhere}: port {b.port} differs from the VIP's {v.port}; a dsr "
+                "VIP does not rewrite ports, so a backend listens on the VIP's port"
+            )
+        if b.mac.lower() in gateways:
+            raise ConfigError(
+                f"{src}: {bwhere}: mac {b.mac} is host {gateways[b.mac.lower()]!r}'s, a "
+                "router's: a dsr backend must be on a segment the switch reaches directly"
             )

@@ -97,6 +97,11 @@ def update(doc: tomlkit.TOMLDocument, cfg: Config) -> None:
                 t[key] = value
         if "mac" not in t and v.mac != cfg.switch.mac:
             t["mac"] = v.mac
+        if str(t.get("mode", "nat")).lower() != v.mode:
+            if v.mode == "nat":
+                t.pop("mode")  # back to the default: implicit again
+            else:
+                t["mode"] = v.mode
         if parse_choices(t.get("choices", "all"), "", "") != v.choices:
             if v.choices == CHOICES_DEFAULT:
                 t.pop("choices")  # back to the default: implicit again

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Mapping
 
-from p4lb.intent.model import Config, Vip
+from p4lb.intent.model import Backend, Config, Vip
 from p4lb.pipeline import qos
 from p4lb.pipeline.entries import (
     COOKIE_TABLE,
@@ -60,19 +60,7 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
                     (("port", b.switch_port), ("src_mac", sw_mac), ("dst_mac", mac(b.mac))),
                 ),
             )
-            out.append(
-                Entry(
-                    "backend_table",
-                    (("backend_id", bid),),
-                    "set_backend",
-                    (
-                        ("addr", ip(b.address)),
-                        ("port", b.port),
-                        ("src_mac", sw_mac),
-                        ("dst_mac", mac(b.mac)),
-                    ),
-                )
-            )
+            out.append(backend_entry(v, b, bid, sw_mac))
             out.append(
                 Entry(
                     "backend_port_table",
@@ -92,11 +80,11 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
                         ("service_id", ids.services[vip_key(v)]),
                         ("backend_id", bid),
                         ("track_time", int(v.algorithm == "leasttime")),
-                        ("cookie", int(shared)),
+                        ("cookie", int(shared and v.mode == "nat")),
                     ),
                 )
             )
-            if shared:
+            if shared and v.mode == "nat":
                 # The backend's replies carry its id as their cookie; a client's echo of
                 # it finds the backend on any balancer.
                 out.append(
@@ -132,6 +120,23 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
     )
     out += qos.entries(cfg)
     return out
+
+
+def backend_entry(v: Vip, b: Backend, bid: int, sw_mac: int) -> Entry:
+    """Where a backend's packets go: NAT rewrites their destination to the backend's
+    address and port; DSR only the frame, toward the backend's MAC (the destination stays
+    the VIP, which the backend holds itself). The reverse NAT entry both keep is what a
+    restarted controller recovers the backend's id from (p4lb.pipeline.ids); a DSR
+    backend's replies come from the VIP and never match it."""
+    macs = (("src_mac", sw_mac), ("dst_mac", mac(b.mac)))
+    if v.mode == "dsr":
+        return Entry("backend_table", (("backend_id", bid),), "set_backend_dsr", macs)
+    return Entry(
+        "backend_table",
+        (("backend_id", bid),),
+        "set_backend",
+        (("addr", ip(b.address)), ("port", b.port), *macs),
+    )
 
 
 def is_shared(cfg: Config, v: Vip) -> bool:

@@ -77,6 +77,25 @@ def _no_backends(d: dict[str, Any]) -> None:
     d["vip"]["web"]["backend"] = []
 
 
+def _dsr(
+    algorithm: str = "wrr", port: int = 80, behind_router: bool = False
+) -> Callable[[dict[str, Any]], None]:
+    """The default VIP in dsr mode, its backends on the VIP's port unless `port`."""
+
+    def edit(d: dict[str, Any]) -> None:
+        web = d["vip"]["web"]
+        web["mode"], web["algorithm"] = "dsr", algorithm
+        for b in web["backend"]:
+            b["port"] = port
+        if behind_router:  # a host entry for a whole prefix is a router: h2 is behind it
+            gw = copy.deepcopy(d["host"][0])
+            gw.update(name="gw", address="10.9.0.0", prefix_len=16)
+            gw["mac"] = web["backend"][0]["mac"]
+            d["host"].append(gw)
+
+    return edit
+
+
 BAD = [
     ("malformed VIP address", _set("vip/web/address", "10.0.0"), "vip.web.address"),
     (
@@ -101,6 +120,10 @@ BAD = [
     ("choices 1", _set("vip/web/choices", 1), 'vip.web.choices: 1 is not "all"'),
     ("choices a word", _set("vip/web/choices", "most"), "vip.web.choices: 'most'"),
     ("choices a float", _set("vip/web/choices", 2.5), "vip.web.choices: 2.5"),
+    ("unknown mode", _set("vip/web/mode", "tunnel"), "vip.web.mode: 'tunnel' is not one of"),
+    ("dsr with leasttime", _dsr(algorithm="leasttime"), "algorithm leasttime needs the backends"),
+    ("dsr backend on another port", _dsr(port=8000), "port 8000 differs from the VIP's 80"),
+    ("dsr backend behind a router", _dsr(behind_router=True), "a dsr backend must be on a"),
     (
         "missing backend mac",
         lambda d: d["vip"]["web"]["backend"][0].pop("mac"),
@@ -138,3 +161,14 @@ def test_save_is_atomic_and_loadable(tmp_path: Path) -> None:
     writer.save(cfg, out)
     assert reader.load(out).vips == cfg.vips
     assert [p.name for p in tmp_path.iterdir()] == ["lb.toml"]
+
+
+def test_dsr_mode_reads_writes_and_defaults_to_nat() -> None:
+    data = base()
+    assert reader.parse(data, "lb.toml").vip("web").mode == "nat"
+    _dsr()(data)
+    cfg = reader.parse(data, "lb.toml")
+    assert cfg.vip("web").mode == "dsr"
+    again = reader.parse(tomllib.loads(writer.dumps(cfg)), cfg.source)
+    assert again.vip("web").mode == "dsr"
+    assert again == cfg

@@ -3,12 +3,14 @@ checking after every batch that no VIP can see a half-applied change."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from p4lb.intent import edits
 from p4lb.intent.model import Backend, Config
 from p4lb.pipeline.desired import desired_entries
-from p4lb.pipeline.entries import MULTICAST, Entry, Update
+from p4lb.pipeline.entries import COOKIE_TABLE, MULTICAST, Entry, Update
 from p4lb.pipeline.ids import assign_ids, ids_on_switch
 from p4lb.pipeline.plan import plan
 from tests.unit.support import default_config
@@ -186,3 +188,29 @@ def test_wrr_slot_table_holds_exact_weights(weights: tuple[int, int, int]) -> No
     assert [p * sum(weights) for p in per] == [w * len(slots) for w in weights]
     pool = [e.p("backend_id") for e in desired if e.table == "pool_table"]
     assert pool == [b for b, w in zip((1, 2, 3), weights, strict=True) if w > 0]
+
+
+def test_dsr_vip_rewrites_only_the_frame_and_keeps_the_ids_record() -> None:
+    """A dsr VIP's backend entries set only the MACs (the destination stays the VIP); its
+    reverse entries stay (the record a restarted controller recovers backend ids from), with
+    no cookie even in a tier: its replies never cross the switch."""
+    nat = default()
+    web = nat.vip("web")
+    dsr_web = replace(
+        web, mode="dsr", backends=tuple(replace(b, port=web.port) for b in web.backends)
+    )
+    for cfg in (nat.with_vip(dsr_web), replace(nat.with_vip(dsr_web), shared=True)):
+        _, desired = desired_entries(cfg, [])
+        backends = [e for e in desired if e.table == "backend_table"]
+        assert {e.action for e in backends} == {"set_backend_dsr"}
+        assert {tuple(name for name, _ in e.params) for e in backends} == {("src_mac", "dst_mac")}
+        by_mac = {dict(e.params)["dst_mac"] for e in backends}
+        assert by_mac == {int(b.mac.replace(":", ""), 16) for b in dsr_web.backends}
+        reverse = [e for e in desired if e.table == "reverse_nat_table"]
+        assert len(reverse) == len(dsr_web.backends)
+        assert {e.p("cookie") for e in reverse} == {0}
+        assert not [e for e in desired if e.table == COOKIE_TABLE]
+        assert ids_on_switch(desired).backends == assign_ids(cfg, ids_on_switch(desired)).backends
+    # The same VIP in NAT mode on a tier's balancer does stamp cookies.
+    _, desired = desired_entries(replace(nat, shared=True), [])
+    assert [e for e in desired if e.table == COOKIE_TABLE]

@@ -1,0 +1,107 @@
+"""Direct server return in the tier, on real engines: three BMv2 balancers behind FRR, the
+port-80 VIP a dsr Maglev one (`make run TOPO=tier MODE=dsr`), the port-81 VIP a NAT Maglev
+one beside it. The servers answer the dsr VIP's clients themselves, through r1 and r0: its
+replies reach r0 from r1 and never from a balancer, while the NAT VIP's replies still come
+through the balancers' reverse NAT. ab through the dsr VIP fails no request, and 120
+keep-alive connections held to it survive a balancer's death and its restart (Maglev: the
+same table on every balancer; no reply crosses one, so no cookie can help, none is needed).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.support import running_tier
+from tests.support import poll_until
+from topology import tier_load
+from topology.tier_load import Load, ab, count_replies, steady_batches, verb, wait_hops
+from topology.tier_plan import BFD_MS, BFD_MULT, NS, ROUTER_LB, VIP, client_addr
+from topology.tier_procs import Tier, in_ns
+
+DETECT_S = BFD_MULT * BFD_MS / 1000  # the routers' BFD (a dead switch: the bond, sooner)
+MARGIN_S = 1.0  # scheduling on a 2-core machine running 3 switches, 2 routers, 3 speakers
+AB_CONCURRENCY = 4  # as tests/e2e/test_tier.py: room left for detecting the failure
+OPEN_BEFORE_S = 1.0
+HELD = 120  # keep-alive connections to the dsr VIP
+
+
+@pytest.fixture(scope="module")
+def tier() -> Iterator[Tier]:
+    with running_tier(3, 3, "maglev", "dsr") as t:
+        count_replies()  # the fabric's reply counters, from here on
+        yield t
+
+
+def replies_since(before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before[k] for k, v in count_replies().items()}
+
+
+def test_r1_routes_what_comes_from_the_vip_to_r0(tier: Tier) -> None:
+    client = client_addr(1)
+    dsr = in_ns(NS + "r1", "ip", "route", "get", client, "from", VIP, "iif", "r1-srv").stdout
+    assert f"via {ROUTER_LB} dev r1-lb" in dsr, dsr
+    # A NAT reply, from a server's own address, still goes to the balancers (ECMP).
+    nat = in_ns(NS + "r1", "ip", "route", "get", client, "from", "10.2.0.11", "iif", "r1-srv")
+    assert f"via {ROUTER_LB}" not in nat.stdout and "via 10.10.0.4" in nat.stdout, nat.stdout
+
+
+def test_ab_through_the_dsr_vip_and_its_replies_pass_the_balancers(tier: Tier) -> None:
+    before = count_replies()
+    dsr = ab(600, 10)
+    nat = ab(300, 5, port=81)
+    assert (dsr["complete"], dsr["failed"], dsr["error"]) == (600, 0, ""), dsr
+    assert (nat["complete"], nat["failed"], nat["error"]) == (300, 0, ""), nat
+    seen = replies_since(before)
+    print("reply frames reaching r0, by way:", seen)
+    # Each answered request's reply is at least one frame (SYN-ACK, data, FIN: more).
+    assert seen["web_from_balancers"] == 0
+    assert seen["web_from_r1"] >= 600
+    assert seen["web_maglev_from_r1"] == 0
+    assert seen["web_maglev_from_balancers"] >= 300
+
+
+def test_held_dsr_connections_survive_a_balancer_dying_and_coming_back(tier: Tier) -> None:
+    before = count_replies()
+    with tier_load.traffic(OPEN_BEFORE_S, AB_CONCURRENCY, HELD, ports=(80,)) as (result, load):
+        tier.kill("switch-lb2")
+        assert wait_hops(tier, [1, 3]) <= DETECT_S + MARGIN_S
+        converged = time.monotonic()
+        run_on(load, converged)
+        restart = time.monotonic()
+        verb(tier, "restart", "lb2")
+        wait_hops(tier, [1, 2, 3])
+        back = time.monotonic()
+        run_on(load, back)
+    print("drops by balancer:", result.get("drops"))
+    conns = result["connections"]
+    assert len(conns) == HELD
+    broken = [c for c in conns if c["broken"]]
+    moved = [c for c in conns if c["moved"]]
+    assert not broken, f"{len(broken)} broken, e.g. {broken[:2]}"
+    assert not moved, f"{len(moved)} moved, e.g. {moved[:2]}"
+    assert all(c["requests"] >= 5 for c in conns)  # they were asking throughout
+    assert_no_failures_between(load, (converged, restart), (back, math.inf))
+    seen = replies_since(before)
+    assert seen["web_from_balancers"] == 0, seen
+    assert seen["web_from_r1"] > 0, seen
+
+
+def run_on(load: Load, since: float, timeout_s: float = 30.0) -> None:
+    """Keep the traffic going until an ab batch started after `since` (bounded)."""
+    what = "an ab batch started after the routes converged"
+    poll_until(lambda: any(b["start"] >= since for b in load.batches), timeout_s, what, every=0.1)
+
+
+def assert_no_failures_between(load: Load, *spans: tuple[float, float]) -> None:
+    """No ab request failed in a batch run wholly within a span of converged routes."""
+    within, across = steady_batches(load, *spans)
+    failed: list[dict[str, Any]] = [b for b in across if b["failed"] or b["error"]]
+    print("ab batches with failures across a route change:", failed)
+    assert within, f"no ab batch ran within {spans}"
+    bad = [b for b in within if b["error"] or b["failed"] or b["complete"] != 200]
+    assert not bad, bad
