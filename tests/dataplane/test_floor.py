@@ -17,8 +17,8 @@ import pytest
 
 from bench import floor
 from bench import lab as sw
-from bench.traffic import flow_packets
 from bench.toolchain import p4c_problem
+from bench.traffic import flow_packets
 from p4lb.models.hashing import crc32
 
 SHAPE = sw.Shape(flows=1)
