@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -51,18 +52,29 @@ def cli(lab: Lab, *args: str) -> str:
     ).stdout
 
 
+def rx_packets(host: Any, intf: str) -> int:
+    """Packets the host's interface has received (its kernel's counter)."""
+    return int(host.cmd(f"cat /sys/class/net/{intf}/statistics/rx_packets"))
+
+
 def test_curl_and_ab_through_a_dsr_vip_replies_beside_the_switch(lab: Lab) -> None:
     client = lab.clients[0]
     body = client.cmd(f"curl -s -m 5 -o /dev/null -w '%{{http_code}}' {URL}")
     assert body.strip() == "200"
     n = 600
+    via_switch = rx_packets(client, f"{client.name}-eth0")
+    via_b1 = rx_packets(client, f"{client.name}-eth1")
     r = ab.run(client, URL, n, 10)
     assert (r.complete, r.failed, r.non_2xx) == (n, 0, 0)
+    # Every response (a SYN-ACK, data, a FIN at least) reached the client over b1; from
+    # the switch's port came at most a few ARP answers.
+    assert rx_packets(client, f"{client.name}-eth1") - via_b1 >= 3 * n
+    assert rx_packets(client, f"{client.name}-eth0") - via_switch <= 5
     counts = served(lab)
     assert all(abs(c - (n + 1) / 3) <= 1 for c in counts.values()), counts
     assert jain(list(counts.values())) >= 0.9999
     web = stats(lab).vip("web")
-    # The switch carried the requests and none of the replies: those went over b1.
+    # The switch counted the requests toward each backend, and no reply.
     assert all(b.packets > 0 for b in web.backends), web
     assert sum(b.reply_packets for b in web.backends) == 0, web
     assert web.jain >= 0.9999
