@@ -350,11 +350,10 @@ def test_gone_switches_are_withdrawn_at_once_silent_ones_after_the_hold_above_th
         assert bool(rib(1)) != bool(rib(2)) and rib(3)
         kept = 1 if rib(1) else 2
         assert not ctl.members[f"lb{kept}"].gone
-        # The third's switch gone (nothing listens): withdrawn well within the hold.
+        # The third's switch gone (nothing listens): withdrawn, though the floor (2 of 3)
+        # would keep it were it merely silent like the kept one.
         fakes[2].stop()
-        gone_at = time.monotonic()
         assert poll_until(lambda: not rib(3), timeout=5)
-        assert time.monotonic() - gone_at < hold + 0.5
         assert ctl.members["lb3"].gone
         rounds = ctl.speaker_rounds
         assert poll_until(lambda: ctl.speaker_rounds >= rounds + 3)
@@ -400,17 +399,20 @@ def test_a_drain_acts_at_once_and_a_balancer_taken_out_of_the_file_is_withdrawn(
         p = tmp_path / f"rib.{port}"
         return set(json.loads(p.read_text())) if p.exists() else set()
 
-    ctl = TierController(lambda: reader.load(path), config_path=str(path), retry_s=0.1)
+    # A hold far longer than the polls below: a drain that waited for it would fail them.
+    ctl = TierController(
+        lambda: reader.load(path),
+        config_path=str(path),
+        retry_s=0.1,
+        policy=Policy(hold_s=60, settle_s=0.5),
+    )
     t = threading.Thread(target=ctl.run, kwargs={"duration_s": 60}, daemon=True)
     t.start()
     try:
         assert poll_until(lambda: rib(50061) and rib(50062))
         drained = (dataclasses.replace(cfg.tier[0], drain=True), cfg.tier[1])
         writer.save(dataclasses.replace(cfg, tier=drained), path)
-        at = time.monotonic()
         assert poll_until(lambda: not rib(50061), timeout=5)
-        took = time.monotonic() - at
-        assert took < 1.0, f"the drain took {took:.2f} s"
         assert rib(50062)
         # lb2 taken out of the file (lb1 back).
         writer.save(dataclasses.replace(cfg, tier=(cfg.tier[0],)), path)
