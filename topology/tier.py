@@ -45,9 +45,9 @@ Controller log: {log}.  {how_to_stop}
 """
 
 
-DSR_LINE = """The :80 VIP ({algorithm}) is in direct server return: the servers hold {vip} and
-answer the client themselves, through r1 and r0 (r1's rule for {vip} as source), past the
-balancers.
+DSR_LINE = """The :80 VIP ({algorithm}) is in direct server return: the servers hold {vip}
+and answer the client themselves through r1 and r0, past the balancers (r1 has a rule
+for {vip} as source).
   sudo ip netns exec p4t-r1 ip route get 10.1.0.2 from {vip} iif r1-srv   # via r0
 """
 
