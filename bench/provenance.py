@@ -1,4 +1,4 @@
-"""What every results file says about how it was measured (issue 33): when, on which code
+"""What every results file says about how it was measured: when, on which code
 (commit, dirty flag, the P4 sources' stamp), with which tools (p4c, each BMv2 binary's
 version and build flags), on which machine, how loaded the machine was while it ran, and
 how many repetitions ran in which order.
@@ -427,10 +427,10 @@ def start(
 
 def describe(doc: dict[str, Any]) -> str:
     """One line for a generated table: how a results file was measured, or that its
-    provenance was not recorded (files written before issue 33)."""
+    provenance was not recorded (older files)."""
     p = doc.get("provenance") if isinstance(doc, dict) else None
     if not isinstance(p, dict) or "git" not in p:
-        return f"provenance {NOT_RECORDED} (written before issue 33; rerun to record it)"
+        return f"provenance {NOT_RECORDED} (an older file; rerun to record it)"
     git = p["git"]
     builds = ", ".join(
         f"{n} {b.get('version') or '?'} ({b.get('kind', 'unknown')})"

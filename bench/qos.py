@@ -1,4 +1,4 @@
-"""`make bench-qos`: seed 004's comparison of queueing disciplines, in the switch.
+"""`make bench-qos`: Maulana et al.'s comparison of queueing disciplines, in the switch.
 
 Mininet: clients h1 (3 bulk TCP flows), h2 (1 bulk TCP flow), h3 (a VoIP-like UDP flow,
 50 packets/s of 160 bytes, and a ping every 200 ms), all toward the server h4 behind switch
@@ -66,7 +66,7 @@ VARIANTS: dict[str, list[str]] = {
     "cake-approx": ["cake-approx", f"rate_pps={RATE_PPS}", "host_limit=250"],
 }
 
-# Seed 004 (MikroTik RouterOS v7, RB450G, 35 Mbit/s), its own figures and grades.
+# Maulana et al. (MikroTik RouterOS v7, RB450G, 35 Mbit/s), their own figures and grades.
 SEED = {
     "sfq": {"ping_ms": 215, "loss_pct": 8, "cpu_pct": 15, "mbps": 33.2, "grade": "Poor"},
     "pcq": {"ping_ms": 35, "loss_pct": 6, "cpu_pct": 25, "mbps": 34.8, "grade": "Good"},
@@ -284,7 +284,7 @@ def tiphon_table(summary: dict[str, dict[str, Any]], label: str) -> str:
         )
     lines += [
         "",
-        "### Seed 004 (MikroTik RB450G, 35 Mbit/s; its own figures and grades)",
+        "### Maulana et al. (MikroTik RB450G, 35 Mbit/s; their own figures and grades)",
         "",
         "| discipline | ping under load ms | grade (delay) | loss % | grade (loss) "
         "| throughput Mbit/s | router CPU % |",
@@ -298,8 +298,9 @@ def tiphon_table(summary: dict[str, dict[str, Any]], label: str) -> str:
         )
     lines += [
         "",
-        "Seed 004 measured 26 ms unloaded. Its delay grades do not follow the commonly cited "
-        "TIPHON delay bands (35 ms would be Very Good, 215 ms Good); it prints no thresholds.",
+        "Maulana et al. measured 26 ms unloaded. Their delay grades do not follow the commonly "
+        "cited TIPHON delay bands (35 ms would be Very Good, 215 ms Good); the paper prints no "
+        "thresholds.",
     ]
     return "\n".join(lines)
 

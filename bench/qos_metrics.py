@@ -3,11 +3,11 @@ ETSI TIPHON TR 101 329 grades (its percentiles are bench.stats.percentile_interp
 Jain's index p4lb.stats.fairness.jain).
 
 TIPHON thresholds as commonly cited (the standard's QoS classes, as the Indonesian network
-literature seed 004 comes from tabulates them; seed 004 prints only the grades):
+literature Maulana et al. come from tabulates them; their paper prints only the grades):
     delay        < 150 ms Very Good | 150-300 Good | 300-450 Fair | > 450 Poor
     jitter       0 ms Very Good | 0-75 Good | 75-125 Fair | 125-225 (and above) Poor
     packet loss  0-2 % Very Good | 3-14 % Good | 15-24 % Fair | >= 25 % Poor
-"0 ms" jitter is read as below 1 ms (the seed's tools report whole milliseconds); loss
+"0 ms" jitter is read as below 1 ms (the paper's tools report whole milliseconds); loss
 between the listed bands (2-3 %, 14-15 %) takes the better grade."""
 
 from __future__ import annotations

@@ -41,14 +41,6 @@ READMES = {
         "docs/tier.md",
     )
 }
-# The papers the experiments reproduce, as the docs name them (the results files number them).
-PAPERS = {
-    "000": "Fathurrohim and Basuki",
-    "001": "Sudiatmika et al.",
-    "002": "Usman et al.",
-    "003": "Ramadhan and Wardhana",
-    "004": "Maulana et al.",
-}
 # A region is a block (markers on lines of their own) or inline (within a sentence, the
 # generator's text then has no line break at its end).
 REGION = re.compile(
@@ -72,14 +64,6 @@ def load(root: Path, rel: str) -> Any:
 
 def speed_build(builds: dict[str, Any]) -> str:
     return next(b for b in builds if b in SPEED_NAMES)
-
-
-def paper_named(claim: str) -> str:
-    """A claim with its leading paper number ("002: ...", "002's ...") as the authors' names."""
-    return re.sub(r"^(\d{3})\b", lambda m: PAPERS.get(m.group(1), m.group(1)), claim)
-
-
-templates.ENV.filters["paper_named"] = paper_named
 
 
 # ---------------------------------------------------------------- switch/

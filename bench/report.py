@@ -19,7 +19,7 @@ OUT = ROOT / "results" / "switch"
 LIVE_POINTS = (1_000, 5_000, 10_000, 20_000, 40_000, 60_000)
 MODEL_SEED = 7
 PROBE_FLOWS = 20_000
-# Issue 11's overhead goals, by the build names results/ uses.
+# The overhead goals (lb.p4 against plain forwarding), by the build names results/ uses.
 GOALS = {"standard": 0.75, "fast": 0.9, "speed": 0.9}
 
 
@@ -122,7 +122,7 @@ def plots(data: dict[str, Any], model: list[dict[str, float]], out: Path) -> Non
 
 def floor_plot(data: dict[str, Any], out: Path) -> None:
     """Each program's instructions per packet as a share of plain forwarding's, per build,
-    with the issue's goal for that build."""
+    with the overhead goal for that build."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -3,7 +3,7 @@
 Reads results/experiments/raw/**/run.json (or those in raw.tar.xz, through bench.rawstore)
 and the load generators' files beside each, writes results/experiments/{summary.md,
 runs.json, *.png}; `readme_block` is results/README.md's experiments region
-(bench.readme_figures fills it): the seeds' figures next to ours, and the claimed / found
+(bench.readme_figures fills it): the papers' figures next to ours, and the claimed / found
 table with its verdicts, each naming the bench and the test that decided it. Points are
 medians over the repetitions with min and max. The sentences are Markdown templates in
 bench/templates/experiments/ (a claim's in claims/NAME.md); this module computes their
@@ -30,7 +30,7 @@ from p4lb.stats.fairness import jain, weighted_jain
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "results" / "experiments"
 
-# Seed 002 Table 4 (throughput, kbit/s) and Table 5 / TIPHON (delay, ms) bands.
+# Usman et al.'s Table 4 (throughput, kbit/s) and Table 5 / TIPHON (delay, ms) bands.
 THROUGHPUT_BANDS = [(338, "Bad"), (700, "Poor"), (1200, "Fair"), (2100, "Good")]
 DELAY_BANDS = [(150, "Excellent / TIPHON very good"), (300, "Good"), (450, "Fair / medium")]
 
@@ -311,7 +311,7 @@ def random_jain(n: int, k: int) -> float:
 
 
 def unfair_verdict(hash_jain: list[float], rotation_jain: list[float]) -> str:
-    """Seed 002's fairness claim (IP hash's Jain below 1, WRR's at 1) on the repetitions'
+    """Usman et al.'s fairness claim (IP hash's Jain below 1, WRR's at 1) on the repetitions'
     values: reproduced when the hash's whole min–max range lies below the rotation's. It is
     small whatever it measures: one client's ports make the hash a random placement."""
     if hash_jain and rotation_jain and max(hash_jain) < min(rotation_jain):
@@ -319,7 +319,7 @@ def unfair_verdict(hash_jain: list[float], rotation_jain: list[float]) -> str:
     return "not reproduced"
 
 
-# ---------------------------------------------------------------- the seeds' claims
+# ---------------------------------------------------------------- the papers' claims
 
 
 @dataclass(frozen=True)
@@ -343,7 +343,7 @@ def claim(name: str, verdict: str, **slots: Any) -> Claim:
 def claims(
     g: dict[Key, list[dict[str, Any]]], algorithms: list[str], c10: str, c1: str
 ) -> list[Claim]:
-    """The seeds' claims the runs can decide, each with its verdict."""
+    """The papers' claims the runs can decide, each with its verdict."""
     out = []
 
     def ab(sc: str, n: str, ld: str = c10) -> Key:
@@ -518,7 +518,7 @@ def claims(
 def seed_figures(
     g: dict[Key, list[dict[str, Any]]], algorithms: list[str], ab_loads: list[str]
 ) -> tuple[str, list[Claim]]:
-    """The seeds' figures next to ours, and the claimed / found table (its claims too)."""
+    """The papers' figures next to ours, and the claimed / found table (its claims too)."""
 
     def largest(suffix: str) -> str:
         return max((ld for ld in ab_loads if ld.endswith(suffix)), key=load_count, default="")
@@ -528,7 +528,8 @@ def seed_figures(
     fields |= {"loss": "loss_pct", "kbps": "kbps"}
 
     def pair(sc: str, k: str, ld: str) -> tuple[float, float] | None:
-        """WRR's and IP hash's medians of a seed 002 metric, or None when either is missing."""
+        """WRR's and IP hash's medians of one of Usman et al.'s metrics, or None when either
+        is missing."""
         f = ("jain" if sc == "equal" else "capacity_jain") if k == "jain" else fields[k]
         w, i = med(g, ("ab", sc, "wrr", ld), f), med(g, ("ab", sc, "iphash", ld), f)
         ok = w is not None and i is not None if k == "loss" else bool(w and i)

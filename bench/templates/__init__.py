@@ -50,6 +50,22 @@ def plural(n: int, word: str, many: str = "") -> str:
     return word if n == 1 else many or f"{word}s"
 
 
+# The papers the experiments reproduce, as the documents name them (the results files and the
+# claims number them: "002: ...").
+PAPERS = {
+    "000": "Fathurrohim and Basuki",
+    "001": "Sudiatmika et al.",
+    "002": "Usman et al.",
+    "003": "Ramadhan and Wardhana",
+    "004": "Maulana et al.",
+}
+
+
+def paper_named(claim: str) -> str:
+    """A claim with its leading paper number ("002: ...", "002's ...") as the authors' names."""
+    return re.sub(r"^(\d{3})\b", lambda m: PAPERS.get(m.group(1), m.group(1)), claim)
+
+
 ENV = Environment(
     loader=FileSystemLoader(HERE),
     undefined=StrictUndefined,
@@ -58,7 +74,7 @@ ENV = Environment(
     keep_trailing_newline=True,
     autoescape=False,
 )
-ENV.filters.update(f=f, mmm=mmm, span=span, unwrap=unwrap, plural=plural)
+ENV.filters.update(f=f, mmm=mmm, span=span, unwrap=unwrap, plural=plural, paper_named=paper_named)
 
 
 def render(name: str, /, **slots: Any) -> str:
