@@ -143,6 +143,22 @@ def _stats_args(p: argparse.ArgumentParser, limits: Limits) -> None:
     p.add_argument("--count", type=int, default=0, help="with --watch: stop after N rounds")
 
 
+def _run_args(p: argparse.ArgumentParser, limits: Limits) -> None:
+    p.add_argument("--duration", type=float, default=None, help="stop after SECONDS")
+    p.add_argument(
+        "--standby",
+        action="store_true",
+        help="wait as a backup below [switch] election_id; take over when the primary's "
+        "session ends",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="a standby's own metrics port ([metrics] listen's host; default: none served)",
+    )
+
+
 def _shell_args(p: argparse.ArgumentParser, limits: Limits) -> None:
     p.add_argument(
         "--primary",
@@ -239,9 +255,7 @@ COMMANDS: tuple[Command, ...] = (
         ("run",),
         "the long-running controller (digests, aging, restarts)",
         handlers.run,
-        lambda p, lim: p.add_argument(
-            "--duration", type=float, default=None, help="stop after SECONDS"
-        ),
+        _run_args,
     ),
     Command(
         ("tier", "drain"),

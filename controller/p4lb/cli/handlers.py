@@ -13,7 +13,7 @@ from dataclasses import replace
 from p4lb.cli import changes, output, shell
 from p4lb.intent import qos, writer
 from p4lb.intent.lock import config_lock
-from p4lb.intent.model import Config, switch_configs
+from p4lb.intent.model import Config, ConfigError, switch_configs
 from p4lb.pipeline import capacity
 from p4lb.pipeline.p4info import Limits
 from p4lb.service import observe, operations
@@ -22,6 +22,7 @@ from p4lb.service.health import state_file
 from p4lb.service.health.overlay import overlay_from_file
 from p4lb.service.metrics.exposition import ControllerMetrics
 from p4lb.service.metrics.server import MetricsServer
+from p4lb.service.session import standby_ids
 from p4lb.service.tier import TierController
 from p4lb.stats import windows
 from p4lb.stats.counters import Stats, tier_total
@@ -132,11 +133,28 @@ def run(args: argparse.Namespace, limits: Limits) -> int:
         return capacity.load(args.config, limits)
 
     cfg = load()  # a bad config is a one-line error before anything starts
+    settings = cfg.metrics
+    if args.standby:
+        if not standby_ids(cfg.switch.election_id):
+            raise ConfigError(
+                f"{args.config}: switch.election_id = {cfg.switch.election_id} leaves no id "
+                "below it for a standby (--standby); give the primary 2 or more"
+            )
+        # The primary binds [metrics] listen: a standby serves its own port, or none.
+        if args.metrics_port is not None and settings is None:
+            raise ConfigError(f"{args.config}: --metrics-port needs a [metrics] table")
+        settings = (
+            replace(settings, listen=f"{settings.listen.rpartition(':')[0]}:{args.metrics_port}")
+            if settings is not None and args.metrics_port is not None
+            else None
+        )
+    elif args.metrics_port is not None:
+        raise ConfigError("--metrics-port is a standby's (--standby); the primary uses [metrics]")
     own = ControllerMetrics()
     # [metrics]: listening (or failing, in one line) before the controller starts.
     served = (
-        MetricsServer(cfg.metrics, load, args.config, own, source=args.config)
-        if cfg.metrics is not None
+        MetricsServer(settings, load, args.config, own, source=args.config)
+        if settings is not None
         else None
     )
     try:
@@ -149,8 +167,10 @@ def run(args: argparse.Namespace, limits: Limits) -> int:
                 flush=True,
             )
         if cfg.tier:
-            return TierController(load, config_path=args.config, metrics=own).run(args.duration)
-        return Controller(load, config_path=args.config, metrics=own).run(args.duration)
+            tier = TierController(load, config_path=args.config, metrics=own, standby=args.standby)
+            return tier.run(args.duration)
+        controller = Controller(load, config_path=args.config, metrics=own, standby=args.standby)
+        return controller.run(args.duration)
     finally:
         if served is not None:
             served.close()

@@ -140,6 +140,22 @@ class Shared:
             ):
                 todo[f] = bid
 
+    def adopt(self, balancer: str, copies: list[tuple[FlowKey, int]], now: float) -> None:
+        """`balancer` holds these copies (a standby controller took it over and read them):
+        live connections, whose owner is not known (the events went to the former
+        controller); each balancer that lacks one gets it, its owner too (a copy there
+        names the backend its own state names)."""
+        self.held.setdefault(balancer, set())
+        for flow, backend_id in copies:
+            self.held[balancer].add(flow)
+            if flow in self.conns:
+                continue
+            self.conns[flow] = ("", backend_id)
+            self.since[flow] = now
+            for b, todo in self.pending.items():
+                if b != balancer and flow not in self.held[b]:
+                    todo[flow] = backend_id
+
     def opened(self, owner: str, flow: FlowKey, backend_id: int, now: float = 0.0) -> None:
         """A connection opened on `owner`; copied to the others once it is COPY_AFTER_S
         old and still open (`expire` promotes it)."""

@@ -16,7 +16,13 @@ Health checks (VIPs with a `[vip.NAME.health]` table) run in a thread of their o
 state change makes the loop reconcile at once, with every DOWN backend at weight 0 (the
 config file keeps the configured weights; p4lb.service.health.overlay); open connections
 stay on it, pinned by the data plane's connection state. The states go to `lb.toml.health.json`
-for `p4lb stats` and for runtime commands, which program the same weights."""
+for `p4lb stats` and for runtime commands, which program the same weights.
+
+A standby (`standby=True`, `p4lb run --standby`) holds the switch as a backup below the
+config's election id (p4lb.service.session): it follows the file and runs its health checks
+all along, so the first reconcile after it takes over already has every backend that died
+meanwhile at weight 0, but it writes nothing, the state file included, until the switch
+makes it primary."""
 
 from __future__ import annotations
 
@@ -60,6 +66,7 @@ class Controller(Session):
         retry_s: float = 1.0,
         probe: Probe = default_probe,
         metrics: ControllerMetrics | None = None,
+        standby: bool = False,
     ) -> None:
         # Reconcile time, write errors, digests, mastership (served when [metrics] is set).
         super().__init__(
@@ -71,6 +78,7 @@ class Controller(Session):
             check_s,
             retry_s,
         )
+        self.standby = standby
         self.load_config = load_config
         self.config_problem = ""  # the last config error seen, "" when the file is valid
         self.changed = threading.Condition()  # notified when config_problem changes
@@ -151,7 +159,16 @@ class Controller(Session):
         return self.health_round
 
     def joined(self) -> None:
-        log.info("primary on %s, digests on", self.sw.address if self.sw else "?")
+        address = self.sw.address if self.sw else "?"
+        if self.standby:
+            log.info(
+                "primary on %s as election id %s (took over from a higher election id), digests on",
+                address,
+                self.election_id,
+            )
+            self._publish_health()  # skipped while it was backup
+        else:
+            log.info("primary on %s, digests on", address)
 
     def lost_primary(self) -> None:
         log.info(
@@ -212,8 +229,8 @@ class Controller(Session):
     def _publish_health(self, final: bool = False) -> None:
         """Write the states for `p4lb stats` and runtime commands (only when checks are
         configured, or were); `final`: mark them stale now, as nobody checks any more."""
-        if self.config_path is None:
-            return
+        if self.config_path is None or (self.standby and not self.ready.is_set()):
+            return  # a standby writes nothing while backup: the primary's file stands
         with self._publish_lock:
             targets = self.checker.targets()
             if not targets and not self._published:

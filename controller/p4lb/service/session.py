@@ -12,14 +12,15 @@ connection event goes). Collision pins and idle entries are the session's own.
 The session keeps its election id and its connection while another controller is primary
 (a runtime command, as the id + 1, for a moment): it leaves the ready state, keeps reading
 the stream, and joins again when the arbitration update makes it primary. A standby
-controller (a backup with a lower id, taking over when the primary's session ends) would be
-this same wait: the session already is one while it is not primary; what it lacks is a
-role that starts there on purpose, which would go in `lost_primary` and `hold`'s first
-round (do not write, keep the stream, wait for mastership)."""
+(`p4lb run --standby`, `standby = True`) is that same wait on purpose: it connects as the
+highest free id below the config's (`standby_ids`), writes nothing while backup, and takes
+over when the switch's arbitration update makes it primary (the primary's stream ended);
+a primary that returns with the config's id pre-empts it, and it waits again."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -42,6 +43,15 @@ log = logging.getLogger("p4lb")
 
 PIN_IDLE_TIMEOUT_NS = 120 * 1_000_000_000  # a collision pin goes after 2 min unused
 RETRY_MAX_S = 2.0  # the longest pause between two attempts to reach a switch
+# A standby tries the ids below the config's, highest first, this many of them (another
+# standby may hold one): enough for a few standbys, bounded so a refusal ends in one line.
+STANDBY_TRIES = 4
+
+
+def standby_ids(election_id: int, tries: int = STANDBY_TRIES) -> list[int]:
+    """The election ids a standby tries, highest first: election_id - 1, - 2, ... (at most
+    `tries`, never below 1: P4Runtime reads 0 as no id). Empty when election_id is 1."""
+    return list(range(election_id - 1, max(0, election_id - 1 - tries), -1))
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,9 @@ class Session:
         self.retry_s = retry_s
         self.sw: Switch | None = None
         self.election_id: int | None = None  # the id this session holds the switch as
+        self.standby = False  # start as a backup below the config's id (p4lb run --standby)
+        self._tried = 0  # a standby: how many of its ids the switch refused in a row
+        self._standby_ids: list[int] = []
         # Set while the session holds the switch, in its intent, with digests on.
         self.ready = threading.Event()
         self.fresh = True  # a new connection: the switch may have lost its state (a restart)
@@ -168,8 +181,14 @@ class Session:
                     if cfg is None:
                         self._stop.wait(self.retry_s)
                         continue
-                    self.election_id = cfg.switch.election_id
-                    self.sw = connect(cfg)
+                    self.election_id = self._election_id(cfg)
+                    if self.election_id is None:
+                        self._stop.wait(pause)
+                        pause = min(pause * 2, max(self.retry_s, RETRY_MAX_S))
+                        continue
+                    switch = dataclasses.replace(cfg.switch, election_id=self.election_id)
+                    self.sw = connect(dataclasses.replace(cfg, switch=switch))
+                    self._tried = 0
                     self.fresh = True
                     pause = self.retry_s  # it answers: the next failure is a new one
                     with self._pins_lock:
@@ -200,7 +219,10 @@ class Session:
                 if self.ready.is_set():
                     self._unready()
                     self.lost_primary()
-                if self.sw is None:  # refused a session (our election id is in use)
+                if self.sw is None and self._tried + 1 < len(self._standby_ids):
+                    self._tried += 1  # that id is another standby's: the next one down
+                elif self.sw is None:  # refused a session (our election id is in use)
+                    self._tried = 0
                     log.warning("%s: %s; retrying", self.name, e)
                     self._stop.wait(pause)
                     pause = min(pause * 2, max(self.retry_s, RETRY_MAX_S))
@@ -219,6 +241,22 @@ class Session:
             self.sw = None
         self._unready()
         self.ended()
+
+    def _election_id(self, cfg: Config) -> int | None:
+        """The id to connect as: the config's, or a standby's next one below it (None, and
+        one line, when the config's leaves none)."""
+        if not self.standby:
+            return cfg.switch.election_id
+        ids = self._standby_ids = standby_ids(cfg.switch.election_id)
+        if not ids:
+            log.error(
+                "%s: a standby needs an election id below [switch] election_id = %d; "
+                "raise it to 2 or more",
+                self.name,
+                cfg.switch.election_id,
+            )
+            return None
+        return ids[self._tried % len(ids)]
 
     def _unready(self) -> None:
         self.ready.clear()

@@ -23,6 +23,13 @@ its packets reach after a change of the router's next hops knows its backend. Th
 algorithms need no copies: the same tables on every balancer give the same answer. The
 speakers are driven from a thread of their own (p4lb.service.tier_speakers).
 
+A standby (`standby=True`, `p4lb run --standby`) holds every balancer as a backup below the
+config's election id and writes and announces nothing until a switch makes it primary. It
+never received the digests of the connections opened meanwhile, so a balancer it takes over
+first tells it which shared connections it holds copies of (Sharing.adopt), and only then
+gets the others' copies; then it announces (adding a route GoBGP holds already changes
+nothing), and nothing is withdrawn because the controller changed.
+
 A `[qos]` with ports is refused for a tier (p4lb.intent.validate): a discipline's queue
 rates and depths are set over one switch's Thrift port, which `[qos]` names once."""
 
@@ -84,7 +91,9 @@ class TierController:
         probe: Probe = default_probe,
         metrics: ControllerMetrics | None = None,
         policy: Policy | None = None,
+        standby: bool = False,
     ) -> None:
+        self.standby = standby  # every balancer held as a backup first (p4lb run --standby)
         self.load_config = load_config
         # Per balancer: reconcile time, write errors, digests, mastership.
         self.metrics = metrics if metrics is not None else ControllerMetrics()
@@ -132,7 +141,7 @@ class TierController:
         return self.speakers.rounds
 
     def _member(self, b: Balancer) -> Member:
-        return Member(
+        m = Member(
             b,
             self,
             self.sharing,
@@ -144,6 +153,8 @@ class TierController:
             self.check_s,
             self.retry_s,
         )
+        m.standby = self.standby
+        return m
 
     # --- the run ------------------------------------------------------------------------
 

@@ -152,8 +152,14 @@ class Member(Session):
         return self.name
 
     def joining(self, sw: Switch) -> None:
-        """Every live shared connection (it may have restarted with none), then ready."""
-        self._copied = self.sharing.join(self.name, sw, self.fresh)
+        """Every live shared connection (it may have restarted with none), then ready. A
+        standby taking the switch over first learns the copies it holds (Sharing.adopt)."""
+        fresh = self.fresh
+        if self.standby and fresh:
+            adopted = self.sharing.adopt(self.name, sw)
+            log.info("%s: took over: %d shared connections held there", self.name, adopted)
+            fresh = False  # what it holds is known now: it gets only what it lacks
+        self._copied = self.sharing.join(self.name, sw, fresh)
         self.joined_at = time.monotonic()
         self.gone = False
         self.held = False

@@ -12,12 +12,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from p4lb.pipeline.digests import CONN_TABLE
 from p4lb.pipeline.entries import Entry, Update
 from p4lb.pipeline.p4info import Schema
 from p4lb.pipeline.shared import (
     CLOSED,
     CONN_EVENT_DIGEST,
     OPENED,
+    SHARED_ACTION,
     ConnEvents,
     FlowKey,
     Shared,
@@ -86,6 +88,17 @@ class Sharing:
             todo = self.shared.writes(name)
         self._insert_copies(name, sw, todo, timed=False)
         return len(todo)
+
+    def adopt(self, name: str, sw: Switch) -> int:
+        """A standby took `name`'s switch over: the copies it holds are live connections
+        (the digests that announced them went to the former primary); each is to be copied
+        to the balancers that lack it. How many it holds."""
+        held = [e for e in sw.read_entries((CONN_TABLE,)) if e.action == SHARED_ACTION]
+        (param,) = conn_events(sw).conn.params
+        now = time.monotonic()
+        with self.lock:
+            self.shared.adopt(name, [(flow_of(e), e.p(param[0])) for e in held], now)
+        return len(held)
 
     def lost(self, name: str) -> None:
         """`name` no longer holds copies (its session broke, or it left the tier)."""
