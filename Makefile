@@ -23,7 +23,7 @@ QUICK ?=
 FULL ?=
 PY_DIRS := $(wildcard controller tests topology bench scripts)
 
-.PHONY: help deps venv build artifacts run stop tier-restart tier-add tier-remove test test-unit lint bench bench-report bench-ab bench-switch bench-floor bench-peers bench-cost bench-tier bench-choices bench-restore-peer bench-qos results readme-figures shell clean
+.PHONY: help deps venv build artifacts run stop tier-restart tier-add tier-remove test test-unit lint bench bench-report bench-ab bench-switch bench-floor bench-peers bench-cost bench-tier bench-choices bench-dsr bench-restore-peer bench-qos results readme-figures shell clean
 
 help:
 	@echo "p4lb make targets:"
@@ -67,6 +67,8 @@ help:
 	@echo "  bench-tier the tier (TOPO=tier): req/s and switch CPU with 1-3 balancers, failover"
 	@echo "             figures per event kind; then what sharing costs per packet (instructions, per"
 	@echo "             build as BUILDS); results/tier/ (QUICK=1: one short repetition)"
+	@echo "  bench-dsr  switch CPU per request under NAT and direct server return, 1 KB and 100 KB"
+	@echo "             responses, per build (BUILDS as above; QUICK=1); results/dsr/"
 	@echo "  bench-choices  what a new connection costs with leastconn comparing every backend vs two,"
 	@echo "             at 3, 8, 16 backends (instructions per SYN, per build); results/algorithms/"
 	@echo "  bench-restore-peer  the leastconn restore scenario on HAProxy (needs haproxy, root)"
@@ -218,6 +220,9 @@ bench-tier: $(VPY)
 
 bench-choices: $(VPY)
 	$(RUN_BENCH) -m bench.choices $(foreach b,$(BUILDS),--build $(b)) $(QUICK_ARGS)
+
+bench-dsr: $(VPY)
+	$(RUN_BENCH) -m bench.dsr $(foreach b,$(BUILDS),--build $(b)) $(QUICK_ARGS)
 
 bench-restore-peer: $(VPY)
 	$(RUN_BENCH) -m bench.restore_peer $(QUICK_ARGS)

@@ -39,6 +39,7 @@ READMES = {
         "docs/benchmarks.md",
         "docs/design.md",
         "docs/tier.md",
+        "docs/dsr.md",
     )
 }
 # A region is a block (markers on lines of their own) or inline (within a sentence, the
@@ -543,6 +544,7 @@ def qos_tiphon(root: Path) -> Slots:
 # ---------------------------------------------------------------- provenance
 
 PROVENANCE_FILES = (
+    "dsr/dsr.json",
     "experiments/meta.json",
     "experiments-full/meta.json",
     "switch/switch.json",
@@ -600,7 +602,32 @@ def provenance_table(root: Path) -> Slots:
     return {"rows": rows}
 
 
+def dsr(root: Path) -> Slots:
+    """docs/dsr.md's figures (dsr/dsr.json): per build and response size, the switch's CPU
+    per request under NAT and DSR and DSR's share of NAT's."""
+    d = load(root, "dsr/dsr.json")
+    rows = [
+        {
+            "build": build,
+            "size": size,
+            "nat": b[f"nat {size}"],
+            "dsr": b[f"dsr {size}"],
+            "ratio": b[f"dsr/nat {size}"],
+            "failed": sum(sum(b[f"{m} {size}"]["failed"]["values"]) for m in ("nat", "dsr")),
+        }
+        for build, b in d["builds"].items()
+        for size in d["sizes"]
+    ]
+    return {
+        "rows": rows,
+        "reps": d["reps"],
+        "concurrency": d["concurrency"],
+        "how": provenance.describe(d),
+    }
+
+
 REGIONS: dict[str, Callable[[Path], Slots]] = {
+    "dsr": dsr,
     "experiments": experiments,
     "verdicts": verdicts,
     "profiles-compared": profiles_compared,

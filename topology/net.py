@@ -86,6 +86,8 @@ class Options:
     server_idle_timeout_s: float | None = None
     # The VIP's mode: "nat", or "dsr" (direct server return, with the return path b1).
     mode: str = "nat"
+    # Bytes of each response's body (0: the servers' short page).
+    body_bytes: int = 0
 
     @property
     def server_port(self) -> int:
@@ -338,6 +340,7 @@ def start_server(
         + (" --threaded" if threaded else "")
         + (f" --workers {cap.workers} --service-ms {cap.service_ms:g}" if cap.workers else "")
         + (f" --idle-timeout {idle_timeout_s:g}" if idle_timeout_s is not None else "")
+        + (f" --body-bytes {lab.options.body_bytes}" if lab.options.body_bytes else "")
     )
     # One simple command in the background, so $! is the server's own PID (with
     # `cd ... && cmd &` it would be a subshell's, and stopping it would orphan the server).

@@ -74,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--service-ms", type=float, default=0.0, help="time each request takes")
     p.add_argument(
+        "--body-bytes",
+        type=int,
+        default=0,
+        help="answer with a body of this many bytes (0: the short page naming the server)",
+    )
+    p.add_argument(
         "--idle-timeout",
         type=float,
         default=5.0,
@@ -85,11 +91,13 @@ def main(argv: list[str] | None = None) -> int:
         help="HTTP/1.1: a client may send many requests on one connection (ab's stay 1.0)",
     )
     args = p.parse_args(argv)
-    if args.workers < 0 or args.service_ms < 0 or args.idle_timeout < 0:
-        p.error("--workers, --service-ms and --idle-timeout must be >= 0")
+    if min(args.workers, args.service_ms, args.idle_timeout, args.body_bytes) < 0:
+        p.error("--workers, --service-ms, --idle-timeout and --body-bytes must be >= 0")
     service_s = args.service_ms / 1000
     log = open(args.log, "a", buffering=1)  # noqa: SIM115 - lives as long as the server
     body = DOCUMENT.replace(b"p4lb backend", f"p4lb backend {args.name}".encode())
+    if args.body_bytes:
+        body = (body * (args.body_bytes // len(body) + 1))[: args.body_bytes]
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1" if args.keep_alive else "HTTP/1.0"

@@ -20,6 +20,7 @@ MODULES = {
     "bench-tier": "bench.tier",
     "bench-cookie": "bench.cookie",
     "bench-choices": "bench.choices",
+    "bench-dsr": "bench.dsr",
     "bench-restore-peer": "bench.restore_peer",
     "bench-qos": "bench.qos",
     "bench-peers": "bench.peers",
