@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
-from bench import ab, rate, runner, stats
+from bench import ab, outdir, rate, runner, stats
 
 SIZES = {"1KB": 1024, "100KB": 100 * 1024}
 MODES = ("nat", "dsr")
@@ -99,7 +101,38 @@ SPEC = runner.Spec(
 )
 
 
+def plot(out: Path) -> None:
+    """dsr.png beside dsr.json: the switch's CPU per request, NAT and DSR, per build and
+    response size (medians, min–max as error bars)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = json.loads((out / "dsr.json").read_text())
+    fig, axes = plt.subplots(1, len(SIZES), figsize=(7, 3.2))
+    for ax, size in zip(axes, SIZES, strict=True):
+        builds = list(d["builds"])
+        for i, mode in enumerate(MODES):
+            cells = [d["builds"][b][f"{mode} {size}"]["cpu_ms_per_request"] for b in builds]
+            med = [c["median"] for c in cells]
+            err = [[c["median"] - c["min"] for c in cells], [c["max"] - c["median"] for c in cells]]
+            xs = [x + i * 0.4 for x in range(len(builds))]
+            ax.bar(xs, med, 0.4, yerr=err, capsize=3, label=mode.upper())
+        ax.set_xticks([x + 0.2 for x in range(len(builds))], builds)
+        ax.set_title(f"{size} responses", fontsize=9)
+        ax.set_ylabel("switch CPU ms per request")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "dsr.png", dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--plot"]:  # `make bench-dsr`'s second step: the figure of a run
+        plot(Path(args[1]) if len(args) > 1 else outdir.RESULTS / SPEC.subdir)
+        return 0
     return runner.main(SPEC, argv)
 
 
