@@ -43,6 +43,9 @@ log = logging.getLogger("p4lb")
 
 PIN_IDLE_TIMEOUT_NS = 120 * 1_000_000_000  # a collision pin goes after 2 min unused
 RETRY_MAX_S = 2.0  # the longest pause between two attempts to reach a switch
+# A backup gets no digests to wake it: it looks at the arbitration updates this often, so a
+# takeover waits for this, not for a digest round (poll_s).
+BACKUP_POLL_S = 0.01
 # A standby tries the ids below the config's, highest first, this many of them (another
 # standby may hold one): enough for a few standbys, bounded so a refusal ends in one line.
 STANDBY_TRIES = 4
@@ -189,6 +192,14 @@ class Session:
                     switch = dataclasses.replace(cfg.switch, election_id=self.election_id)
                     self.sw = connect(dataclasses.replace(cfg, switch=switch))
                     self._tried = 0
+                    if self.standby and not self.sw.is_primary:
+                        log.info(
+                            "%s: standby on %s as election id %d; backup until the primary's "
+                            "session ends",
+                            self.name,
+                            self.sw.address,
+                            self.election_id,
+                        )
                     self.fresh = True
                     pause = self.retry_s  # it answers: the next failure is a new one
                     with self._pins_lock:
@@ -202,7 +213,7 @@ class Session:
                 elif not sw.is_primary and self.ready.is_set():
                     self._unready()
                     self.lost_primary()
-                self._serve_stream(sw)
+                self._serve_stream(sw, self.poll_s if self.ready.is_set() else BACKUP_POLL_S)
                 if not sw.alive:
                     raise SwitchError("stream to the switch closed")
                 if self.ready.is_set():
@@ -318,9 +329,9 @@ class Session:
         """The name a reconcile's log line starts with."""
         return what
 
-    def _serve_stream(self, sw: Switch) -> None:
-        """Every digest waiting (the first waited for up to poll_s), then idle timeouts."""
-        rep = sw.next_stream_message("digest", timeout=self.poll_s)
+    def _serve_stream(self, sw: Switch, wait_s: float) -> None:
+        """Every digest waiting (the first waited for up to `wait_s`), then idle timeouts."""
+        rep = sw.next_stream_message("digest", timeout=wait_s)
         while rep is not None:
             msg = rep.digest
             name = digest_name(sw, msg.digest_id)
