@@ -102,6 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threaded", action="store_true", help="threaded HTTP servers")
     p.add_argument("--switch-log", action="store_true", help="BMv2 logging on (slow)")
     p.add_argument("--no-cli", action="store_true", help="start, check one request, stop")
+    p.add_argument(
+        "--standby-controller",
+        action="store_true",
+        help="p4lb run --standby beside the controller: it takes over when that one ends",
+    )
     a = p.parse_args(argv)
     lab = build(
         Options(
@@ -137,6 +142,12 @@ def main(argv: list[str] | None = None) -> int:
             tail = log.read_text().strip().splitlines()[-1:] or ["(no output)"]
             print(f"make run: p4lb run did not start: {tail[0]}", file=sys.stderr)
             return 1
+        if a.standby_controller:  # its log says when it waits, and when it takes over
+            with open(RUN_DIR / "standby.log", "w") as out:
+                standby = subprocess.Popen(
+                    p4lb_cmd(lab, "run", "--standby"), stdout=out, stderr=subprocess.STDOUT
+                )
+            lab.pids["standby"] = standby.pid
         start_servers(lab, a.threaded)
         lab.save_state()
         write_pointer(lab.config_path)  # `sudo p4lb stats` from anywhere finds this config

@@ -74,12 +74,17 @@ def run(argv: list[str]) -> int:
         action="store_true",
         help="start, print the banner and return, the tier left running (sudo make stop)",
     )
+    p.add_argument(
+        "--standby-controller",
+        action="store_true",
+        help="p4lb run --standby beside the controller: it takes over when that one ends",
+    )
     a = p.parse_args(argv)
     if missing := missing_tools():
         print(f"make run TOPO=tier: needs {', '.join(missing)}", file=sys.stderr)
         return 2
     try:
-        t = start_tier(a.balancers, a.servers, a.algorithm, a.mode)
+        t = start_tier(a.balancers, a.servers, a.algorithm, a.mode, a.standby_controller)
     except (RuntimeError, TimeoutError) as e:
         print(f"tier: {e}", file=sys.stderr)
         return 1

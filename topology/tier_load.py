@@ -56,13 +56,17 @@ def wait_for_vip(timeout_s: float = 60.0, port: int = VIP_PORT) -> bool:
     return False
 
 
-def start_controller(t: Tier, config: Path) -> int:
+def start_controller(t: Tier, config: Path, standby: bool = False) -> int:
+    """`p4lb run` for the tier, recorded as "controller"; `standby`: `p4lb run --standby`
+    instead, recorded as "standby" (log standby.log), which takes over when it ends."""
     exe = Path(sys.executable).with_name("p4lb")
+    name = "standby" if standby else "controller"
     return t.start(
-        "controller",
-        [str(exe) if exe.exists() else "p4lb", "-c", str(config), "run"],
+        name,
+        [str(exe) if exe.exists() else "p4lb", "-c", str(config), "run"]
+        + (["--standby"] if standby else []),
         None,
-        plan.RUN / "controller.log",
+        plan.RUN / f"{name}.log",
     )
 
 
@@ -72,11 +76,15 @@ def controller_log() -> str:
 
 
 def start_tier(
-    balancers: int = 3, servers: int = 3, algorithm: str = "wrr", mode: str = "nat"
+    balancers: int = 3,
+    servers: int = 3,
+    algorithm: str = "wrr",
+    mode: str = "nat",
+    standby: bool = False,
 ) -> Tier:
     """The tier up (the port-80 VIP with `algorithm` and `mode`), its config written, `p4lb
-    run` started, both VIPs answering and every balancer in r0's next hops; stopped again
-    (by PID) if any of it fails."""
+    run` started (and `p4lb run --standby` beside it with `standby`), both VIPs answering
+    and every balancer in r0's next hops; stopped again (by PID) if any of it fails."""
     from p4lb.intent import writer
 
     t = Tier(balancers=balancers, servers=servers, mode=mode)
@@ -90,6 +98,8 @@ def start_tier(
             if not wait_for_vip(60, port=port):
                 raise RuntimeError(f"VIP port {port} never answered: {controller_log()[-2000:]}")
         wait_hops(t, list(range(1, balancers + 1)))
+        if standby:
+            start_controller(t, config, standby=True)
     except BaseException:
         t.down()
         raise
