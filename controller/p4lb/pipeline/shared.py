@@ -148,6 +148,7 @@ class Shared:
         self.held.setdefault(balancer, set())
         for flow, backend_id in copies:
             self.held[balancer].add(flow)
+            self.pending.get(balancer, {}).pop(flow, None)  # handed to it by another's adopt
             if flow in self.conns:
                 continue
             self.conns[flow] = ("", backend_id)

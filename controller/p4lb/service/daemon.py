@@ -93,6 +93,7 @@ class Controller(Session):
         self._overlaid: tuple[Config, dict[Key, State]] | None = None  # the last intent's
         self._publish_lock = threading.Lock()
         self._published = False
+        self._followed = 0.0  # when a backup last read the file (monotonic)
 
     def stop(self, *_: object) -> None:
         self._stop.set()
@@ -157,6 +158,17 @@ class Controller(Session):
 
     def changes(self) -> int:
         return self.health_round
+
+    def waiting(self) -> None:
+        """A backup follows the file: its checks probe what the file names now, so the
+        first reconcile after a takeover has their states."""
+        now = time.monotonic()
+        if now < self._followed + self.check_s:
+            return
+        self._followed = now
+        cfg = self._current_config()
+        if cfg is not None:
+            self.checker.set_targets(targets_of(cfg))
 
     def joined(self) -> None:
         address = self.sw.address if self.sw else "?"

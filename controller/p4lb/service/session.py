@@ -152,6 +152,9 @@ class Session:
     def serve(self, sw: Switch) -> None:
         """Each round while ready, after the pins are written."""
 
+    def waiting(self) -> None:
+        """Each round while connected but not ready (a backup): write nothing."""
+
     def keep(self) -> bool:
         """False ends `hold()`."""
         return True
@@ -216,6 +219,8 @@ class Session:
                 self._serve_stream(sw, self.poll_s if self.ready.is_set() else BACKUP_POLL_S)
                 if not sw.alive:
                     raise SwitchError("stream to the switch closed")
+                if not self.ready.is_set():
+                    self.waiting()
                 if self.ready.is_set():
                     self._write_pins(sw)
                     self.serve(sw)

@@ -13,6 +13,7 @@ import pytest
 
 from p4lb.cli.main import main
 from p4lb.intent import edits, reader
+from p4lb.pipeline.shared import FlowKey, Shared
 from p4lb.service.daemon import Controller
 from p4lb.service.health import state_file
 from p4lb.service.health.state import ProbeResult, State, Target
@@ -141,3 +142,46 @@ def test_a_second_standby_takes_the_next_id_down(
     with run_in_thread(second, 60):
         assert poll_until(lambda: second.election_id == 8 and second.sw is not None)
         assert not second.ready.is_set()
+
+
+def test_a_backup_follows_the_file_its_checks_probe_what_it_names_now(
+    fake: FakeSwitch, fake_cfg: Path
+) -> None:
+    primary = controller(fake_cfg, Probe(), standby=False, writes_state=False)
+    standby = controller(fake_cfg, Probe(), standby=True, writes_state=True)
+    with run_in_thread(primary, 60), run_in_thread(standby, 60):
+        assert primary.ready.wait(10)
+        assert poll_until(lambda: standby.sw is not None)
+        assert standby.checker.targets() == []
+        fake_cfg.write_text(fake_cfg.read_text() + HEALTH_TABLE)
+        assert poll_until(lambda: len(standby.checker.targets()) == 3)
+        assert not standby.ready.is_set()
+
+
+def test_a_runtime_command_lands_while_the_standby_is_primary(
+    fake: FakeSwitch, checked: Path, primary_and_standby: tuple[Controller, Controller]
+) -> None:
+    primary, standby = primary_and_standby
+    primary.stop()
+    assert standby.ready.wait(10)
+    assert main(["-c", str(checked), "weight", "set", "web", "h2", "3"]) == 0
+    assert any(eid == 11 for eid, _, _ in fake.table_writes)  # the command, as id + 1
+    assert reader.load(checked).vip("web").backend("h2").weight == 3
+    # Mastership returns to the standby (the highest id left) and it holds the file's intent.
+    assert poll_until(lambda: standby.ready.is_set(), timeout=10)
+    cfg = reader.load(checked)
+    assert poll_until(lambda: holds(fake, cfg))
+
+
+def test_adopted_copies_go_to_the_balancers_that_lack_them() -> None:
+    flow_a: FlowKey = (("src_port", 1),)
+    flow_b: FlowKey = (("src_port", 2),)
+    shared = Shared()
+    shared.join("lb1")
+    shared.adopt("lb2", [(flow_a, 4), (flow_b, 5)], now=1.0)
+    shared.adopt("lb1", [(flow_a, 4)], now=1.0)  # lb1 holds flow_a already
+    shared.join("lb2")
+    assert shared.writes("lb1") == [(flow_b, 5)]
+    assert shared.writes("lb2") == []
+    shared.join("lb3")  # a balancer joining later gets both
+    assert shared.writes("lb3") == [(flow_a, 4), (flow_b, 5)]
