@@ -185,3 +185,18 @@ def test_adopted_copies_go_to_the_balancers_that_lack_them() -> None:
     assert shared.writes("lb2") == []
     shared.join("lb3")  # a balancer joining later gets both
     assert shared.writes("lb3") == [(flow_a, 4), (flow_b, 5)]
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--standby", "--metrics-port", "9101"], "--metrics-port needs a [metrics] table"),
+        (["--metrics-port", "9101"], "--metrics-port is a standby's (--standby)"),
+    ],
+)
+def test_a_metrics_port_is_a_standbys_and_needs_metrics(
+    fake_cfg: Path, capsys: pytest.CaptureFixture[str], args: list[str], line: str
+) -> None:
+    assert main(["-c", str(fake_cfg), "run", *args, "--duration", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and line in err[0], err
