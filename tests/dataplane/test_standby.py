@@ -26,6 +26,7 @@ from p4lb.pipeline.desired import desired_entries
 from p4lb.switch.client import Switch
 from tests.dataplane.support import GRPC_PORT, Bmv2
 from tests.support import poll_until
+from topology.procs import stop_pids
 
 # The bound asserted from the primary's SIGKILL to the switch holding the standby's first
 # reconcile: the switch's arbitration update comes within milliseconds of the stream's end;
@@ -75,15 +76,11 @@ def p4lb_run(path: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
-    """By its PID: SIGTERM (a stopped one is continued first), then SIGKILL if it hangs."""
+    """By its PID (topology.procs): a stopped one is continued first, then TERM, then KILL
+    if it hangs."""
     if proc.poll() is None:
         os.kill(proc.pid, signal.SIGCONT)
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop_pids([proc.pid], grace_s=15)
 
 
 def holds(session: Switch, cfg: Config) -> bool:
