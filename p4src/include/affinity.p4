@@ -116,10 +116,11 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
     conn_state.write(meta.bucket_index, meta.bucket)
 
 // A shared VIP's connection opened or ended here: the tier's controller copies its backend
-// to the other balancers, or removes the copies (conn_event_t). The backend id is the
-// packet's; its 5-tuple as the client sent it, to the VIP.
-#define CONN_EVENT(event) \
-    digest<conn_event_t>((bit<32>)1, \
+// to the other balancers, or removes the copies (`type`: metadata.p4's conn_opened_t and
+// the others, one per call). The backend id is the packet's; its 5-tuple as the client
+// sent it, to the VIP.
+#define CONN_EVENT(type, event) \
+    digest<type>((bit<32>)1, \
         { (event) ++ hdr.ipv4.src_addr ++ hdr.ipv4.dst_addr ++ hdr.ipv4.protocol \
           ++ hdr.l4.src_port ++ hdr.l4.dst_port ++ meta.backend_id })
 
@@ -160,7 +161,7 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
         if ((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)) != 0 \
                 || meta.next_state != CONN_ESTABLISHED) { \
             if ((shared) == 1 && (meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) { \
-                CONN_EVENT(CONN_CLOSED); \
+                CONN_EVENT(conn_closed_t, CONN_CLOSED); \
             } \
             if ((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN \
                     && meta.next_state != CONN_EMBRYONIC) { \
@@ -262,7 +263,7 @@ control ConnectionState(inout headers_t hdr,
     action use_shared_backend(backend_id_t backend_id) {
         meta.backend_id = backend_id;
         if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) {
-            CONN_EVENT(CONN_CLOSED);
+            CONN_EVENT(copy_closed_t, CONN_CLOSED);
         }
     }
 
@@ -270,12 +271,12 @@ control ConnectionState(inout headers_t hdr,
     @name(".share_connection")
     action share_connection() {
         if (meta.hit_shift != NO_WAY) {
-            CONN_EVENT(CONN_OPENED);
+            CONN_EVENT(conn_opened_t, CONN_OPENED);
         }
     }
 
     // Matches a service id. Hit: the VIP's connections are shared by a tier of balancers,
-    // and this new one is reported (conn_event_t). Consulted only when a connection
+    // and this new one is reported (conn_opened_t). Consulted only when a connection
     // starts. The tier's controller writes one entry per VIP whose algorithm keeps state
     // (round robin and the load-driven ones: the hashes need none to agree).
     @name(".conn_share_table")

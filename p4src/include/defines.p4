@@ -73,7 +73,7 @@ enum bit<8> DropReason {
     QOS_METER        = 15   // its class is over its rate (PCQ's per-address meter)
 }
 
-// conn_event_t's event (its top 8 bits).
+// A connection event digest's event (its top 8 bits: metadata.p4's conn_opened_t and the others).
 const bit<8> CONN_OPENED = 1;
 const bit<8> CONN_CLOSED = 2;
 

@@ -26,10 +26,22 @@ struct conn_digest_t {
 
 // Sent to the tier's controller for a VIP whose connections the balancers share (a
 // stateful algorithm behind ECMP): a connection opened here (CONN_OPENED), or a
-// client's FIN or RST ended it (CONN_CLOSED). The event, then conn_digest_t's layout: the
-// controller writes (and later removes) the flow's conn_table entry on every other
-// balancer, so whichever one its packets reach next knows its backend.
-struct conn_event_t {
+// client's FIN or RST ended it (CONN_CLOSED), at its slot or through a copy. The event,
+// then conn_digest_t's layout: the controller writes (and later removes) the flow's
+// conn_table entry on every other balancer, so whichever one its packets reach next knows
+// its backend.
+// One type per digest() call, all of one layout: p4c gives each call a BMv2 learn list
+// named after its type, and P4Runtime configures and acknowledges a digest by that name,
+// which reaches one list of a name. A list never acknowledged keeps every sample it sent
+// and drops any equal one for ever: the next connection of a reused 5-tuple on the same
+// backend would go unreported.
+struct conn_opened_t {
+    bit<144> event_entry;
+}
+struct conn_closed_t {
+    bit<144> event_entry;
+}
+struct copy_closed_t {
     bit<144> event_entry;
 }
 

@@ -1,10 +1,12 @@
 """Direct server return in the tier, on real engines: three BMv2 balancers behind FRR, the
-port-80 VIP a dsr Maglev one (`make run TOPO=tier MODE=dsr`), the port-81 VIP a NAT Maglev
-one beside it. The servers answer the dsr VIP's clients themselves, through r1 and r0: its
+port-80 VIP a dsr one (`make run TOPO=tier MODE=dsr`), the port-81 VIP a NAT Maglev one
+beside it. The servers answer the dsr VIP's clients themselves, through r1 and r0: its
 replies reach r0 from r1 and never from a balancer, while the NAT VIP's replies still come
 through the balancers' reverse NAT. ab through the dsr VIP fails no request, and 120
-keep-alive connections held to it survive a balancer's death and its restart (Maglev: the
-same table on every balancer; no reply crosses one, so no cookie can help, none is needed).
+keep-alive connections held to it survive a balancer's death and its restart. Both kinds
+of algorithm: Maglev (the same table on every balancer: nothing else needed) and round
+robin (no reply crosses a balancer, so no cookie: every connection older than the copy
+window holds by the controller's copies alone, every one of them copied).
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ OPEN_BEFORE_S = 1.0
 HELD = 120  # keep-alive connections to the dsr VIP
 
 
-@pytest.fixture(scope="module")
-def tier() -> Iterator[Tier]:
-    with running_tier(3, 3, "maglev", "dsr") as t:
+@pytest.fixture(scope="module", params=["maglev", "wrr"])
+def tier(request: pytest.FixtureRequest) -> Iterator[Tier]:
+    with running_tier(3, 3, request.param, "dsr") as t:
         count_replies()  # the fabric's reply counters, from here on
         yield t
 

@@ -1,4 +1,4 @@
-"""Connections a tier of balancers shares: the data plane's conn_event_t digests (a
+"""Connections a tier of balancers shares: the data plane's connection event digests (a
 connection of a stateful VIP opened on one balancer, or its client ended it), and which
 conn_table copies every balancer should hold so that whichever one a connection's packets
 reach next knows its backend. Pure: the tier's controller feeds it events and writes what
@@ -21,7 +21,9 @@ from p4lb.pipeline.digests import CONN_ACTION, CONN_TABLE, ConnDigests
 from p4lb.pipeline.entries import Entry
 from p4lb.pipeline.p4info import P4InfoError, Schema
 
-CONN_EVENT_DIGEST = "conn_event_t"
+# The connection event digests, one per digest() call in the data plane (metadata.p4 says
+# why), all of one layout.
+CONN_EVENT_DIGESTS = ("conn_opened_t", "conn_closed_t", "copy_closed_t")
 SHARED_ACTION = "use_shared_backend"
 OPENED, CLOSED = 1, 2  # the data plane's CONN_OPENED, CONN_CLOSED
 EVENT_BITS = 8
@@ -33,9 +35,9 @@ CLOSE_GRACE_S = 5.0
 # path. It is part of the window in which a balancer's death can break a connection.
 COPY_AFTER_S = 0.25
 # How long a close waits for its connection's open. Events do not arrive in the order the
-# data plane sent them: p4c gives each digest() call its own BMv2 learn list (conn_event_t
-# has three: the open, the close at a slot, the close through a copy), BMv2 buffers and
-# sends each list from a thread of its own, and PI merges them into one P4Runtime stream.
+# data plane sent them: each digest() call has its own BMv2 learn list (the open, the close
+# at a slot, the close through a copy), BMv2 buffers and sends each list from a thread of
+# its own, and PI merges them into one P4Runtime stream.
 # Measured on BMv2 1.15 with ab: a short connection's close came before its open in 80 %
 # of them. So a close of a connection not yet opened is kept this long; its open then
 # finds it and the connection ends at once (neither live nor copied).
@@ -53,18 +55,20 @@ class ConnEvent:
 
 @dataclass(frozen=True)
 class ConnEvents:
-    """How a conn_event_t digest reads: its event (top 8 bits), then conn_digest_t's layout
-    (conn_table's key, use_backend's parameter), widths from the P4Info."""
+    """How a connection event digest reads (each of CONN_EVENT_DIGESTS): its event (top 8
+    bits), then conn_digest_t's layout (conn_table's key, use_backend's parameter), widths
+    from the P4Info."""
 
     conn: ConnDigests
 
     @classmethod
     def of(cls, schema: Schema) -> ConnEvents:
         conn = ConnDigests.of(schema)
-        members = schema.digest_fields(CONN_EVENT_DIGEST)
         width = EVENT_BITS + sum(w for _, w in conn.match + conn.params)
-        if len(members) != 1 or members[0][1] != width:
-            raise P4InfoError(f"{CONN_EVENT_DIGEST} must be one bit<{width}> member, not {members}")
+        for name in CONN_EVENT_DIGESTS:
+            members = schema.digest_fields(name)
+            if len(members) != 1 or members[0][1] != width:
+                raise P4InfoError(f"{name} must be one bit<{width}> member, not {members}")
         return cls(conn)
 
     def decode(self, packed: int) -> ConnEvent:

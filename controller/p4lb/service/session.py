@@ -33,7 +33,7 @@ from p4lb.intent.model import Config
 from p4lb.pipeline.digests import CONN_DIGEST, ConnDigests
 from p4lb.pipeline.entries import Entry, Slot, Update
 from p4lb.pipeline.ids import Ids
-from p4lb.pipeline.shared import CONN_EVENT_DIGEST, pin
+from p4lb.pipeline.shared import CONN_EVENT_DIGESTS, pin
 from p4lb.service.metrics.exposition import ControllerMetrics
 from p4lb.service.operations import ApplyResult, apply, connect
 from p4lb.switch.client import Switch
@@ -140,7 +140,7 @@ class Session:
         """The session broke (called while `ready` still says whether it served)."""
 
     def connection_event(self, sw: Switch, data: Any) -> None:
-        """A list of conn_event_t digest members (a tier's shared connections)."""
+        """A list of connection event digest members (a tier's shared connections)."""
 
     def collision(self, entry: Entry) -> None:
         """A flow the data plane could not keep state for: pin it (a tier: everywhere)."""
@@ -341,7 +341,7 @@ class Session:
             msg = rep.digest
             name = digest_name(sw, msg.digest_id)
             self.metrics.digests.labels(
-                self.name, "conn_event" if name == CONN_EVENT_DIGEST else "collision"
+                self.name, "conn_event" if name in CONN_EVENT_DIGESTS else "collision"
             ).inc(len(msg.data))
             if name == CONN_DIGEST:
                 digests = ConnDigests.of(sw.schema)

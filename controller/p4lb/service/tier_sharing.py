@@ -1,5 +1,5 @@
 """The tier's shared connections, from digests to copies: a connection a stateful VIP opened
-on one balancer (a conn_event_t digest) is copied into every other balancer's conn_table,
+on one balancer (a connection event digest) is copied into every other balancer's conn_table,
 its close removes the copies after a grace, and a balancer that joins gets every live one
 (p4lb.pipeline.shared holds the bookkeeping; this writes it to the switches)."""
 
@@ -17,7 +17,7 @@ from p4lb.pipeline.entries import Entry, Update
 from p4lb.pipeline.p4info import Schema
 from p4lb.pipeline.shared import (
     CLOSED,
-    CONN_EVENT_DIGEST,
+    CONN_EVENT_DIGESTS,
     OPENED,
     SHARED_ACTION,
     ConnEvents,
@@ -41,7 +41,7 @@ def _conn_events(schema: Schema) -> ConnEvents:
 
 
 def conn_events(sw: Switch) -> ConnEvents:
-    """The switch's conn_event_t layout (read from its P4Info once)."""
+    """The switch's connection event layout (read from its P4Info once)."""
     return _conn_events(sw.schema)
 
 
@@ -56,7 +56,7 @@ class Sharing:
         self.shared = Shared()
 
     def events(self, name: str, sw: Switch, data: Any) -> None:
-        """conn_event_t digest members from balancer `name`: connections opened, closed."""
+        """Connection event digest members from balancer `name`: connections opened, closed."""
         events = conn_events(sw)
         now = time.monotonic()
         with self.lock:
@@ -77,10 +77,11 @@ class Sharing:
     def join(self, name: str, sw: Switch, fresh: bool) -> int:
         """`name` holds the tier's intent: write it every live connection (all of them when
         `fresh`: its switch may have restarted empty); how many were written."""
-        if CONN_EVENT_DIGEST in sw.schema.digests:
-            # Every new connection of a shared VIP is one event: lists of up to 64 within
-            # 1 ms cut the messages (and acks) per connection at a millisecond's delay.
-            sw.enable_digest(CONN_EVENT_DIGEST, max_list_size=64, max_timeout_ns=1_000_000)
+        # Every new connection of a shared VIP is one event: lists of up to 64 within 1 ms
+        # cut the messages (and acks) per connection at a millisecond's delay.
+        for digest in CONN_EVENT_DIGESTS:
+            if digest in sw.schema.digests:
+                sw.enable_digest(digest, max_list_size=64, max_timeout_ns=1_000_000)
         with self.lock:
             if fresh:
                 self.shared.lost(name)

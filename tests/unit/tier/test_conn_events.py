@@ -1,4 +1,4 @@
-"""conn_event_t as the data plane packs it (headers.p4: the event, then the client's
+"""A connection event digest as the data plane packs it (metadata.p4: the event, then the client's
 5-tuple to the VIP and the backend id, 8+32+32+8+16+16+32 bits) -> the controller's view, and
 the copy it writes on the other balancers."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from p4lb.pipeline.entries import ip
 from p4lb.pipeline.p4info import P4InfoError, Schema, schema
-from p4lb.pipeline.shared import CLOSED, OPENED, ConnEvents
+from p4lb.pipeline.shared import CLOSED, CONN_EVENT_DIGESTS, OPENED, ConnEvents
 
 
 def pack(event: int, src: str, dst: str, proto: int, sport: int, dport: int, bid: int) -> int:
@@ -45,10 +45,12 @@ def test_an_event_decodes(event: int) -> None:
     )
 
 
-def test_a_program_without_the_digest_is_refused() -> None:
+@pytest.mark.parametrize("missing", CONN_EVENT_DIGESTS)
+def test_a_program_without_one_of_the_digests_is_refused(missing: str) -> None:
     info = type(schema().info)()
     info.CopyFrom(schema().info)
-    keep = [d for d in info.digests if not d.preamble.name.endswith("conn_event_t")]
+    keep = [d for d in info.digests if d.preamble.name.split(".")[-1] != missing]
+    assert len(keep) == len(info.digests) - 1
     del info.digests[:]
     info.digests.extend(keep)
     with pytest.raises(P4InfoError):

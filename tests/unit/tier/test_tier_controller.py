@@ -112,10 +112,10 @@ def test_an_opened_connection_is_copied_to_the_other_and_its_close_removes_it(
     fakes: tuple[FakeSwitch, FakeSwitch], running: tuple[TierController, Config]
 ) -> None:
     a, b = fakes
-    assert a.send_digest("conn_event_t", [event(shared_mod.OPENED, 5000, 2)]) is not None
+    assert a.send_digest("conn_opened_t", [event(shared_mod.OPENED, 5000, 2)]) is not None
     assert poll_until(lambda: copies(b) == {5000: ("use_shared_backend", 2)})
     assert copies(a) == {}  # its own state holds it
-    b.send_digest("conn_event_t", [event(shared_mod.CLOSED, 5000, 2)])  # closed via b
+    b.send_digest("conn_closed_t", [event(shared_mod.CLOSED, 5000, 2)])  # closed via b
     assert poll_until(lambda: copies(b) == {})
 
 
@@ -125,15 +125,15 @@ def test_a_reused_tuple_s_copy_gets_the_new_backend(
     """A client reused its port before the old connection's copy was removed: the copy on
     the other balancer names the new connection's backend, not the old one's."""
     a, b = fakes
-    a.send_digest("conn_event_t", [event(shared_mod.OPENED, 5100, 2)])
+    a.send_digest("conn_opened_t", [event(shared_mod.OPENED, 5100, 2)])
     assert poll_until(lambda: copies(b) == {5100: ("use_shared_backend", 2)})
-    a.send_digest("conn_event_t", [event(shared_mod.CLOSED, 5100, 2)])
-    b.send_digest("conn_event_t", [event(shared_mod.OPENED, 5100, 3)])  # the port again, on b
+    a.send_digest("conn_closed_t", [event(shared_mod.CLOSED, 5100, 2)])
+    b.send_digest("conn_opened_t", [event(shared_mod.OPENED, 5100, 3)])  # the port again, on b
     assert poll_until(lambda: copies(a) == {5100: ("use_shared_backend", 3)})
     assert poll_until(lambda: copies(b) == {5100: ("use_shared_backend", 3)})
     # And again on a: b's copy (written, not its own connection now) follows.
-    b.send_digest("conn_event_t", [event(shared_mod.CLOSED, 5100, 3)])
-    a.send_digest("conn_event_t", [event(shared_mod.OPENED, 5100, 1)])
+    b.send_digest("conn_closed_t", [event(shared_mod.CLOSED, 5100, 3)])
+    a.send_digest("conn_opened_t", [event(shared_mod.OPENED, 5100, 1)])
     assert poll_until(lambda: copies(b) == {5100: ("use_shared_backend", 1)})
     assert poll_until(lambda: copies(a) == {5100: ("use_shared_backend", 1)})
 
@@ -143,8 +143,8 @@ def test_a_restarted_balancer_gets_everything_back(
 ) -> None:
     a, b = fakes
     _, cfg = running
-    a.send_digest("conn_event_t", [event(shared_mod.OPENED, 6000, 1)])
-    b.send_digest("conn_event_t", [event(shared_mod.OPENED, 6001, 3)])
+    a.send_digest("conn_opened_t", [event(shared_mod.OPENED, 6000, 1)])
+    b.send_digest("conn_opened_t", [event(shared_mod.OPENED, 6001, 3)])
     assert poll_until(lambda: copies(b) == {6000: ("use_shared_backend", 1)})
     assert poll_until(lambda: copies(a) == {6001: ("use_shared_backend", 3)})
     a.restart()  # empty, as a restarted BMv2
