@@ -29,7 +29,7 @@ QUICK = {
     "bench-qos": "--reps 1 --duration 10 --label quick",
     "bench-peers": "--reps 1",
     "bench-cost": "--flows 50",
-    "bench-dsr": "--reps 1 --requests-small 300 --requests-large 60",
+    "bench-dsr": "--reps 1 --requests-small 300 --requests-large 60 --peak-concurrency 20",
 }
 
 

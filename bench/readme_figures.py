@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import outdir, provenance, rawstore, templates
+from bench.dsr import MODES
 from bench.floor import LEVELS
 
 ROOT = outdir.ROOT
@@ -603,25 +604,40 @@ def provenance_table(root: Path) -> Slots:
 
 
 def dsr(root: Path) -> Slots:
-    """docs/dsr.md's figures (dsr/dsr.json): per build and response size, the switch's CPU
-    per request under NAT and DSR and DSR's share of NAT's."""
+    """docs/dsr.md's figures (dsr/dsr.json): per build, single switch and tier, and response
+    size, the switch's CPU per request and the peak rate under NAT and DSR, and DSR's share
+    of NAT's."""
     d = load(root, "dsr/dsr.json")
-    rows = [
-        {
+
+    def row(build: str, b: dict[str, Any], where: str, size: str) -> dict[str, Any]:
+        if where == "single switch":
+            nat, dsr_, ratio = b[f"nat {size}"], b[f"dsr {size}"], b[f"dsr/nat {size}"]
+        else:  # one tier measured both: "nat cpu_ms_per_request", "dsr ..."
+            t = b[f"tier {size}"]
+            nat, dsr_ = ({k[4:]: v for k, v in t.items() if k[:4] == f"{m} "} for m in MODES)
+            ratio = b[f"tier dsr/nat {size}"]
+        lost = sum(sum(m["failed"]["values"]) for m in (nat, dsr_))
+        return {
             "build": build,
+            "where": where,
             "size": size,
-            "nat": b[f"nat {size}"],
-            "dsr": b[f"dsr {size}"],
-            "ratio": b[f"dsr/nat {size}"],
-            "failed": sum(sum(b[f"{m} {size}"]["failed"]["values"]) for m in ("nat", "dsr")),
+            "nat": nat,
+            "dsr": dsr_,
+            "ratio": ratio,
+            "failed": lost,
         }
+
+    rows = [
+        row(build, b, where, size)
         for build, b in d["builds"].items()
+        for where in ("single switch", "tier")
         for size in d["sizes"]
     ]
     return {
         "rows": rows,
         "reps": d["reps"],
         "concurrency": d["concurrency"],
+        "peak_concurrency": d["peak_concurrency"],
         "how": provenance.describe(d),
     }
 

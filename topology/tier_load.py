@@ -81,13 +81,15 @@ def start_tier(
     algorithm: str = "wrr",
     mode: str = "nat",
     standby: bool = False,
+    body_bytes: int = 0,
 ) -> Tier:
-    """The tier up (the port-80 VIP with `algorithm` and `mode`), its config written, `p4lb
-    run` started (and `p4lb run --standby` beside it with `standby`), both VIPs answering
-    and every balancer in r0's next hops; stopped again (by PID) if any of it fails."""
+    """The tier up (the port-80 VIP with `algorithm` and `mode`, the servers answering with
+    `body_bytes`, or their short page), its config written, `p4lb run` started (and `p4lb
+    run --standby` beside it with `standby`), both VIPs answering and every balancer in
+    r0's next hops; stopped again (by PID) if any of it fails."""
     from p4lb.intent import writer
 
-    t = Tier(balancers=balancers, servers=servers, mode=mode)
+    t = Tier(balancers=balancers, servers=servers, mode=mode, body_bytes=body_bytes)
     try:
         t.up()
         config = plan.config_file()

@@ -120,6 +120,7 @@ class Tier:
     servers: int = 3
     clients: int = 1
     mode: str = "nat"
+    body_bytes: int = 0  # the servers' answer (0: the short page naming the server)
     vips: list[str] = field(default_factory=lambda: [VIP])
     pids: dict[str, int] = field(default_factory=dict)
     root_links: list[str] = field(default_factory=list)
@@ -150,6 +151,7 @@ class Tier:
         self.servers = int(s.get("servers", self.servers))
         self.clients = int(s.get("clients", self.clients))
         self.mode = str(s.get("mode", self.mode))
+        self.body_bytes = int(s.get("body_bytes", self.body_bytes))
         self.lbs = list(s.get("balancer_ids", range(1, self.balancers + 1)))
 
     def save(self) -> None:
@@ -164,6 +166,7 @@ class Tier:
             "servers": self.servers,
             "clients": self.clients,
             "mode": self.mode,
+            "body_bytes": self.body_bytes,
             "balancer_ids": self.lbs,
         }
         tmp = plan.STATE.with_name(f".{plan.STATE.name}.{os.getpid()}")
@@ -483,6 +486,8 @@ class Tier:
                 args = [sys.executable, "-m", "topology.server", "--name", f"s{j}"]
                 args += ["--port", str(port), "--log", str(log), "--threaded", "--keep-alive"]
                 args += ["--idle-timeout", str(SERVER_IDLE_S)]
+                if self.body_bytes:
+                    args += ["--body-bytes", str(self.body_bytes)]
                 self.start(f"server-s{j}-{port}", args, NS + f"s{j}", log.with_suffix(".out"))
         for j in range(1, self.servers + 1):
             for port in server_ports(self.mode):
