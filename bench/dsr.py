@@ -124,8 +124,8 @@ def measure_tier(t: runner.Trial, size: str, n: int) -> dict[str, float]:
     from topology.tier_plan import NS, VIP
     from topology.tier_procs import in_ns
 
-    def run(port: int, c: int) -> ab.AbResult:
-        cmd = ab.command(f"http://{VIP}:{port}/", n, c)
+    def run(port: int, c: int, requests: int = n) -> ab.AbResult:
+        cmd = ab.command(f"http://{VIP}:{port}/", requests, c)
         return ab.parse(in_ns(NS + "c1", *cmd, check=False).stdout)
 
     tier = tier_load.start_tier(1, 3, "maglev", "dsr", body_bytes=SIZES[size])
@@ -137,7 +137,7 @@ def measure_tier(t: runner.Trial, size: str, n: int) -> dict[str, float]:
         c0 = t.args.concurrency
         for mode in (*MODES[first:], *MODES[:first]):
             port = ports[mode]
-            run(port, 1)  # warm
+            run(port, 1, 20)  # warm: ARP, the servers' first connections
             r, got = cpu_per_request(pid, lambda port=port: run(port, c0))
             got |= peak(r, c0, t.args.peak_concurrency, lambda c, port=port: run(port, c))
             out |= {f"{mode} {k}": v for k, v in got.items()}
@@ -186,24 +186,30 @@ SPEC = runner.Spec(
 
 
 def plot(out: Path) -> None:
-    """dsr.png beside dsr.json: the switch's CPU per request, NAT and DSR, per build and
-    response size (medians, min–max as error bars)."""
+    """dsr.png beside dsr.json: the switch's CPU per request, NAT and DSR, per build, single
+    switch and tier, and response size (medians, min–max as error bars)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     d = json.loads((out / "dsr.json").read_text())
-    fig, axes = plt.subplots(1, len(SIZES), figsize=(7, 3.2))
+    fig, axes = plt.subplots(1, len(SIZES), figsize=(9, 3.4))
     for ax, size in zip(axes, SIZES, strict=True):
-        builds = list(d["builds"])
+        groups = [(b, where) for b in d["builds"] for where in ("single", "tier")]
         for i, mode in enumerate(MODES):
-            cells = [d["builds"][b][f"{mode} {size}"]["cpu_ms_per_request"] for b in builds]
+            cells = []
+            for build, where in groups:
+                b = d["builds"][build]
+                key = f"{mode} {size}" if where == "single" else f"tier {size}"
+                metric = "cpu_ms_per_request" if where == "single" else f"{mode} cpu_ms_per_request"
+                cells.append(b[key][metric])
             med = [c["median"] for c in cells]
             err = [[c["median"] - c["min"] for c in cells], [c["max"] - c["median"] for c in cells]]
-            xs = [x + i * 0.4 for x in range(len(builds))]
+            xs = [x + i * 0.4 for x in range(len(groups))]
             ax.bar(xs, med, 0.4, yerr=err, capsize=3, label=mode.upper())
-        ax.set_xticks([x + 0.2 for x in range(len(builds))], builds)
+        labels = [f"{build}\n{where}" for build, where in groups]
+        ax.set_xticks([x + 0.2 for x in range(len(groups))], labels, fontsize=8)
         ax.set_title(f"{size} responses", fontsize=9)
         ax.set_ylabel("switch CPU ms per request")
     axes[0].legend(fontsize=8)
