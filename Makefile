@@ -37,6 +37,7 @@ help:
 	@echo "             (TOPO=tier BALANCERS=3: the tier, balancers behind FRR, BGP and ECMP;"
 	@echo "             RUN_ARGS=--detach with it: start, print the banner and return;"
 	@echo "             MODE=dsr: the VIP in direct server return, replies beside the switch;"
+	@echo "             ROUTERS=2 with TOPO=tier: a router pair in front and on the return path;"
 	@echo "             RUN_ARGS=--standby-controller: a standby p4lb run beside the controller)"
 	@echo "  stop       stop everything 'make run' started (by PID), the lab and the tier, and"
 	@echo "             remove its interfaces (needs root)"
@@ -144,14 +145,16 @@ test-unit: $(VPY)
 # TOPO=scaleout, its former name, still works. RUN_ARGS=--detach: the tier runs on in the
 # background after the banner (`sudo make stop` stops it). MODE=dsr: the VIP in direct
 # server return, with the return path beside the switch (topology/net.py), or in the tier
-# past the balancers (topology/tier_plan.py).
+# past the balancers (topology/tier_plan.py). ROUTERS=2 (the tier): a router pair in front
+# and on the return path, each pair sharing its gateway addresses by VRRP.
 TOPO ?=
 BALANCERS ?= 3
 MODE ?=
+ROUTERS ?=
 run: $(VPY)
 	@$(MAKE) --no-print-directory -s build >/dev/null 2>&1 || true
 ifneq ($(filter $(TOPO),tier scaleout),)
-	$(VPY) -m topology.tier run --balancers $(BALANCERS) $(if $(MODE),--mode $(MODE),) $(RUN_ARGS)
+	$(VPY) -m topology.tier run --balancers $(BALANCERS) $(if $(MODE),--mode $(MODE),) $(if $(ROUTERS),--routers $(ROUTERS),) $(RUN_ARGS)
 else
 	$(VPY) -m topology.run $(if $(MODE),--mode $(MODE),) $(RUN_ARGS)
 endif

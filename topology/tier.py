@@ -45,6 +45,13 @@ Controller log: {log}.  {how_to_stop}
 """
 
 
+PAIR_LINE = """A router pair: r0b beside r0, r1b beside r1; the clients, the servers and the
+balancers reach each pair by a shared VRRP address. A router dies and comes back:
+  sudo python3 -m topology.tier router-down r0      # its daemons killed, its links down
+  sudo python3 -m topology.tier router-up r0        # back, as the pair's backup
+"""
+
+
 DSR_LINE = """The :80 VIP ({algorithm}) is in direct server return: the servers hold {vip}
 and answer the client themselves through r1 and r0, past the balancers (r1 has a rule
 for {vip} as source).
@@ -68,6 +75,13 @@ def run(argv: list[str]) -> int:
         choices=MODES,
         help="the port-80 VIP's mode; dsr: its replies go r1 -> r0, past the balancers",
     )
+    p.add_argument(
+        "--routers",
+        type=int,
+        default=1,
+        choices=(1, 2),
+        help="2: a router pair (r0 and r0b in front, r1 and r1b on the return path)",
+    )
     p.add_argument("--no-cli", action="store_true", help="start, check one request, stop")
     p.add_argument(
         "--detach",
@@ -84,7 +98,14 @@ def run(argv: list[str]) -> int:
         print(f"make run TOPO=tier: needs {', '.join(missing)}", file=sys.stderr)
         return 2
     try:
-        t = start_tier(a.balancers, a.servers, a.algorithm, a.mode, a.standby_controller)
+        t = start_tier(
+            a.balancers,
+            a.servers,
+            a.algorithm,
+            a.mode,
+            a.standby_controller,
+            pair=a.routers == 2,
+        )
     except (RuntimeError, TimeoutError) as e:
         print(f"tier: {e}", file=sys.stderr)
         return 1
@@ -112,6 +133,8 @@ def run(argv: list[str]) -> int:
         )
         if a.mode == "dsr":
             print(DSR_LINE.format(vip=VIP, algorithm=a.algorithm), flush=True)
+        if t.pair:
+            print(PAIR_LINE, flush=True)
         if a.detach:  # every process runs in a session of its own, recorded in state.json
             left_running = True
             return 0
@@ -145,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         return down()
     if args[:1] == ["run"]:
         return run(args[1:])
-    if args[:1] in (["restart"], ["add"], ["remove"]):  # the operator's verbs
+    if args[:1] in (["restart"], ["add"], ["remove"], ["router-down"], ["router-up"]):
         return verbs(args)
     if args[:1] == ["up"]:
         if missing := missing_tools():
@@ -157,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(
         "usage: python -m topology.tier run [--balancers N ... --detach] | up | down"
-        " | restart lbN [--switch|--speaker] | add | remove lbN",
+        " | restart lbN [--switch|--speaker] | add | remove lbN | router-down|router-up rN",
         file=sys.stderr,
     )
     return 2

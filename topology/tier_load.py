@@ -82,6 +82,7 @@ def start_tier(
     mode: str = "nat",
     standby: bool = False,
     body_bytes: int = 0,
+    pair: bool = False,
 ) -> Tier:
     """The tier up (the port-80 VIP with `algorithm` and `mode`, the servers answering with
     `body_bytes`, or their short page), its config written, `p4lb run` started (and `p4lb
@@ -89,17 +90,18 @@ def start_tier(
     r0's next hops; stopped again (by PID) if any of it fails."""
     from p4lb.intent import writer
 
-    t = Tier(balancers=balancers, servers=servers, mode=mode, body_bytes=body_bytes)
+    t = Tier(balancers=balancers, servers=servers, mode=mode, body_bytes=body_bytes, pair=pair)
     try:
         t.up()
         config = plan.config_file()
         config.unlink(missing_ok=True)
-        writer.save(p4lb_config(balancers, servers, algorithm, mode), config)
+        writer.save(p4lb_config(balancers, servers, algorithm, mode, pair), config)
         start_controller(t, config)
         for port in (80, 81):
             if not wait_for_vip(60, port=port):
                 raise RuntimeError(f"VIP port {port} never answered: {controller_log()[-2000:]}")
-        wait_hops(t, list(range(1, balancers + 1)))
+        for router in ("r0", "r0b") if pair else ("r0",):
+            wait_hops(t, list(range(1, balancers + 1)), router=router)
         if standby:
             start_controller(t, config, standby=True)
     except BaseException:
@@ -129,15 +131,18 @@ def verb(t: Tier, *args: str) -> str:
     return r.stdout
 
 
-def wait_hops(t: Tier, indexes: list[int], timeout_s: float = CONVERGE_WAIT_S) -> float:
-    """Seconds until r0's next hops for the VIP are exactly those balancers' (bounded)."""
+def wait_hops(
+    t: Tier, indexes: list[int], timeout_s: float = CONVERGE_WAIT_S, router: str = "r0"
+) -> float:
+    """Seconds until `router`'s next hops for the VIP are exactly those balancers' (bounded)."""
     want = hops(indexes)
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout_s:
-        if t.ecmp_next_hops() == want:
+        if t.ecmp_next_hops(router=router) == want:
             return time.monotonic() - t0
         time.sleep(0.01)
-    raise TimeoutError(f"r0's next hops {t.ecmp_next_hops()} != {want} after {timeout_s} s")
+    got = t.ecmp_next_hops(router=router)
+    raise TimeoutError(f"{router}'s next hops {got} != {want} after {timeout_s} s")
 
 
 @dataclass

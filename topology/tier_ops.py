@@ -33,6 +33,16 @@ class VerbError(Exception):
     """What the operator asked cannot be done; the message is one line."""
 
 
+def router_of(name: str, t: Tier) -> str:
+    """A router of the tier's pair, by name."""
+    names = list(plan.routers(t.pair))
+    if not t.pair:
+        raise VerbError("the tier has one router of each kind: router-down needs --routers 2")
+    if name not in names:
+        raise VerbError(f"no router {name!r}: the tier's routers are {', '.join(names)}")
+    return name
+
+
 def index_of(name: str, t: Tier) -> int:
     """lbN's index, if the tier runs it."""
     m = re.fullmatch(r"lb(\d+)", name)
@@ -123,8 +133,10 @@ def remove(t: Tier, i: int, wait_s: float = WITHDRAW_WAIT_S) -> float:
         stop(t, name)
     for link in sorted(links):  # each veth's fabric end (and its bridge entry) goes with it
         sh("ip", "link", "del", link, check=False)
-    for router, dev in ((NS + "r0", "r0-lb"), (NS + "r1", "r1-lb")):
-        in_ns(router, "ip", "neigh", "del", nexthop_addr(i), "dev", dev, check=False)
+    for router in plan.routers(t.pair):
+        in_ns(
+            NS + router, "ip", "neigh", "del", nexthop_addr(i), "dev", f"{router}-lb", check=False
+        )
     sh("ip", "netns", "del", ns, check=False)  # the control link's fabric end goes with it
     thrift_guard.release(thrift)
     forget(t, i)
@@ -142,6 +154,8 @@ def main(argv: list[str]) -> int:
     sub.add_parser("add", help="add a balancer to the running tier")
     rm = sub.add_parser("remove", help="withdraw a balancer, then stop and remove it")
     rm.add_argument("name", help="lbN")
+    for verb, what in (("router-down", "kill a router of a pair"), ("router-up", "bring it back")):
+        sub.add_parser(verb, help=what).add_argument("name", help="r0, r0b, r1 or r1b")
     a = p.parse_args(argv)
     prog = f"tier {a.verb}"
     if missing := missing_tools():
@@ -164,10 +178,18 @@ def main(argv: list[str]) -> int:
                     f"{prog}: lb{i} added (switch pid {t.pids[f'switch-lb{i}']}); "
                     "p4lb run gives it the tier's state, then announces it"
                 )
-            else:
+            elif a.verb == "remove":
                 i = index_of(a.name, t)
                 took = remove(t, i)
                 print(f"{prog}: lb{i} withdrawn after {took:.2f} s, stopped and removed")
+            else:
+                router = router_of(a.name, t)
+                if a.verb == "router-down":
+                    t.router_down(router)
+                    print(f"{prog}: {router}'s daemons killed, its links down")
+                else:
+                    t.router_up(router)
+                    print(f"{prog}: {router} runs again (its pair's backup)")
     except (VerbError, ConfigError, RuntimeError, TimeoutError) as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 1

@@ -85,6 +85,23 @@ ROUTER_CLIENT = "10.1.0.1"
 ROUTER_LB = "10.10.0.1"  # r0: learns the VIP
 ROUTER_RET = "10.10.0.2"  # r1: learns the return path's default route
 ROUTER_SRV = "10.2.0.1"  # r1: the servers' gateway
+# A router pair (`run --routers 2`): r0b beside r0, r1b beside r1, each on the same links
+# as its twin with the same BGP, BFD and ECMP. Where hosts need one gateway (the clients,
+# the servers, the balancers' way back to the clients), the pair shares a VRRP address
+# (version 3, FRR's vrrpd): the first router is master, the other takes over when it hears
+# no advertisement for 3 intervals, and keeps the role when the first comes back (no
+# preemption: one move per failure). The shared addresses are the single routers' own
+# gateway addresses, so a host's configuration is the same with one router or two; the
+# routers' own addresses on those links move to REAL_A / REAL_B.
+ROUTER_LB_B = "10.10.0.3"  # r0b
+ROUTER_RET_B = "10.10.0.4"  # r1b
+FRONT_GATEWAY = "10.10.0.5"  # r0's and r0b's shared address on br-lb: the balancers' way out
+REAL_A, REAL_B = 252, 253  # the last byte of r0's (r1's) and r0b's (r1b's) own address
+VRRP_MS = 100  # the advertisement interval: a master is replaced ~3.4 intervals after its death
+VRRP_FRONT_LB, VRRP_SERVERS, VRRP_CLIENTS = 1, 2, 10  # VRIDs; client k's net: 10 + k
+# Every router hashes a flow the same way (the 5-tuple, one seed): with the same next hops,
+# r0 and r0b send a flow to the same balancer.
+ECMP_SEED = 0x70346C62
 GRPC_BASE = 9560  # balancer i: P4Runtime on 127.0.0.1:GRPC_BASE+i
 THRIFT_BASE = 9090  # and Thrift on THRIFT_BASE+i
 # BFD between each speaker and the routers. Its packets never cross a switch (the control
@@ -151,7 +168,75 @@ def mac(kind: int, n: int) -> str:
     return f"02:00:00:00:{kind:02x}:{n:02x}"
 
 
-ROUTER_MACS = {"r0-lb": mac(3, 2), "r1-lb": mac(3, 3), "r1-srv": mac(3, 4)}
+ROUTER_MACS = {
+    "r0-lb": mac(3, 2),
+    "r1-lb": mac(3, 3),
+    "r1-srv": mac(3, 4),
+    "r0b-lb": mac(3, 5),
+    "r1b-lb": mac(3, 6),
+    "r1b-srv": mac(3, 7),
+}
+
+
+def vrrp_mac(vrid: int) -> str:
+    """The VRRP virtual router's MAC (RFC 5798: 00-00-5E-00-01-{VRID})."""
+    return f"00:00:5e:00:01:{vrid:02x}"
+
+
+def routers(pair: bool) -> dict[str, str]:
+    """The routers on br-lb and their addresses there: r0 (front) and r1 (return), with
+    their twins for a pair."""
+    one = {"r0": ROUTER_LB, "r1": ROUTER_RET}
+    return one | ({"r0b": ROUTER_LB_B, "r1b": ROUTER_RET_B} if pair else {})
+
+
+def front_mac(pair: bool) -> str:
+    """Where a balancer sends what goes to the clients: r0, or the front pair's VRRP MAC."""
+    return vrrp_mac(VRRP_FRONT_LB) if pair else ROUTER_MACS["r0-lb"]
+
+
+def vrrp_groups(name: str, clients: int) -> list[tuple[str, int, str]]:
+    """Router `name`'s VRRP groups in a pair: (its interface, VRID, shared address)."""
+    if name in ("r0", "r0b"):
+        out = [(f"{name}-lb", VRRP_FRONT_LB, FRONT_GATEWAY)]
+        out += [
+            (f"{name}-c{k}", VRRP_CLIENTS + k, f"10.1.{k - 1}.1") for k in range(1, clients + 1)
+        ]
+        return out
+    return [(f"{name}-srv", VRRP_SERVERS, ROUTER_SRV)]
+
+
+def vrrp_links(name: str, clients: int) -> list[list[str]]:
+    """The commands (in router `name`'s namespace) that give each VRRP group of it the
+    macvlan vrrpd drives: the virtual MAC, the shared address (/32: the link's own route
+    stays the parent's), up; vrrpd keeps it down while the router is a backup."""
+    out = []
+    for dev, vrid, addr in vrrp_groups(name, clients):
+        vdev = f"vrrp{vrid}"
+        out += [
+            ["ip", "link", "add", vdev, "link", dev, "type", "macvlan", "mode", "bridge"],
+            ["ip", "link", "set", vdev, "address", vrrp_mac(vrid)],
+            ["ip", "addr", "add", f"{addr}/32", "dev", vdev],
+            ["ip", "link", "set", vdev, "up"],
+        ]
+    return out
+
+
+def vrrp_conf(name: str, clients: int) -> str:
+    """FRR's vrrpd for router `name` of a pair: its groups, the first router of the pair
+    ahead (priority 200 against 100), no preemption."""
+    prio = 100 if name.endswith("b") else 200
+    return "".join(
+        f"""interface {dev}
+ vrrp {vrid} version 3
+ vrrp {vrid} priority {prio}
+ vrrp {vrid} advertisement-interval {VRRP_MS}
+ no vrrp {vrid} preempt
+ vrrp {vrid} ip {addr}
+exit
+"""
+        for dev, vrid, addr in vrrp_groups(name, clients)
+    )
 
 
 def router_conf(name: str, router_id: str, prefixes: list[str], password: str) -> str:
@@ -243,32 +328,36 @@ def server_ports(mode: str = "nat") -> tuple[int, ...]:
     return tuple(backend_port(k, m) for k, m in enumerate(vip_modes(mode)))
 
 
-def dsr_return_routes() -> list[list[str]]:
-    """The commands (in r1's namespace) that send what comes from the VIP, a dsr VIP's
-    replies, to the clients through r0 and past the balancers: a policy rule for the VIP as
-    source, a table with the clients' route via r0, and r0's MAC fixed (no ARP on br-lb).
-    Kernel rules and routes beside FRR's: zebra leaves routes it did not make alone, and no
-    BGP route comes from the VIP's address."""
-    table = str(DSR_TABLE)
+def dsr_return_routes(name: str = "r1", pair: bool = False) -> list[list[str]]:
+    """The commands (in return router `name`'s namespace) that send what comes from the
+    VIP, a dsr VIP's replies, to the clients through r0 (or the front pair's shared
+    address) and past the balancers: a policy rule for the VIP as source, a table with the
+    clients' route via the front, and its MAC fixed (no ARP on br-lb). Kernel rules and
+    routes beside FRR's: zebra leaves routes it did not make alone, and no BGP route comes
+    from the VIP's address."""
+    table, dev = str(DSR_TABLE), f"{name}-lb"
+    front = FRONT_GATEWAY if pair else ROUTER_LB
     return [
         ["ip", "rule", "add", "from", f"{VIP}/32", "lookup", table, "priority", table],
-        ["ip", "route", "add", CLIENT_NET, "via", ROUTER_LB, "dev", "r1-lb", "table", table],
-        ["ip", "neigh", "replace", ROUTER_LB, "lladdr", ROUTER_MACS["r0-lb"], "dev", "r1-lb"]
+        ["ip", "route", "add", CLIENT_NET, "via", front, "dev", dev, "table", table],
+        ["ip", "neigh", "replace", front, "lladdr", front_mac(pair), "dev", dev]
         + ["nud", "permanent"],
     ]
 
 
-def p4lb_config(balancers: int, servers: int, algorithm: str = "wrr", mode: str = "nat") -> Config:
+def p4lb_config(
+    balancers: int, servers: int, algorithm: str = "wrr", mode: str = "nat", pair: bool = False
+) -> Config:
     """The p4lb config of the tier: the VIPs over the servers (port 3 of every switch), the
-    first with `algorithm` and `mode`, the routes every balancer has (clients and both
-    routers: port 1), and per balancer its address, id, MAC, its data address (the next hop
-    its speaker announces) and how the controller reaches its speaker."""
+    first with `algorithm` and `mode`, the one route every balancer has (the clients,
+    through r0 or the front pair's shared address: port 1), and per balancer its address,
+    id, MAC, its data address (the next hop its speaker announces) and how the controller
+    reaches its speaker. No route to the routers themselves: nothing of the tier's control
+    crosses a switch, and a frame for a router that br-lb floods (a dead router's MAC, the
+    speakers still calling it) must be dropped by the switches, not routed back onto br-lb,
+    where each of them would receive the others' copies again until the TTL ran out."""
     net, prefix_len = CLIENT_NET.split("/")
-    hosts = (
-        Host("clients", net, ROUTER_MACS["r0-lb"], 1, prefix_len=int(prefix_len)),
-        Host("r0", ROUTER_LB, ROUTER_MACS["r0-lb"], 1),
-        Host("r1", ROUTER_RET, ROUTER_MACS["r1-lb"], 1),
-    )
+    hosts = (Host("clients", net, front_mac(pair), 1, prefix_len=int(prefix_len)),)
     vips = []
     for k, ((name, port, alg), vip_mode) in enumerate(zip(VIPS, vip_modes(mode), strict=True)):
         backends = tuple(
@@ -305,19 +394,37 @@ def p4lb_config(balancers: int, servers: int, algorithm: str = "wrr", mode: str 
     )
 
 
-def router_filter(lb_side: str) -> str:
+def router_filter(lb_side: str, vrrp_peers: tuple[str, ...] = ()) -> str:
     """nftables for a router's namespace: BGP only on its balancers' side (`lb_side`), and
-    GTSM there (a BGP packet that crossed any router on its way, TTL below 255, is dropped)."""
+    GTSM there (a BGP packet that crossed any router on its way, TTL below 255, is dropped);
+    in a pair, VRRP only from the pair's own addresses (`vrrp_peers`: VRRP version 3 has no
+    authentication, so a host on a link could otherwise claim the shared address)."""
+    vrrp = ""
+    if vrrp_peers:
+        vrrp = f"\n    ip protocol vrrp ip saddr != {{ {', '.join(vrrp_peers)} }} drop"
     return f"""table inet p4lb_bgp {{
   chain input {{
     type filter hook input priority 0; policy accept;
     tcp dport 179 iifname != "{lb_side}" drop
     tcp sport 179 iifname != "{lb_side}" drop
     tcp dport 179 ip ttl < {256 - GTSM_HOPS} drop
-    tcp sport 179 ip ttl < {256 - GTSM_HOPS} drop
+    tcp sport 179 ip ttl < {256 - GTSM_HOPS} drop{vrrp}
   }}
 }}
 """
+
+
+def pair_addresses(name: str, clients: int) -> tuple[str, ...]:
+    """The own addresses of router `name` and its twin on the links they share a VRRP
+    group on (where each one's advertisements come from)."""
+    out = []
+    for dev, _, shared in vrrp_groups(name, clients):
+        if dev.endswith("-lb"):
+            out += [ROUTER_LB, ROUTER_LB_B]
+        else:
+            net = shared.rsplit(".", 1)[0]
+            out += [f"{net}.{REAL_A}", f"{net}.{REAL_B}"]
+    return tuple(out)
 
 
 REPLY_TABLE = "p4lb_replies"  # the fabric's nftables table counting the replies' ways
@@ -350,8 +457,8 @@ def reply_counter_rules() -> str:
 """
 
 
-def speaker_conf(i: int, password: str) -> str:
-    """GoBGP for balancer i: eBGP to both routers from its own address, with the tier's TCP
+def speaker_conf(i: int, password: str, pair: bool = False) -> str:
+    """GoBGP for balancer i: eBGP to every router from its own address, with the tier's TCP
     MD5 key and GTSM (it sends TTL 255 and accepts only 255: the routers' own link)."""
     neighbours = "".join(
         f"""
@@ -370,7 +477,7 @@ def speaker_conf(i: int, password: str) -> str:
   [neighbors.transport.config]
     local-address = "{speaker_addr(i)}"
 """
-        for peer in (ROUTER_LB, ROUTER_RET)
+        for peer in routers(pair).values()
     )
     return f"""[global.config]
   as = {SPEAKER_AS}
@@ -379,7 +486,7 @@ def speaker_conf(i: int, password: str) -> str:
 {neighbours}"""
 
 
-def speaker_bfd_conf(i: int) -> str:
+def speaker_bfd_conf(i: int, pair: bool = False) -> str:
     peers = "".join(
         f""" peer {peer} multihop local-address {speaker_addr(i)}
   detect-multiplier {BFD_MULT}
@@ -387,7 +494,7 @@ def speaker_bfd_conf(i: int) -> str:
   transmit-interval {BFD_MS}
  exit
 """
-        for peer in (ROUTER_LB, ROUTER_RET)
+        for peer in routers(pair).values()
     )
     return f"bfd\n{peers}exit\n"
 

@@ -27,11 +27,12 @@ from topology.pki import make_pki
 from topology.procs import alive, gone_by, set_group_nice, stop_pids
 from topology.tier_plan import (
     CONTROL_NICE,
+    ECMP_SEED,
     GRPC_BASE,
     NS,
-    ROUTER_LB,
+    REAL_A,
+    REAL_B,
     ROUTER_MACS,
-    ROUTER_RET,
     ROUTER_SRV,
     SERVER_IDLE_S,
     SWITCH_NICE,
@@ -40,13 +41,17 @@ from topology.tier_plan import (
     dsr_return_routes,
     mac,
     nexthop_addr,
+    pair_addresses,
     router_conf,
     router_filter,
+    routers,
     server_addr,
     server_ports,
     speaker_addr,
     speaker_bfd_conf,
     speaker_conf,
+    vrrp_conf,
+    vrrp_links,
 )
 
 
@@ -120,6 +125,7 @@ class Tier:
     servers: int = 3
     clients: int = 1
     mode: str = "nat"
+    pair: bool = False  # a router pair: r0b beside r0, r1b beside r1 (tier_plan.routers)
     body_bytes: int = 0  # the servers' answer (0: the short page naming the server)
     vips: list[str] = field(default_factory=lambda: [VIP])
     pids: dict[str, int] = field(default_factory=dict)
@@ -152,6 +158,7 @@ class Tier:
         self.clients = int(s.get("clients", self.clients))
         self.mode = str(s.get("mode", self.mode))
         self.body_bytes = int(s.get("body_bytes", self.body_bytes))
+        self.pair = bool(s.get("pair", self.pair))
         self.lbs = list(s.get("balancer_ids", range(1, self.balancers + 1)))
 
     def save(self) -> None:
@@ -167,6 +174,7 @@ class Tier:
             "clients": self.clients,
             "mode": self.mode,
             "body_bytes": self.body_bytes,
+            "pair": self.pair,
             "balancer_ids": self.lbs,
         }
         tmp = plan.STATE.with_name(f".{plan.STATE.name}.{os.getpid()}")
@@ -279,12 +287,14 @@ class Tier:
         for br in ("br-lb", "br-srv"):
             in_ns(fab, "ip", "link", "add", br, "type", "bridge")
             in_ns(fab, "ip", "link", "set", br, "up")
-        r0, r1 = self.netns("r0"), self.netns("r1")
-        for ns in (r0, r1):
+        names = routers(self.pair)
+        for name in names:
+            ns = self.netns(name)
             for key in (
                 "net.ipv4.ip_forward=1",
                 "net.ipv4.fib_multipath_hash_policy=3",
                 "net.ipv4.fib_multipath_hash_fields=0x37",
+                f"net.ipv4.fib_multipath_hash_seed={ECMP_SEED}",
                 "net.ipv4.conf.all.rp_filter=0",
                 "net.ipv4.conf.default.rp_filter=0",
                 # Answer ARP only for the address on the asking interface: a server's ARP
@@ -292,22 +302,33 @@ class Tier:
                 "net.ipv4.conf.all.arp_ignore=1",
             ):
                 in_ns(ns, "sysctl", "-qw", key)
-        # r0 and r1 on the balancers' bridge, r1 on the servers' too.
-        for ns, dev, br, cidr in (
-            (r0, "r0-lb", "br-lb", f"{ROUTER_LB}/24"),
-            (r1, "r1-lb", "br-lb", f"{ROUTER_RET}/24"),
-            (r1, "r1-srv", "br-srv", f"{ROUTER_SRV}/24"),
-        ):
-            self.veth(dev, ns, f"{dev}-f", fab)
+        # Every router on the balancers' bridge, the return ones on the servers' too (a
+        # pair's own addresses there: REAL_A, REAL_B; the gateway is their VRRP address).
+        links = [(name, f"{name}-lb", "br-lb", f"{addr}/24") for name, addr in names.items()]
+        srv = self.pair_addr(ROUTER_SRV)
+        links += [(name, f"{name}-srv", "br-srv", f"{srv[name]}/24") for name in srv]
+        for name, dev, br, cidr in links:
+            self.veth(dev, NS + name, f"{dev}-f", fab)
             in_ns(fab, "ip", "link", "set", f"{dev}-f", "master", br)
-            self.addr(ns, dev, cidr, ROUTER_MACS[dev])
-        # Clients on r0's far side.
+            self.addr(NS + name, dev, cidr, ROUTER_MACS[dev])
+        # Clients on r0's far side (a link of their own; a LAN, br-cK, with a pair).
         for k in range(1, self.clients + 1):
             c = self.netns(f"c{k}")
-            dev = f"r0-c{k}"
-            self.veth(dev, r0, "eth0", c)
             net = f"10.1.{k - 1}"
-            self.addr(r0, dev, f"{net}.1/24", mac(3, 16 + k))
+            front = self.pair_addr(f"{net}.1")
+            if self.pair:
+                in_ns(fab, "ip", "link", "add", f"br-c{k}", "type", "bridge")
+                in_ns(fab, "ip", "link", "set", f"br-c{k}", "up")
+                self.veth(f"c{k}-f", fab, "eth0", c)
+                in_ns(fab, "ip", "link", "set", f"c{k}-f", "master", f"br-c{k}")
+            for n, (name, addr) in enumerate(front.items()):
+                dev = f"{name}-c{k}"
+                if self.pair:
+                    self.veth(dev, NS + name, f"{dev}-f", fab)
+                    in_ns(fab, "ip", "link", "set", f"{dev}-f", "master", f"br-c{k}")
+                else:
+                    self.veth(dev, NS + name, "eth0", c)
+                self.addr(NS + name, dev, f"{addr}/24", mac(3, 16 * (n + 1) + k))
             self.addr(c, "eth0", f"{net}.2/24", mac(5, k))
             in_ns(c, "ip", "route", "add", "default", "via", f"{net}.1")
         # Servers on br-srv, their gateway r0 (VRF ret).
@@ -337,7 +358,13 @@ class Tier:
         conf = state / "frr.conf"
         conf.touch(mode=0o600)
         conf.chmod(0o600)  # it holds the BGP key
-        conf.write_text(router_conf(name, router_id, prefixes, bgp_password()))
+        text = router_conf(name, router_id, prefixes, bgp_password())
+        if self.pair:
+            for cmd in vrrp_links(name, self.clients):
+                in_ns(ns, *cmd)
+            self.frr_daemon(ns, state, "vrrpd", [])
+            text += vrrp_conf(name, self.clients)
+        conf.write_text(text)
         for _ in range(50):  # the daemons' vty sockets may not listen yet: bounded retries
             r = subprocess.run(
                 ["ip", "netns", "exec", ns, "vtysh", "--vty_socket", str(state), "-f", str(conf)],
@@ -348,22 +375,44 @@ class Tier:
             shown = in_ns(
                 ns, "vtysh", "--vty_socket", str(state), "-c", "show running-config", check=False
             ).stdout
-            if r.returncode == 0 and "bgp listen range" in shown and "profile tier" in shown:
+            vrrp = not self.pair or " vrrp " in shown
+            if (
+                r.returncode == 0
+                and "bgp listen range" in shown
+                and "profile tier" in shown
+                and vrrp
+            ):
                 return
             time.sleep(0.1)
         raise RuntimeError(f"vtysh -f {conf}: {(r.stdout + r.stderr).strip()[-400:]}")
 
+    def pair_addr(self, gateway: str) -> dict[str, str]:
+        """The routers' own addresses on a link whose gateway is `gateway` (r0's or r1's
+        side): the gateway itself for one router; REAL_A and REAL_B of its net for a pair,
+        which shares the gateway by VRRP."""
+        first = "r1" if gateway == ROUTER_SRV else "r0"
+        if not self.pair:
+            return {first: gateway}
+        net = gateway.rsplit(".", 1)[0]
+        return {first: f"{net}.{REAL_A}", f"{first}b": f"{net}.{REAL_B}"}
+
     def start_routers(self) -> None:
-        self.start_router("r0", ROUTER_LB, [f"{v}/32" for v in self.vips])
-        self.start_router("r1", ROUTER_RET, ["0.0.0.0/0"])
-        if self.mode == "dsr":  # a dsr VIP's replies: r1 -> r0, past the balancers
-            for cmd in dsr_return_routes():
-                in_ns(NS + "r1", *cmd)
-        # The filters live in the routers' namespaces and go with them.
-        for name, lb_side in (("r0", "r0-lb"), ("r1", "r1-lb")):
-            rules = plan.RUN / name / "bgp.nft"
-            rules.write_text(router_filter(lb_side))
-            in_ns(NS + name, "nft", "-f", str(rules))
+        for name, addr in routers(self.pair).items():
+            self.start_router_named(name, addr)
+
+    def start_router_named(self, name: str, addr: str) -> None:
+        """Router `name` whole: FRR (and vrrpd in a pair), its DSR return routes (a return
+        router, a dsr VIP), and its BGP filter (which lives in its namespace)."""
+        front = name.startswith("r0")
+        prefixes = [f"{v}/32" for v in self.vips] if front else ["0.0.0.0/0"]
+        self.start_router(name, addr, prefixes)
+        if self.mode == "dsr" and not front:  # a dsr VIP's replies: past the balancers
+            for cmd in dsr_return_routes(name, self.pair):
+                in_ns(NS + name, *cmd)
+        rules = plan.RUN / name / "bgp.nft"
+        peers = pair_addresses(name, self.clients) if self.pair else ()
+        rules.write_text(router_filter(f"{name}-lb", peers))
+        in_ns(NS + name, "nft", "-f", str(rules))
 
     def balancer_links(self, i: int) -> None:
         """Balancer i's two switch ports (root-namespace veth ends: port 1 on br-lb, port 3
@@ -381,25 +430,31 @@ class Tier:
         self.veth(f"lb{i}-f", fab, "eth0", spk)
         in_ns(fab, "ip", "link", "set", f"lb{i}-f", "master", "br-lb")
         self.addr(spk, "eth0", f"{speaker_addr(i)}/24", mac(4, i))
-        # The routers reach the data address at the switch's MAC without asking: an ARP
-        # request would queue in the switch like the traffic (no ARP crosses a switch).
-        for ns, dev in ((NS + "r0", "r0-lb"), (NS + "r1", "r1-lb")):
-            in_ns(
-                ns,
-                "ip",
-                "neigh",
-                "replace",
-                nexthop_addr(i),
-                "lladdr",
-                mac(1, i),
-                "dev",
-                dev,
-                "nud",
-                "permanent",
-            )
+        for name in routers(self.pair):
+            self.router_neigh(name, i)
         with self.edit():
             if i not in self.lbs:
                 self.lbs.append(i)
+
+    def router_neigh(self, name: str, i: int) -> None:
+        """Router `name` reaches balancer i's data address at its switch's MAC without
+        asking: an ARP request would queue in the switch like the traffic (no ARP crosses a
+        switch)."""
+        dev = f"{name}-lb"
+        addr, lladdr = nexthop_addr(i), mac(1, i)
+        in_ns(
+            NS + name,
+            "ip",
+            "neigh",
+            "replace",
+            addr,
+            "lladdr",
+            lladdr,
+            "dev",
+            dev,
+            "nud",
+            "permanent",
+        )
 
     def start_switch(self, i: int, binary: str | None = None, log: bool = False) -> int:
         """Balancer i's BMv2 (no pipeline until p4lb pushes one), P4Runtime on 127.0.0.1 over
@@ -448,7 +503,7 @@ class Tier:
         conf = state / "gobgpd.toml"
         conf.touch(mode=0o600)
         conf.chmod(0o600)  # it holds the BGP key
-        conf.write_text(speaker_conf(i, bgp_password()))
+        conf.write_text(speaker_conf(i, bgp_password(), self.pair))
         self.start(
             f"gobgpd-lb{i}",
             ["gobgpd", "-f", str(conf), "-p", "--api-hosts", "127.0.0.1:50051", "--pprof-disable"],
@@ -461,7 +516,7 @@ class Tier:
             return  # the speaker alone restarted: its bfdd runs on, configured
         self.frr_daemon(spk, state, "bfdd", ["--bfdctl", f"{state}/bfdd.sock"])
         bfd = state / "bfdd.conf"
-        bfd.write_text(speaker_bfd_conf(i))
+        bfd.write_text(speaker_bfd_conf(i, self.pair))
         # bfdd writes its pid file before its vty socket listens: retry until it took the
         # config (bounded).
         for _ in range(50):
@@ -469,7 +524,7 @@ class Tier:
             shown = in_ns(
                 spk, "vtysh", "--vty_socket", str(state), "-c", "show bfd peers brief", check=False
             ).stdout
-            if ROUTER_LB in shown and ROUTER_RET in shown:
+            if all(addr in shown for addr in routers(self.pair).values()):
                 break
             time.sleep(0.1)
         else:
@@ -529,10 +584,39 @@ class Tier:
             os.kill(pid, sig)
         gone_by(pid, time.monotonic() + 2)
 
-    def ecmp_next_hops(self, vip: str = VIP) -> list[str]:
-        """The next hops r0's kernel has for the VIP now."""
-        route = in_ns(NS + "r0", "ip", "route", "show", f"{vip}/32", check=False).stdout
+    def ecmp_next_hops(self, vip: str = VIP, router: str = "r0") -> list[str]:
+        """The next hops `router`'s kernel has for the VIP now."""
+        route = in_ns(NS + router, "ip", "route", "show", f"{vip}/32", check=False).stdout
         return sorted(w.split()[0] for w in route.split("via ")[1:])
+
+    def router_down(self, name: str) -> None:
+        """Router `name` dies as a box does: its daemons killed (by PID) and its links down,
+        so its kernel forwards nothing either (zebra killed leaves its routes behind)."""
+        for key in [k for k in self.pids if k.startswith(f"{NS}{name}-")]:
+            self.kill(key)
+        for dev in self.router_links(name):
+            in_ns(NS + name, "ip", "link", "set", dev, "down")
+
+    def router_up(self, name: str) -> None:
+        """Router `name` back: its links up, its daemons started and configured anew (what
+        start_router_named adds beside FRR removed first, so it adds it again whole)."""
+        ns = NS + name
+        for dev in self.router_links(name):
+            in_ns(ns, "ip", "link", "set", dev, "up")
+        for vdev in self.router_links(name, vrrp=True):
+            in_ns(ns, "ip", "link", "del", vdev)
+        in_ns(ns, "ip", "rule", "del", "priority", str(plan.DSR_TABLE), check=False)
+        in_ns(ns, "ip", "route", "flush", "table", str(plan.DSR_TABLE), check=False)
+        in_ns(ns, "nft", "delete", "table", "inet", "p4lb_bgp", check=False)
+        self.start_router_named(name, routers(self.pair)[name])
+        for i in self.lbs:
+            self.router_neigh(name, i)
+
+    def router_links(self, name: str, vrrp: bool = False) -> list[str]:
+        """Router `name`'s own interfaces (not lo), or with `vrrp` its VRRP macvlans."""
+        out = in_ns(NS + name, "ip", "-o", "link", "show", check=False).stdout
+        devs = [line.split(":")[1].strip().split("@")[0] for line in out.splitlines()]
+        return [d for d in devs if d != "lo" and d.startswith("vrrp") == vrrp]
 
     # --- teardown -------------------------------------------------------------------------
 

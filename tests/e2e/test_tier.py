@@ -21,10 +21,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import running_tier
-from tests.support import poll_until
+from tests.e2e.support import assert_no_failures_between, assert_none_broken, run_on, running_tier
 from topology import tier_load
-from topology.tier_load import Load, controller_log, p4lb, steady_batches, verb, wait_hops
+from topology.tier_load import Load, controller_log, p4lb, verb, wait_hops
 from topology.tier_plan import BFD_MS, BFD_MULT
 from topology.tier_procs import Tier
 
@@ -47,53 +46,6 @@ def tier() -> Iterator[Tier]:
 def traffic() -> Iterator[tuple[dict[str, Any], Load]]:
     with tier_load.traffic(OPEN_BEFORE_S, AB_CONCURRENCY) as held:
         yield held
-
-
-# What the controller logged that can move a connection: a backend's health, a balancer
-# leaving or joining the tier (shown when a connection broke or moved).
-EVENTS = (" is DOWN", " is UP", "out of the tier", "in the tier", "announced", "withdrawn")
-
-
-def events(log: str) -> str:
-    return "\n".join(ln for ln in log.splitlines() if any(e in ln for e in EVENTS))
-
-
-# Without the sharing (no cookie, no copies, or either naming the wrong backend) every
-# round-robin connection that moves breaks: a third or more of them.
-def assert_none_broken(result: dict[str, Any]) -> None:
-    print("drops by balancer:", result.get("drops"))
-    conns = result["connections"]
-    assert len(conns) == 120
-    for port in (80, 81):
-        mine = [c for c in conns if c["port"] == port]
-        broken = [c for c in mine if c["broken"]]
-        moved = [c for c in mine if c["moved"]]
-        if broken or moved:
-            clocks = f"monotonic {time.monotonic():.3f} = {time.strftime('%H:%M:%S')}"
-            print(f"now {clocks}; the controller's events:\n{events(controller_log())}")
-        assert not broken, f"port {port}: {len(broken)} broken, e.g. {broken[:2]}"
-        assert not moved, f"port {port}: {len(moved)} moved, e.g. {moved[:2]}"
-        assert all(c["requests"] >= 5 for c in mine)  # they were asking throughout
-
-
-def run_on(load: Load, since: float, timeout_s: float = 30.0) -> None:
-    """Keep the traffic going until an ab batch started and ended after `since` (bounded)."""
-    what = "an ab batch started after the routes converged"
-    poll_until(lambda: any(b["start"] >= since for b in load.batches), timeout_s, what, every=0.1)
-
-
-def assert_no_failures_between(load: Load, *spans: tuple[float, float]) -> None:
-    """No ab request failed in a batch run wholly within a span of converged routes (from a
-    convergence to the next route change). Batches that overlap a route change are printed
-    (a connection younger than its first stamped reply can break there), not asserted."""
-    within, across = steady_batches(load, *spans)
-    print(
-        "ab batches with failures across a route change:",
-        [b for b in across if b["failed"] or b["error"]],
-    )
-    assert within, f"no ab batch ran within {spans}"
-    bad = [b for b in within if b["error"] or b["failed"] or b["complete"] != 200]
-    assert not bad, bad
 
 
 def out_and_back(

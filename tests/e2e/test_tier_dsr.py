@@ -14,14 +14,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from tests.e2e.support import running_tier
-from tests.support import poll_until
+from tests.e2e.support import assert_no_failures_between, assert_none_broken, run_on, running_tier
 from topology import tier_load
-from topology.tier_load import Load, ab, count_replies, steady_batches, verb, wait_hops
+from topology.tier_load import ab, count_replies, verb, wait_hops
 from topology.tier_plan import BFD_MS, BFD_MULT, NS, ROUTER_LB, VIP, client_addr
 from topology.tier_procs import Tier, in_ns
 
@@ -79,31 +77,8 @@ def test_held_dsr_connections_survive_a_balancer_dying_and_coming_back(tier: Tie
         wait_hops(tier, [1, 2, 3])
         back = time.monotonic()
         run_on(load, back)
-    print("drops by balancer:", result.get("drops"))
-    conns = result["connections"]
-    assert len(conns) == HELD
-    broken = [c for c in conns if c["broken"]]
-    moved = [c for c in conns if c["moved"]]
-    assert not broken, f"{len(broken)} broken, e.g. {broken[:2]}"
-    assert not moved, f"{len(moved)} moved, e.g. {moved[:2]}"
-    assert all(c["requests"] >= 5 for c in conns)  # they were asking throughout
+    assert_none_broken(result, ports=(80,), per_port=HELD)
     assert_no_failures_between(load, (converged, restart), (back, math.inf))
     seen = replies_since(before)
     assert seen["web_from_balancers"] == 0, seen
     assert seen["web_from_r1"] > 0, seen
-
-
-def run_on(load: Load, since: float, timeout_s: float = 30.0) -> None:
-    """Keep the traffic going until an ab batch started after `since` (bounded)."""
-    what = "an ab batch started after the routes converged"
-    poll_until(lambda: any(b["start"] >= since for b in load.batches), timeout_s, what, every=0.1)
-
-
-def assert_no_failures_between(load: Load, *spans: tuple[float, float]) -> None:
-    """No ab request failed in a batch run wholly within a span of converged routes."""
-    within, across = steady_batches(load, *spans)
-    failed: list[dict[str, Any]] = [b for b in across if b["failed"] or b["error"]]
-    print("ab batches with failures across a route change:", failed)
-    assert within, f"no ab batch ran within {spans}"
-    bad = [b for b in within if b["error"] or b["failed"] or b["complete"] != 200]
-    assert not bad, bad

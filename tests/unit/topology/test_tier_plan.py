@@ -1,5 +1,6 @@
-"""The tier's plan in each mode: the config `make run TOPO=tier [MODE=dsr]` writes is one p4lb
-reads back as written, and the servers listen where that config sends each VIP's packets."""
+"""The tier's plan in each mode: the config `make run TOPO=tier [MODE=dsr] [ROUTERS=2]`
+writes is one p4lb reads back as written, and the servers listen where that config sends
+each VIP's packets; a router pair's VRRP groups and peerings."""
 
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ from p4lb.intent import reader, writer
 from topology import tier_plan as plan
 
 
+@pytest.mark.parametrize("pair", [False, True])
 @pytest.mark.parametrize("mode", plan.MODES)
 def test_the_tiers_config_reads_back_as_written(
-    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    mode: str, pair: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(plan, "PKI", tmp_path)  # the reader checks the TLS files exist
     for name in ("ca.crt", "p4lb.crt", "p4lb.key"):
         (tmp_path / name).write_text("")
-    written = plan.p4lb_config(3, 3, "maglev", mode)
+    written = plan.p4lb_config(3, 3, "maglev", mode, pair)
     path = tmp_path / "lb.toml"
     writer.save(written, path)
     read = reader.load(path)  # validated: a dsr VIP's backends on its port, none a router
@@ -66,3 +68,63 @@ def test_the_reply_counters_tell_each_vips_replies_by_where_they_reach_r0() -> N
             line = next(ln for ln in rules.splitlines() if f'"{key}_{way}"' in ln)
             assert f"sport {port} " in line and f"iifname {iif}" in line
             assert f"ip saddr {plan.VIP} " in line and 'oifname "r0-lb-f"' in line
+
+
+def test_a_pair_sends_the_clients_replies_to_the_front_pairs_shared_mac() -> None:
+    one = {h.name: h.mac for h in plan.p4lb_config(3, 3).hosts}
+    two = {h.name: h.mac for h in plan.p4lb_config(3, 3, pair=True).hosts}
+    assert one["clients"] == plan.ROUTER_MACS["r0-lb"]
+    assert two["clients"] == plan.vrrp_mac(plan.VRRP_FRONT_LB) == "00:00:5e:00:01:01"
+    # The switches route nothing to the routers themselves: a flooded frame for a dead
+    # router would go round br-lb through every switch.
+    assert set(one) == set(two) == {"clients"}
+
+
+def test_every_speaker_peers_with_every_router_of_the_pair() -> None:
+    for pair, n in ((False, 2), (True, 4)):
+        conf = plan.speaker_conf(1, "key", pair)
+        bfd = plan.speaker_bfd_conf(1, pair)
+        addrs = set(plan.routers(pair).values())
+        assert len(addrs) == n
+        assert conf.count("[[neighbors]]") == n and bfd.count(" peer ") == n
+        assert all(f'neighbor-address = "{a}"' in conf and f"peer {a} " in bfd for a in addrs)
+
+
+def test_the_pairs_vrrp_groups_share_the_single_routers_gateways() -> None:
+    """The hosts' gateways are the same with one router or two: a pair shares them."""
+    front = plan.vrrp_groups("r0", clients=2)
+    assert front == [
+        ("r0-lb", 1, plan.FRONT_GATEWAY),
+        ("r0-c1", 11, "10.1.0.1"),
+        ("r0-c2", 12, "10.1.1.1"),
+    ]
+    assert [g[1:] for g in plan.vrrp_groups("r0b", 2)] == [g[1:] for g in front]
+    assert plan.vrrp_groups("r1", 2) == [("r1-srv", plan.VRRP_SERVERS, plan.ROUTER_SRV)]
+    a, b = plan.vrrp_conf("r1", 1), plan.vrrp_conf("r1b", 1)
+    assert "vrrp 2 priority 200" in a and "vrrp 2 priority 100" in b
+    assert "no vrrp 2 preempt" in a and "no vrrp 2 preempt" in b
+    assert "vrrp 2 ip 10.2.0.1" in a and "interface r1b-srv" in b
+    # The macvlans vrrpd drives carry each group's virtual MAC and shared address.
+    links = [" ".join(c) for c in plan.vrrp_links("r1", 1)]
+    assert "ip link set vrrp2 address 00:00:5e:00:01:02" in links
+    assert "ip addr add 10.2.0.1/32 dev vrrp2" in links
+
+
+def test_a_pairs_return_routers_send_dsr_replies_to_the_front_pairs_address() -> None:
+    cmds = [" ".join(c) for c in plan.dsr_return_routes("r1b", pair=True)]
+    assert f"ip route add {plan.CLIENT_NET} via {plan.FRONT_GATEWAY} dev r1b-lb table 100" in cmds
+    assert any(
+        c.startswith(f"ip neigh replace {plan.FRONT_GATEWAY} lladdr 00:00:5e:00:01:01")
+        for c in cmds
+    )
+
+
+def test_a_pair_takes_vrrp_only_from_its_own_routers() -> None:
+    assert "vrrp" not in plan.router_filter("r0-lb")
+    peers = plan.pair_addresses("r0b", clients=1)
+    assert set(peers) == {plan.ROUTER_LB, plan.ROUTER_LB_B, "10.1.0.252", "10.1.0.253"}
+    rule = plan.router_filter("r0b-lb", peers)
+    assert (
+        "ip protocol vrrp ip saddr != { 10.10.0.1, 10.10.0.3, 10.1.0.252, 10.1.0.253 } drop" in rule
+    )
+    assert set(plan.pair_addresses("r1", 1)) == {"10.2.0.252", "10.2.0.253"}
