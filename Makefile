@@ -38,6 +38,7 @@ help:
 	@echo "             RUN_ARGS=--detach with it: start, print the banner and return;"
 	@echo "             MODE=dsr: the VIP in direct server return, replies beside the switch;"
 	@echo "             ROUTERS=2 with TOPO=tier: a router pair in front and on the return path;"
+	@echo "             HA=1 with TOPO=tier: the router pair and a standby controller together;"
 	@echo "             RUN_ARGS=--standby-controller: a standby p4lb run beside the controller)"
 	@echo "  stop       stop everything 'make run' started (by PID), the lab and the tier, and"
 	@echo "             remove its interfaces (needs root)"
@@ -146,15 +147,17 @@ test-unit: $(VPY)
 # background after the banner (`sudo make stop` stops it). MODE=dsr: the VIP in direct
 # server return, with the return path beside the switch (topology/net.py), or in the tier
 # past the balancers (topology/tier_plan.py). ROUTERS=2 (the tier): a router pair in front
-# and on the return path, each pair sharing its gateway addresses by VRRP.
+# and on the return path, each pair sharing its gateway addresses by VRRP. HA=1 (the tier):
+# no single point of failure, the router pair and a standby controller together.
 TOPO ?=
 BALANCERS ?= 3
 MODE ?=
 ROUTERS ?=
+HA ?=
 run: $(VPY)
 	@$(MAKE) --no-print-directory -s build >/dev/null 2>&1 || true
 ifneq ($(filter $(TOPO),tier scaleout),)
-	$(VPY) -m topology.tier run --balancers $(BALANCERS) $(if $(MODE),--mode $(MODE),) $(if $(ROUTERS),--routers $(ROUTERS),) $(RUN_ARGS)
+	$(VPY) -m topology.tier run --balancers $(BALANCERS) $(if $(MODE),--mode $(MODE),) $(if $(ROUTERS),--routers $(ROUTERS),) $(if $(HA),--ha,) $(RUN_ARGS)
 else
 	$(VPY) -m topology.run $(if $(MODE),--mode $(MODE),) $(RUN_ARGS)
 endif

@@ -64,7 +64,8 @@ def kill_line(name: str, state: Path) -> str:
     return f"sudo kill -9 $(jq -r '.pids[\"{name}\"]' {state})"
 
 
-def run(argv: list[str]) -> int:
+def options(argv: list[str]) -> argparse.Namespace:
+    """`run`'s command line (`--ha` sets what it stands for)."""
     p = argparse.ArgumentParser(prog="make run TOPO=tier")
     p.add_argument("--balancers", type=int, default=3)
     p.add_argument("--servers", type=int, default=3)
@@ -82,6 +83,11 @@ def run(argv: list[str]) -> int:
         choices=(1, 2),
         help="2: a router pair (r0 and r0b in front, r1 and r1b on the return path)",
     )
+    p.add_argument(
+        "--ha",
+        action="store_true",
+        help="no single point of failure: --routers 2 and --standby-controller together",
+    )
     p.add_argument("--no-cli", action="store_true", help="start, check one request, stop")
     p.add_argument(
         "--detach",
@@ -94,6 +100,13 @@ def run(argv: list[str]) -> int:
         help="p4lb run --standby beside the controller: it takes over when that one ends",
     )
     a = p.parse_args(argv)
+    if a.ha:
+        a.routers, a.standby_controller = 2, True
+    return a
+
+
+def run(argv: list[str]) -> int:
+    a = options(argv)
     if missing := missing_tools():
         print(f"make run TOPO=tier: needs {', '.join(missing)}", file=sys.stderr)
         return 2

@@ -128,3 +128,13 @@ def test_a_pair_takes_vrrp_only_from_its_own_routers() -> None:
         "ip protocol vrrp ip saddr != { 10.10.0.1, 10.10.0.3, 10.1.0.252, 10.1.0.253 } drop" in rule
     )
     assert set(plan.pair_addresses("r1", 1)) == {"10.2.0.252", "10.2.0.253"}
+
+
+def test_ha_is_the_router_pair_and_the_standby_controller() -> None:
+    from topology.tier import options
+
+    one = options([])
+    assert (one.routers, one.standby_controller) == (1, False)
+    ha = options(["--ha"])
+    assert (ha.routers, ha.standby_controller) == (2, True)
+    assert options(["--routers", "2"]).standby_controller is False
