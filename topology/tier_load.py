@@ -56,11 +56,12 @@ def wait_for_vip(timeout_s: float = 60.0, port: int = VIP_PORT) -> bool:
     return False
 
 
-def start_controller(t: Tier, config: Path, standby: bool = False) -> int:
+def start_controller(t: Tier, config: Path, standby: bool = False, name: str = "") -> int:
     """`p4lb run` for the tier, recorded as "controller"; `standby`: `p4lb run --standby`
-    instead, recorded as "standby" (log standby.log), which takes over when it ends."""
+    instead, recorded as "standby" (log standby.log), which takes over when it ends; or as
+    `name` (log NAME.log)."""
     exe = Path(sys.executable).with_name("p4lb")
-    name = "standby" if standby else "controller"
+    name = name or ("standby" if standby else "controller")
     return t.start(
         name,
         [str(exe) if exe.exists() else "p4lb", "-c", str(config), "run"]

@@ -3,6 +3,8 @@ connections open, close, age out, and balancers leave and come back."""
 
 from __future__ import annotations
 
+import pytest
+
 from p4lb.pipeline.shared import CLOSE_GRACE_S, COPY_AFTER_S, EARLY_CLOSE_S, Shared
 
 A = (("src_addr", 1), ("dst_addr", 2), ("protocol", 6), ("src_port", 1000), ("dst_port", 80))
@@ -136,14 +138,21 @@ def test_a_refused_copy_is_handed_out_again() -> None:
 
 # The data plane's events arrive out of order (three BMv2 learn lists behind one P4Runtime
 # digest): a short connection's close often comes before its open.
-def test_a_close_that_comes_before_its_open_ends_it() -> None:
+# Monotonic clocks as the controller sees them; with 0.01, (t + grace) - grace != t in
+# floating point, which once kept such connections for ever.
+@pytest.mark.parametrize("t", [1.0, 0.01, 25774.496078191])
+def test_a_close_that_comes_before_its_open_ends_it(t: float) -> None:
     s = tier("lb1", "lb2")
-    s.closed(A, now=1.0, backend_id=7)
-    s.opened("lb1", A, 7, now=1.0)
-    s.expire(1.0 + COPY_AFTER_S)
+    s.closed(A, now=t, backend_id=7)
+    s.opened("lb1", A, 7, now=t)
+    s.expire(t + COPY_AFTER_S)
     assert s.writes("lb2") == []  # never copied
-    s.expire(1.0 + CLOSE_GRACE_S)
+    s.expire(t + CLOSE_GRACE_S)
     assert A not in s.conns  # not live for ever
+
+
+def test_the_clock_values_above_include_one_that_rounds() -> None:
+    assert (0.01 + CLOSE_GRACE_S) - CLOSE_GRACE_S != 0.01
 
 
 def test_an_early_close_waits_only_so_long_and_only_for_its_backend() -> None:
