@@ -23,7 +23,7 @@ QUICK ?=
 FULL ?=
 PY_DIRS := $(wildcard controller tests topology bench scripts)
 
-.PHONY: help deps venv build artifacts run stop tier-restart tier-add tier-remove test test-unit lint bench bench-report bench-ab bench-switch bench-floor bench-peers bench-cost bench-tier bench-choices bench-dsr bench-restore-peer bench-qos results readme-figures shell clean
+.PHONY: help deps venv build artifacts run stop tier-restart tier-add tier-remove test test-unit lint bench bench-report bench-ab bench-switch bench-floor bench-peers bench-cost bench-tier bench-tier-ha bench-choices bench-dsr bench-restore-peer bench-qos results readme-figures shell clean
 
 help:
 	@echo "p4lb make targets:"
@@ -70,6 +70,8 @@ help:
 	@echo "  bench-tier the tier (TOPO=tier): req/s and switch CPU with 1-3 balancers, failover"
 	@echo "             figures per event kind; then what sharing costs per packet (instructions, per"
 	@echo "             build as BUILDS); results/tier/ (QUICK=1: one short repetition)"
+	@echo "  bench-tier-ha  the failover with a router pair and a standby controller (HA=1): a"
+	@echo "             router or the primary controller dies too; results/tier/ha.json"
 	@echo "  bench-dsr  switch CPU per request and the peak request rate without failures, NAT"
 	@echo "             vs direct server return, 1 KB and 100 KB responses, single switch and"
 	@echo "             the tier, per build (BUILDS as above; QUICK=1); results/dsr/"
@@ -225,6 +227,9 @@ bench-switch: $(VPY)
 bench-tier: $(VPY)
 	$(RUN_BENCH) -m bench.tier $(QUICK_ARGS)
 	$(RUN_BENCH) -m bench.cookie $(foreach b,$(BUILDS),--build $(b)) $(QUICK_ARGS)
+
+bench-tier-ha: $(VPY)
+	$(RUN_BENCH) -m bench.tier --ha $(QUICK_ARGS)
 
 bench-choices: $(VPY)
 	$(RUN_BENCH) -m bench.choices $(foreach b,$(BUILDS),--build $(b)) $(QUICK_ARGS)

@@ -15,6 +15,16 @@ convergence, and after the balancer came back) and in batches across a route cha
 A killed switch or speaker comes back by the operator's verb (`python -m topology.tier
 restart`, what `make tier-restart` runs).
 
+--ha: the tier with no single point of failure (`make run TOPO=tier HA=1`: a router pair
+in front and on the return path, a standby controller) and the failover alone, with three
+more kinds of event: the front router that is VRRP master dies (its daemons killed, its
+links down; `python -m topology.tier router-down`), the same on the return path, and the
+primary controller is killed (SIGKILL). For a router, "detection" is until its twin is
+master of each of its VRRP groups, and "rejoin" until the dead one, back, has the routes
+again (as the backup); for the controller, until the standby logged its takeover of every
+balancer, and until the old primary, started again with the config's election id, took
+every balancer back. Writes results/tier/ha.json and ha.png.
+
 Overload: nothing killed, the tier offered 1x, 2x and 3x its capacity, and the load of the
 independent check that found the cascade (3 x ab -c 64), each for --overload-seconds with
 120 keep-alive connections held: served req/s, failed requests, seconds r0 had fewer next
@@ -116,24 +126,91 @@ def scaling(t: Any, config: Path, reps: int, seconds: int, points: list[int]) ->
     }
 
 
-def failover(t: Any, config: Path, reps: int) -> dict[str, Any]:
+KINDS = ["switch killed", "speaker killed", "drain"]
+HA_KINDS = [*KINDS, "front router died", "return router died", "controller killed"]
+TAKEOVER_WAIT_S = 30.0  # bounds on a router's or a controller's takeover, and their return
+
+
+def wait_for(what: str, done: Any, timeout_s: float = TAKEOVER_WAIT_S) -> float:
+    """Seconds until `done()` (polled every 10 ms, bounded)."""
+    t0 = time.monotonic()
+    while not done():
+        if time.monotonic() - t0 > timeout_s:
+            raise TimeoutError(f"bench-tier: {what} not within {timeout_s} s")
+        time.sleep(0.01)
+    return time.monotonic() - t0
+
+
+def log_count(name: str, text: str) -> int:
+    from topology import tier_plan as plan
+
+    p = plan.RUN / f"{name}.log"
+    return p.read_text().count(text) if p.exists() else 0
+
+
+def ha_leave(t: Any, kind: str, rep: int) -> tuple[float, Any]:
+    """A router pair's or the controller's event: (seconds until the twin or the standby
+    took over, what brings the victim back and waits for it)."""
+    from topology import tier_plan as plan
+    from topology.tier_load import next_hops, start_controller, wait_hops
+
+    if kind == "controller killed":
+        # Each balancer a controller becomes primary on is logged "in the tier" (a standby
+        # may have been primary before: on a restarted switch it can connect first).
+        before = log_count("standby", ": in the tier")
+        t.kill("controller")
+        took = wait_for(
+            "the standby's takeover",
+            lambda: log_count("standby", ": in the tier") >= before + len(t.lbs),
+        )
+
+        def back() -> None:
+            start_controller(t, plan.config_file())  # the config's id: primary again at once
+            wait_for(  # its log starts anew
+                "the old primary's return",
+                lambda: log_count("controller", ": in the tier") >= len(t.lbs),
+            )
+
+        return took, back
+    front = kind == "front router died"
+    pair = ("r0", "r0b") if front else ("r1", "r1b")
+    victim, twin = pair if rep % 2 == 0 else pair[::-1]  # the master: it alternates
+    groups = {vrid for _, vrid, _ in plan.vrrp_groups(twin, t.clients)}
+    t.router_down(victim)
+    took = wait_for(f"{twin} master", lambda: t.vrrp_masters(twin) == groups)
+
+    def back_router() -> None:
+        t.router_up(victim)
+        if front:
+            wait_hops(t, list(t.lbs), router=victim)
+        else:
+            want = sorted(plan.nexthop_addr(i) for i in t.lbs)
+            wait_for(f"{victim}'s routes", lambda: next_hops(victim, "0.0.0.0/0") == want)
+
+    return took, back_router
+
+
+def failover(t: Any, config: Path, reps: int, kinds: list[str] = KINDS) -> dict[str, Any]:
     from topology.tier_load import p4lb, steady_batches, traffic, verb, wait_hops
 
-    kinds = ["switch killed", "speaker killed", "drain"]
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     for rep in range(reps):
         for kind in kinds if rep % 2 == 0 else list(reversed(kinds)):
             victim = 1 + (rep % 3)
             others = [i for i in (1, 2, 3) if i != victim]
+            come_back: Any = None
             # Connections open a second before the event (the issue's bar), ab -c 4 running.
             with traffic(1.0, 4) as (result, load):
                 if kind == "switch killed":
                     t.kill(f"switch-lb{victim}")
                 elif kind == "speaker killed":
                     t.kill(f"gobgpd-lb{victim}")
-                else:
+                elif kind == "drain":
                     p4lb("tier", "drain", f"lb{victim}")
-                detect = wait_hops(t, others)
+                else:
+                    detect, come_back = ha_leave(t, kind, rep)
+                if come_back is None:
+                    detect = wait_hops(t, others)
                 # Converged now: the event's start plus the wait would leave out the event's
                 # own time (the drain's CLI process) and count batches begun before the
                 # route change as steady.
@@ -141,13 +218,16 @@ def failover(t: Any, config: Path, reps: int) -> dict[str, Any]:
                 while time.monotonic() < converged + 2:
                     time.sleep(0.1)
                 t1 = time.monotonic()  # the balancer comes back: routes change again
-                if kind == "switch killed":
+                if come_back is not None:
+                    come_back()
+                elif kind == "switch killed":
                     verb(t, "restart", f"lb{victim}")
                 elif kind == "speaker killed":
                     verb(t, "restart", f"lb{victim}", "--speaker")
                 else:
                     p4lb("tier", "restore", f"lb{victim}")
-                back = wait_hops(t, [1, 2, 3])
+                back = time.monotonic() - t1 if come_back is not None else 0.0
+                back = max(back, wait_hops(t, [1, 2, 3]))
                 back_at = time.monotonic()  # not t1 + back: starting a switch takes seconds
                 while time.monotonic() < back_at + 2:
                     time.sleep(0.1)
@@ -162,7 +242,7 @@ def failover(t: Any, config: Path, reps: int) -> dict[str, Any]:
             after, during = steady_batches(load, (converged, t1), (back_at, math.inf))
             r = {
                 "rep": rep,
-                "victim": f"lb{victim}",
+                "victim": f"lb{victim}" if come_back is None else kind,
                 "detection_s": detect,
                 "rejoin_s": back,
                 "longest_stall_s": max(c.get("longest_wait_s", 0.0) for c in conns),
@@ -303,6 +383,27 @@ def overload_points(t: Any, reps: int, seconds: int) -> dict[str, Any]:
     }
 
 
+def failover_panel(b: Any, doc: dict[str, Any]) -> None:
+    """Per kind of event: until the router (or the twin, or the standby) took over, and the
+    longest wait of an open connection; how many broke, under each."""
+    kinds = list(doc["failover"])
+    det = [doc["failover"][k]["detection_s"]["median"] for k in kinds]
+    stall = [doc["failover"][k]["longest_stall_s"]["median"] for k in kinds]
+    x = range(len(kinds))
+    b.bar([i - 0.2 for i in x], det, width=0.4, label="taken over: routes, twin, standby (s)")
+    b.bar([i + 0.2 for i in x], stall, width=0.4, label="longest stall of an open connection (s)")
+    b.set_xticks(
+        list(x),
+        [
+            f"{k}\nbroken {doc['failover'][k]['broken']} of "
+            f"{sum(r['connections'] for r in doc['failover'][k]['runs'])}"
+            for k in kinds
+        ],
+        fontsize=8,
+    )
+    b.legend()
+
+
 def plot(doc: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -310,6 +411,15 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     over = doc.get("overload")
+    if "scaling" not in doc:  # --ha: the failover alone
+        fig, b = plt.subplots(1, 1, figsize=(11, 4.4))
+        failover_panel(b, doc)
+        b.set_title(
+            f"Failover with a router pair and a standby controller (median of {doc['reps']})"
+        )
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        return
     fig, axes = plt.subplots(1, 3 if over else 2, figsize=(16.5 if over else 11, 4))
     a, b = axes[0], axes[1]
     ns = sorted(doc["scaling"], key=int)
@@ -320,22 +430,8 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     a.set_xlabel("balancers announcing the VIP")
     a.set_ylabel("requests/s (median, min-max)")
     a.set_title("Tier throughput (ab -c 20, no keep-alive)")
-    kinds = list(doc["failover"])
-    det = [doc["failover"][k]["detection_s"]["median"] for k in kinds]
-    stall = [doc["failover"][k]["longest_stall_s"]["median"] for k in kinds]
-    x = range(len(kinds))
-    b.bar([i - 0.2 for i in x], det, width=0.4, label="router follows (s)")
-    b.bar([i + 0.2 for i in x], stall, width=0.4, label="longest stall of an open connection (s)")
-    b.set_xticks(
-        list(x),
-        [
-            f"{k}\nbroken {doc['failover'][k]['broken']} of "
-            f"{sum(r['connections'] for r in doc['failover'][k]['runs'])}"
-            for k in kinds
-        ],
-    )
+    failover_panel(b, doc)
     b.set_title(f"Failover (median of {doc['reps']} repetitions)")
-    b.legend()
     if over:
         c = axes[2]
         pts = list(over["points"])
@@ -371,6 +467,11 @@ def plot(doc: dict[str, Any], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench-tier", description=__doc__.splitlines()[0])
     p.add_argument("--plot-only", action="store_true", help="redraw tier.png from tier.json")
+    p.add_argument(
+        "--ha",
+        action="store_true",
+        help="the failover alone, with a router pair and a standby controller (ha.json)",
+    )
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seconds", type=int, default=10, help="ab time per scaling point")
     p.add_argument(
@@ -381,8 +482,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(profiles.expand("bench-tier", argv))
     committed = a.plot_only or outdir.is_committed_profile(p, a, ["seconds", "overload_seconds"])
     a.out = outdir.destination("tier", committed, a.out)
+    name = "ha" if a.ha else "tier"
     if a.plot_only:
-        plot(json.loads((a.out / "tier.json").read_text()), a.out / "tier.png")
+        plot(json.loads((a.out / f"{name}.json").read_text()), a.out / f"{name}.png")
         return 0
     sys.path.insert(0, str(ROOT))
     from topology.bmv2 import switch_binary
@@ -396,29 +498,36 @@ def main(argv: list[str] | None = None) -> int:
     if run is None:
         return 2
     doc: dict[str, Any] = {"provenance": tier_facts(), "reps": a.reps}
-    t = start_tier(3, 3)
+    t = start_tier(3, 3, standby=a.ha, pair=a.ha)
     run.adopt(lambda: list(t.pids.values()))  # FRR's daemons leave our tree; restarts too
     config = RUN / "lb.toml"
     try:
-        # Failover first: the scaling runs open connections faster than the controller
-        # reports them (their events queue up for a while after the load stops).
-        doc["failover"] = failover(t, config, a.reps)
-        doc["scaling"] = scaling(t, config, a.reps, a.seconds, [1, 2, 3])
-        doc["overload"] = overload_points(t, a.reps, a.overload_seconds)
+        if a.ha:
+            doc["failover"] = failover(t, config, a.reps, HA_KINDS)
+        else:
+            # Failover first: the scaling runs open connections faster than the controller
+            # reports them (their events queue up for a while after the load stops).
+            doc["failover"] = failover(t, config, a.reps)
+            doc["scaling"] = scaling(t, config, a.reps, a.seconds, [1, 2, 3])
+            doc["overload"] = overload_points(t, a.reps, a.overload_seconds)
     finally:
         t.down()
     # The tier's own facts (FRR, GoBGP, the load) beside the common provenance; the
     # points' order: scaling alternates 1-2-3 and 3-2-1, failover the kinds and reversed.
     doc["provenance"] = doc["provenance"] | run.finish(
         a.reps,
-        order="scaling 1-2-3 / 3-2-1 alternating; failover kinds, then reversed; overload "
-        "1x-2x-3x-baseline, then reversed",
+        order="failover kinds, then reversed"
+        + (
+            ""
+            if a.ha
+            else "; scaling 1-2-3 / 3-2-1 alternating; overload 1x-2x-3x-baseline, then reversed"
+        ),
     )
     a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "tier.json").write_text(json.dumps(doc, indent=1))
+    (a.out / f"{name}.json").write_text(json.dumps(doc, indent=1))
     print(outdir.said(a.out))
-    plot(doc, a.out / "tier.png")
-    print(f"bench-tier: wrote {a.out / 'tier.json'} and tier.png")
+    plot(doc, a.out / f"{name}.png")
+    print(f"bench-tier: wrote {a.out / f'{name}.json'} and {name}.png")
     return 0
 
 

@@ -589,6 +589,15 @@ class Tier:
         route = in_ns(NS + router, "ip", "route", "show", f"{vip}/32", check=False).stdout
         return sorted(w.split()[0] for w in route.split("via ")[1:])
 
+    def vrrp_masters(self, name: str) -> set[int]:
+        """The VRRP groups router `name` is master of (FRR's `show vrrp json`); none if its
+        vrrpd does not answer (a dead router)."""
+        state = str(plan.RUN / name)
+        out = in_ns(NS + name, "vtysh", "--vty_socket", state, "-c", "show vrrp json", check=False)
+        if out.returncode != 0 or not out.stdout.strip():
+            return set()
+        return {g["vrid"] for g in json.loads(out.stdout) if g["v4"]["status"] == "Master"}
+
     def router_down(self, name: str) -> None:
         """Router `name` dies as a box does: its daemons killed (by PID) and its links down,
         so its kernel forwards nothing either (zebra killed leaves its routes behind)."""

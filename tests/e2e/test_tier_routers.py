@@ -10,7 +10,6 @@ stays the backup (no preemption), so each failure moves the traffic once."""
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Iterator
@@ -23,7 +22,6 @@ from topology import tier_load
 from topology.tier_load import wait_hops
 from topology.tier_plan import (
     NS,
-    RUN,
     VIP,
     VRRP_CLIENTS,
     VRRP_FRONT_LB,
@@ -45,24 +43,14 @@ def tier() -> Iterator[Tier]:
         yield t
 
 
-def masters(name: str) -> set[int]:
-    """The VRRP groups router `name` is master of (FRR's `show vrrp json`); none if its
-    vrrpd does not answer (a dead router)."""
-    state = RUN / name
-    out = in_ns(NS + name, "vtysh", "--vty_socket", str(state), "-c", "show vrrp json", check=False)
-    if out.returncode != 0 or not out.stdout.strip():
-        return set()
-    return {g["vrid"] for g in json.loads(out.stdout) if g["v4"]["status"] == "Master"}
-
-
 def groups(front: bool) -> set[int]:
     return {VRRP_FRONT_LB, VRRP_CLIENTS + 1} if front else {VRRP_SERVERS}
 
 
-def wait_master(name: str, front: bool) -> float:
+def wait_master(tier: Tier, name: str, front: bool) -> float:
     t0 = time.monotonic()
     what = f"{name} master of {sorted(groups(front))}"
-    poll_until(lambda: masters(name) == groups(front), TAKEOVER_WAIT_S, what, every=0.05)
+    poll_until(lambda: tier.vrrp_masters(name) == groups(front), TAKEOVER_WAIT_S, what, every=0.05)
     return time.monotonic() - t0
 
 
@@ -89,9 +77,9 @@ def test_both_front_routers_spread_the_flows_over_every_balancer(tier: Tier) -> 
 
 
 def test_the_first_router_of_each_pair_is_master(tier: Tier) -> None:
-    assert masters("r0") == groups(front=True)
-    assert masters("r1") == groups(front=False)
-    assert masters("r0b") == set() and masters("r1b") == set()
+    assert tier.vrrp_masters("r0") == groups(front=True)
+    assert tier.vrrp_masters("r1") == groups(front=False)
+    assert tier.vrrp_masters("r0b") == set() and tier.vrrp_masters("r1b") == set()
 
 
 @pytest.mark.parametrize("first,second,front", [("r0", "r0b", True), ("r1", "r1b", False)])
@@ -102,7 +90,7 @@ def test_each_master_dies_and_comes_back(tier: Tier, first: str, second: str, fr
         spans = []
         for dying, taking in ((first, second), (second, first)):
             tier.router_down(dying)
-            took = wait_master(taking, front)
+            took = wait_master(tier, taking, front)
             if front:  # the twin's BGP sessions never went down: its routes are all there
                 wait_hops(tier, [1, 2, 3], router=taking)
             converged = time.monotonic()
@@ -112,7 +100,7 @@ def test_each_master_dies_and_comes_back(tier: Tier, first: str, second: str, fr
             tier.router_up(dying)
             if front:
                 wait_hops(tier, [1, 2, 3], router=dying)
-            assert masters(dying) == set()  # the backup: no preemption
+            assert tier.vrrp_masters(dying) == set()  # the backup: no preemption
             spans.append((converged, back))
         ready = time.monotonic()
         run_on(load, ready)
