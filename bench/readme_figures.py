@@ -296,6 +296,12 @@ def tier_failover(root: Path) -> Slots:
     return {"events": ev, "held": ev[0].held}
 
 
+def tier_ha(root: Path) -> Slots:
+    doc = load(root, "tier/ha.json")
+    ev = list(events(doc).values())
+    return {"events": ev, "held": ev[0].held, "reps": doc["reps"], "how": provenance.describe(doc)}
+
+
 def tier_scaling(root: Path) -> Slots:
     return {"scaling": load(root, "tier/tier.json")["scaling"]}
 
@@ -546,6 +552,7 @@ def qos_tiphon(root: Path) -> Slots:
 
 PROVENANCE_FILES = (
     "dsr/dsr.json",
+    "tier/ha.json",
     "experiments/meta.json",
     "experiments-full/meta.json",
     "switch/switch.json",
@@ -652,6 +659,7 @@ REGIONS: dict[str, Callable[[Path], Slots]] = {
     "floor": floor_table,
     "path-instructions": path_instructions,
     "tier-failover": tier_failover,
+    "tier-ha": tier_ha,
     "tier-scaling": tier_scaling,
     "tier-cookie": tier_cookie,
     "tier-overload": tier_overload,
