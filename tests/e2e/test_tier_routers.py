@@ -106,3 +106,24 @@ def test_each_master_dies_and_comes_back(tier: Tier, first: str, second: str, fr
         run_on(load, ready)
     assert_none_broken(result)
     assert_no_failures_between(load, *spans, (ready, math.inf))
+
+
+@pytest.mark.parametrize("backup,master,front", [("r0b", "r0", True), ("r1b", "r1", False)])
+def test_a_backup_router_dies_and_nothing_moves(
+    tier: Tier, backup: str, master: str, front: bool
+) -> None:
+    """The backup of a pair dies and comes back: the master stays master throughout."""
+    live = master if tier.vrrp_masters(master) else backup  # the last test may have swapped
+    dead = backup if live == master else master
+    with tier_load.traffic(OPEN_BEFORE_S, AB_CONCURRENCY) as (result, load):
+        start = time.monotonic()
+        tier.router_down(dead)
+        run_on(load, time.monotonic())
+        assert tier.vrrp_masters(live) == groups(front)
+        tier.router_up(dead)
+        if front:
+            wait_hops(tier, [1, 2, 3], router=dead)
+        assert tier.vrrp_masters(dead) == set() and tier.vrrp_masters(live) == groups(front)
+        run_on(load, time.monotonic())
+    assert_none_broken(result)
+    assert_no_failures_between(load, (start, math.inf))
