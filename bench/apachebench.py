@@ -18,13 +18,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import ab, outdir, provenance
+from bench import outdir, provenance
 from p4lb.intent import reader
 from p4lb.pipeline.entries import Entry, Update
 from p4lb.pipeline.p4info import Schema, load_p4info
 from p4lb.service import operations
 from p4lb.stats.fairness import jain, weighted_jain
 from p4lb.switch.client import Switch
+from topology import ab
 from topology.net import (
     ROOT,
     RUN_DIR,

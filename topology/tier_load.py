@@ -5,7 +5,6 @@ through the VIP around an event, and call `p4lb` on the tier's config."""
 from __future__ import annotations
 
 import json
-import re
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from topology import ab as abtool
 from topology import tier_plan as plan
 from topology.tier_plan import NS, ROOT, VIP, VIP_PORT, nexthop_addr, p4lb_config
 from topology.tier_procs import Tier, in_ns
@@ -30,19 +30,20 @@ def ab(
     """ab from the client through the VIP's `port` (no keep-alive, 5 s timeout, going on
     after errors): requests/s, complete and failed; an ab that gave up (a request
     unanswered for 5 s) counts every request as failed and says why."""
-    args = ["ab", "-q", "-r", "-s", "5", "-n", str(requests), "-c", str(concurrency)]
-    if seconds:
-        args += ["-t", str(seconds)]
-    r = in_ns(NS + "c1", *args, f"http://{VIP}:{port}/", check=False)
-    rps = re.search(r"Requests per second:\s+([\d.]+)", r.stdout)
-    done = re.search(r"Complete requests:\s+(\d+)", r.stdout)
-    failed = re.search(r"Failed requests:\s+(\d+)", r.stdout)
-    return {
-        "rps": float(rps.group(1)) if rps else 0.0,
-        "complete": int(done.group(1)) if done else 0,
-        "failed": int(failed.group(1)) if failed else requests,
-        "error": "" if done else (r.stderr or r.stdout)[-200:],
-    }
+    cmd = abtool.command(
+        f"http://{VIP}:{port}/", requests, concurrency, timeout_s=5, seconds=seconds
+    )
+    r = in_ns(NS + "c1", *cmd, check=False)
+    try:
+        report = abtool.parse(r.stdout)
+    except ValueError:
+        return {
+            "rps": 0.0,
+            "complete": 0,
+            "failed": requests,
+            "error": (r.stderr or r.stdout)[-200:],
+        }
+    return {"rps": report.rps, "complete": report.complete, "failed": report.failed, "error": ""}
 
 
 def wait_for_vip(timeout_s: float = 60.0, port: int = VIP_PORT) -> bool:
@@ -317,21 +318,13 @@ def route_gaps(samples: list[tuple[float, list[str]]], n: int, until: float) -> 
     return {"s_below_n": below, "s_none": none, "changes": changes, "fewest": fewest}
 
 
-AB_NUMBERS = {
-    "complete": r"Complete requests:\s+(\d+)",
-    "failed": r"Failed requests:\s+(\d+)",
-    "rps": r"Requests per second:\s+([\d.]+)",
-    "ms_per_request": r"Time per request:\s+([\d.]+) \[ms\] \(mean\)",
-}
-
-
 def parse_ab(text: str) -> dict[str, float]:
-    """ab's summary numbers (0 for one it did not print: an ab that gave up)."""
-    out = {}
-    for key, pattern in AB_NUMBERS.items():
-        m = re.search(pattern, text)
-        out[key] = float(m.group(1)) if m else 0.0
-    return out
+    """ab's summary numbers (all 0 when it printed no report: an ab that gave up)."""
+    try:
+        r = abtool.parse(text)
+    except ValueError:
+        return dict.fromkeys(("complete", "failed", "rps", "ms_per_request"), 0.0)
+    return {"complete": r.complete, "failed": r.failed, "rps": r.rps, "ms_per_request": r.mean_ms}
 
 
 @contextmanager

@@ -13,8 +13,8 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from bench import ab
 from bench.stats import percentile_nearest_rank
+from topology import ab
 
 HERE = Path(__file__).resolve().parent
 K6_SCRIPT = HERE / "shapes.js"

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import ab as abparse
 from bench import provenance, rawstore, stats, templates
 from bench.experiments import breakpoint
 from bench.experiments import load as loadgen
 from p4lb.stats.fairness import jain, weighted_jain
+from topology import ab as abparse
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "results" / "experiments"

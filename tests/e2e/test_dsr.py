@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from bench import ab
 from p4lb.intent import reader
 from p4lb.service import operations
 from p4lb.stats.counters import Stats
 from p4lb.stats.fairness import jain
 from tests.e2e.support import running_lab
+from topology import ab
 from topology.net import RUN_DIR, VIP_ADDR, VIP_PORT, Lab, Options, p4lb_cmd, wait_servers_idle
 
 URL = f"http://{VIP_ADDR}:{VIP_PORT}/"

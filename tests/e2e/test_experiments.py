@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from bench import ab
 from bench.experiments.plan import SCENARIOS, Variant
 from p4lb.stats.fairness import jain
 from tests.e2e.support import COMPILED, running_lab
+from topology import ab
 
 SCENARIO = SCENARIOS["1:1:4"]  # workers 1, 1, 4 at 25 ms per request
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import ab
 from p4lb.intent import reader
 from p4lb.service import operations
 from p4lb.stats.fairness import jain
+from topology import ab
 from topology.net import (
     RUN_DIR,
     VIP_ADDR,

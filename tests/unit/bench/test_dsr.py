@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bench import ab, dsr
+from bench import dsr
+from topology import ab
 
 
 def run(cpu: float, rps: float, peak: float | None = None) -> dict[str, float]:

@@ -17,7 +17,7 @@ import pytest
 from tests.support import poll_until
 
 ROOT = Path(__file__).resolve().parents[3]
-CLIENT_TIMEOUT_S = 30.0  # what ab waits (bench/ab.py); far above the server's idle timeout
+CLIENT_TIMEOUT_S = 30.0  # what ab waits (topology/ab.py); far above the server's idle timeout
 
 
 def free_port() -> int:

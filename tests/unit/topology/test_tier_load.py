@@ -58,6 +58,12 @@ Failed requests:        25
 Requests per second:    631.83 [#/sec] (mean)
 Time per request:       101.293 [ms] (mean)
 Time per request:       1.583 [ms] (mean, across all concurrent requests)
+Transfer rate:          512.40 [Kbytes/sec] received
+
+Percentage of the requests served within a certain time (ms)
+  50%     98
+  95%    130
+  99%    160
 """
 
 

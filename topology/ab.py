@@ -1,5 +1,5 @@
-"""ApacheBench, once for every bench: its command line, running it from a Mininet host, and
-reading its report."""
+"""ApacheBench, once for the benches and the tier: its command line, running it from a Mininet
+host, and reading its report."""
 
 from __future__ import annotations
 
@@ -68,11 +68,15 @@ def command(
     out: Path | None = None,
     source: str | None = None,
     timeout_s: int = 30,
+    seconds: int | None = None,
 ) -> list[str]:
     """`ab -n N -c C`; -r keeps going on socket errors so they are counted. With `out`,
     its per-request data (-g, TSV) and percentile table (-e, CSV) are kept there (as
-    ab[-SOURCE].tsv/.csv); `source`: the client address to send from (-B)."""
+    ab[-SOURCE].tsv/.csv); `source`: the client address to send from (-B); `seconds`: stop
+    after that long (-t) if the N requests are not done by then."""
     cmd = ["ab", "-r", "-s", str(timeout_s), "-n", str(n), "-c", str(concurrency)]
+    if seconds:
+        cmd += ["-t", str(seconds)]
     if out is not None:
         stem = f"ab-{source}" if source else "ab"
         cmd += ["-g", str(out / f"{stem}.tsv"), "-e", str(out / f"{stem}.csv")]

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import ab
-from bench.ab import parse
+from topology import ab
+from topology.ab import parse
 
 REPORT = """This is ApacheBench, Version 2.3 <$Revision: 1903618 $>
 Server Software:        BaseHTTP/0.6
