@@ -82,11 +82,6 @@ def tree(procs: dict[int, tuple[int, int]], root: int, *more: int) -> dict[int, 
     return out
 
 
-def tree_ticks(procs: dict[int, tuple[int, int]], root: int, *more: int) -> int:
-    """CPU jiffies of the tree (see `tree`), summed."""
-    return sum(tree(procs, root, *more).values())
-
-
 @dataclass(frozen=True)
 class Sample:
     """One reading: the machine's busy and total jiffies, and each of our processes'."""

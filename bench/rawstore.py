@@ -57,16 +57,6 @@ def write_archive(members: Iterable[tuple[str, bytes]], dest: Path) -> None:
     tmp.replace(dest)
 
 
-def read_archive(path: Path) -> dict[str, bytes]:
-    """{name: content} of every file in an archive."""
-    with tarfile.open(path, "r:xz") as tar:
-        return {
-            m.name: tar.extractfile(m).read()  # type: ignore[union-attr]
-            for m in tar
-            if m.isfile()
-        }
-
-
 def dir_members(root: Path) -> list[tuple[str, bytes]]:
     """(raw/relative path, content) of every file under root/raw."""
     raw = root / "raw"

@@ -14,7 +14,6 @@ meaning; each has its own name and a figure names the one it uses:
 from __future__ import annotations
 
 import math
-import random
 import statistics
 from collections.abc import Sequence
 from typing import Any
@@ -84,18 +83,3 @@ def differs(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
         if statistics.median(b)
         else None,
     }
-
-
-def bootstrap_interval(
-    a: Sequence[float], b: Sequence[float], rounds: int = 2000, level: float = 0.95, seed: int = 33
-) -> tuple[float, float]:
-    """A percentile bootstrap interval for median(a) - median(b), resampling each side
-    with replacement (seeded: the same data give the same interval)."""
-    rng = random.Random(seed)
-    diffs = sorted(
-        statistics.median(rng.choices(a, k=len(a))) - statistics.median(rng.choices(b, k=len(b)))
-        for _ in range(rounds)
-    )
-    lo = diffs[int((1 - level) / 2 * rounds)]
-    hi = diffs[min(rounds - 1, int((1 + level) / 2 * rounds))]
-    return lo, hi

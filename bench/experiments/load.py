@@ -40,11 +40,7 @@ def run_ab(host: Any, url: str, n: int, concurrency: int, out: Path, timeout_s: 
     p = host.popen(
         ab.command(url, n, concurrency, out), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
-    try:
-        text = p.communicate(timeout=timeout_s)[0].decode(errors="replace")
-    except subprocess.TimeoutExpired:
-        p.kill()
-        text = p.communicate()[0].decode(errors="replace") + "\n[killed: timeout]\n"
+    text = output(p, timeout_s)
     (out / "ab.txt").write_text(text)
     tsv = out / "ab.tsv"  # one row a request: gzip keeps the full profile's raw/ small
     if tsv.exists():
@@ -65,15 +61,21 @@ def run_ab_sources(
             procs.append((a, host.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
     reports = {}
     for a, p in procs:
-        try:
-            text = p.communicate(timeout=timeout_s)[0].decode(errors="replace")
-        except subprocess.TimeoutExpired:
-            p.kill()
-            text = p.communicate()[0].decode(errors="replace") + "\n[killed: timeout]\n"
+        text = output(p, timeout_s)
         (out / f"ab-{a}.txt").write_text(text)
         reports[a] = text
     pack(out, "ab-*", SOURCES_TAR)
     return reports
+
+
+def output(p: subprocess.Popen[bytes], timeout_s: float) -> str:
+    """What a client process printed; one still running after `timeout_s` is killed, and
+    its output says so."""
+    try:
+        return p.communicate(timeout=timeout_s)[0].decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return p.communicate()[0].decode(errors="replace") + "\n[killed: timeout]\n"
 
 
 SOURCES_TAR = "ab-sources.tar.gz"
@@ -135,11 +137,7 @@ def run_k6(
         p = host.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         procs.append((host.name, p))
     for name, p in procs:
-        try:
-            text = p.communicate(timeout=timeout_s)[0].decode(errors="replace")
-        except subprocess.TimeoutExpired:
-            p.kill()
-            text = p.communicate()[0].decode(errors="replace") + "\n[killed: timeout]\n"
+        text = output(p, timeout_s)
         (out / f"k6-{name}.txt").write_text(text)
         trim_k6_csv(out / f"k6-{name}.csv.gz")
 

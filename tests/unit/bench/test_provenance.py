@@ -34,12 +34,12 @@ def test_pid_stat_name_with_spaces_and_parentheses() -> None:
     assert pv.parse_pid_stat(text) == (42, 10)
 
 
-def test_tree_ticks_sums_a_process_and_all_its_descendants_only() -> None:
+def test_tree_holds_a_process_and_all_its_descendants_only() -> None:
     procs = {1: (0, 1000), 10: (1, 5), 11: (10, 7), 12: (11, 11), 20: (1, 100)}
-    assert pv.tree_ticks(procs, 10) == 5 + 7 + 11
-    assert pv.tree_ticks(procs, 99) == 0
+    assert pv.tree(procs, 10) == {10: 5, 11: 7, 12: 11}
+    assert pv.tree(procs, 99) == {}
     # a daemon that left the tree (parent 1), adopted: counted once, even named twice
-    assert pv.tree_ticks(procs, 10, 20, 11) == 5 + 7 + 11 + 100
+    assert pv.tree(procs, 10, 20, 11) == {10: 5, 11: 7, 12: 11, 20: 100}
 
 
 def test_other_share_subtracts_our_own_tree() -> None:

@@ -23,17 +23,6 @@ def test_differs_by_non_overlapping_ranges_with_five_repetitions() -> None:
     assert stats.differs(a, [20, 20, 20, 20, 20])["median_ratio"] == pytest.approx(11 / 20)
 
 
-def test_bootstrap_interval_of_the_median_difference() -> None:
-    a = [10.0, 10.5, 11.0, 10.2, 10.8]
-    b = [20.0, 19.5, 21.0, 20.2, 20.4]
-    lo, hi = stats.bootstrap_interval(a, b)
-    assert lo <= hi < 0  # a's median is below b's: the interval excludes 0
-    assert lo > -11 and hi > -10.5
-    assert stats.bootstrap_interval(a, b) == (lo, hi)  # seeded
-    lo2, hi2 = stats.bootstrap_interval(a, [10.1, 10.6, 10.9, 10.3, 10.7])
-    assert lo2 <= 0 <= hi2
-
-
 def test_the_three_percentiles_differ_where_their_definitions_do() -> None:
     xs = [float(x) for x in range(1, 101)]  # 1..100: q * n whole at q = 0.99
     assert stats.percentile_nearest_rank(xs, 99) == 99.0
