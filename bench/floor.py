@@ -25,9 +25,7 @@ A ratio the floor cannot reach, no load balancer of this kind can reach on that 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,7 +33,7 @@ from typing import Any
 
 from bench import instructions, lab, rate, runner, stats, traffic
 from bench.outdir import ROOT
-from bench.toolchain import p4c_problem
+from bench.toolchain import compile_p4, p4c, p4c_problem
 
 FLOOR_P4 = ROOT / "p4src" / "bench" / "floor.p4"
 LEVELS = {"floor-nat": 1, "floor-hash": 2, "floor-read": 3, "floor-state": 4}
@@ -52,21 +50,13 @@ P4C_FLAGS = [
 ]
 
 
-def p4c() -> str:
-    return os.environ.get("P4C", "p4c-bm2-ss")
-
-
 def compile_floor(level: int, workdir: Path) -> Path:
-    out = workdir / f"floor{level}.json"
-    r = subprocess.run(
-        [p4c(), *P4C_FLAGS, f"-DFLOOR_LEVEL={level}", "-o", str(out), str(FLOOR_P4)],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    return compile_p4(
+        FLOOR_P4,
+        workdir / f"floor{level}.json",
+        [*P4C_FLAGS, f"-DFLOOR_LEVEL={level}"],
+        f"floor.p4 level {level}",
     )
-    if r.returncode != 0:
-        raise RuntimeError(f"{p4c()} failed on floor.p4 level {level}: {r.stderr.strip()[-500:]}")
-    return out
 
 
 def floor_entries(shape: lab.Shape) -> list[str]:

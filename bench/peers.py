@@ -46,7 +46,7 @@ from bench import (
     traffic,
 )
 from bench.outdir import ROOT
-from bench.toolchain import p4c_problem, tool_version
+from bench.toolchain import compile_p4, p4c, p4c_problem, tool_version
 
 OUT = ROOT / "results" / "switch"
 FLOWS = 200
@@ -87,10 +87,6 @@ PHASE_FUNCTIONS = {
 }
 
 
-def p4c() -> str:
-    return os.environ.get("P4C", "p4c-bm2-ss")
-
-
 def strip_logs(source: str) -> str:
     """The source without its log_msg statements (each becomes an empty statement)."""
     return LOG_MSG.sub(";", source)
@@ -101,16 +97,7 @@ def compile_peer(source: Path, workdir: Path, log_free: bool) -> Path:
     src = workdir / f"{name}.p4"
     text = source.read_text()
     src.write_text(strip_logs(text) if log_free else text)
-    out = workdir / f"{name}.json"
-    r = subprocess.run(
-        [p4c(), *PEER_P4C_FLAGS, "-o", str(out), str(src)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if r.returncode != 0:
-        raise RuntimeError(f"{p4c()} failed on {source}: {r.stderr.strip()[-500:]}")
-    return out
+    return compile_p4(src, workdir / f"{name}.json", PEER_P4C_FLAGS, str(source))
 
 
 def peer_backend(port: int) -> str:

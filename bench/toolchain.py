@@ -6,6 +6,7 @@ instead of failing on p4c's own error (p4c 1.2.4.x rejects lb.p4's if-statements
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -50,3 +51,19 @@ def p4c_problem(p4c: str = "p4c-bm2-ss", path: Path = TOOLCHAIN_ENV) -> str | No
     if found is None or version_key(found) < version_key(need):
         return f"{p4c} is p4c {found or 'of an unknown version'}; p4lb needs p4c >= {need}"
     return None
+
+
+def p4c() -> str:
+    """The p4c the benches compile with: $P4C, else p4c-bm2-ss."""
+    return os.environ.get("P4C", "p4c-bm2-ss")
+
+
+def compile_p4(source: Path, out: Path, flags: list[str], what: str) -> Path:
+    """`p4c FLAGS -o OUT SOURCE` (BMv2 JSON); a failure is an error naming `what` with the
+    end of p4c's complaint."""
+    r = subprocess.run(
+        [p4c(), *flags, "-o", str(out), str(source)], capture_output=True, text=True, timeout=600
+    )
+    if r.returncode != 0:
+        raise RuntimeError(f"{p4c()} failed on {what}: {r.stderr.strip()[-500:]}")
+    return out
