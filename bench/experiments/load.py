@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -192,33 +193,26 @@ def k6_requests(csv_gz: Path) -> tuple[list[float], int, float, float]:
     durations: list[float] = []
     failed = 0
     first, last = float("inf"), 0.0
-    if not csv_gz.exists():
-        return durations, failed, 0.0, 0.0
-    with gzip.open(csv_gz, "rt") as f:
-        header = f.readline().rstrip("\n").split(",")
-        i_name, i_ts, i_val = (
-            header.index(k) for k in ("metric_name", "timestamp", "metric_value")
-        )
-        for line in f:
-            cells = line.rstrip("\n").split(",")
-            if len(cells) <= max(i_name, i_ts, i_val):
-                continue
-            name = cells[i_name]
-            if name == "http_req_duration":
-                durations.append(float(cells[i_val]))
-                ts = float(cells[i_ts])
-                first, last = min(first, ts), max(last, ts)
-            elif name == "http_req_failed" and float(cells[i_val]) > 0:
-                failed += 1
+    for name, ts, value in k6_rows(csv_gz):
+        if name == "http_req_duration":
+            durations.append(value)
+            first, last = min(first, ts), max(last, ts)
+        elif name == "http_req_failed" and value > 0:
+            failed += 1
     return durations, failed, (first if durations else 0.0), last
 
 
 def k6_outcomes(csv_gz: Path) -> list[tuple[float, bool]]:
     """(timestamp s, failed) of every request in k6's CSV output (its http_req_failed
     rows), for the per-second rates of bench.experiments.breakpoint."""
-    out: list[tuple[float, bool]] = []
+    return [(ts, value > 0) for name, ts, value in k6_rows(csv_gz) if name == "http_req_failed"]
+
+
+def k6_rows(csv_gz: Path) -> Iterator[tuple[str, float, float]]:
+    """(metric name, timestamp s, value) of every row of k6's CSV output (none if there is
+    no file; a short row is passed over)."""
     if not csv_gz.exists():
-        return out
+        return
     with gzip.open(csv_gz, "rt") as f:
         header = f.readline().rstrip("\n").split(",")
         i_name, i_ts, i_val = (
@@ -226,9 +220,8 @@ def k6_outcomes(csv_gz: Path) -> list[tuple[float, bool]]:
         )
         for line in f:
             cells = line.rstrip("\n").split(",")
-            if len(cells) > max(i_name, i_ts, i_val) and cells[i_name] == "http_req_failed":
-                out.append((float(cells[i_ts]), float(cells[i_val]) > 0))
-    return out
+            if len(cells) > max(i_name, i_ts, i_val):
+                yield cells[i_name], float(cells[i_ts]), float(cells[i_val])
 
 
 # The experiments' latency percentiles (the report reads them as loadgen.percentile).
