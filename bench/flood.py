@@ -44,22 +44,6 @@ def syn_ack(client: str, sport: int, vip: str = "10.0.1.1") -> list[bytes]:
     ]
 
 
-def stats(workdir: Path) -> dict[str, Any]:
-    import subprocess
-
-    p4lb = shutil.which("p4lb") or str(Path(sys.executable).with_name("p4lb"))
-    r = subprocess.run(
-        [p4lb, "-c", str(workdir / "lb.toml"), "stats", "--json", "--lifetime"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if r.returncode != 0:
-        raise RuntimeError(f"p4lb stats failed: {r.stdout} {r.stderr}")
-    out: dict[str, Any] = json.loads(r.stdout)
-    return out
-
-
 def web(s: dict[str, Any]) -> dict[str, Any]:
     v: dict[str, Any] = next(v for v in s["vips"] if v["name"] == "v0tcp")
     return v
@@ -95,7 +79,7 @@ def exactness(binary: str, weights: list[int], workdir: Path, pps: int) -> dict[
         for i in range(1500):
             packets += syn_ack(f"10.1.0.{1 + i % 20}", 20000 + i)
         send(packets, workdir, "exact", pps)
-        s = stats(workdir)
+        s = lab.p4lb_stats(workdir)
     got = conns(s)
     want = [1500 * w // sum(weights) for w in weights]
     return {
@@ -132,17 +116,17 @@ def flood(binary: str, workdir: Path, n_syns: int, pps: int) -> dict[str, Any]:
         t0 = time.monotonic()
         sent = send(spoofed, workdir, "flood", None)
         flood_s = time.monotonic() - t0
-        after_flood = stats(workdir)
+        after_flood = lab.p4lb_stats(workdir)
         rounds = []
         exact_after = None
         t_end = time.monotonic()
         for r in range(MAX_ROUNDS):
-            c0 = conns(stats(workdir))
+            c0 = conns(lab.p4lb_stats(workdir))
             pk = []
             for i in range(ROUND_CONNS):
                 pk += syn_ack(f"10.1.0.{100 + i}", 40000 + r * ROUND_CONNS + i)
             send(pk, workdir, f"round{r}", pps)
-            s = stats(workdir)
+            s = lab.p4lb_stats(workdir)
             split = [b - a for a, b in zip(c0, conns(s), strict=True)]
             elapsed = time.monotonic() - t_end
             rounds.append(

@@ -5,6 +5,7 @@ ends. The one lab of bench-switch, bench-floor, bench-peers, bench-cookie and be
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -278,3 +279,18 @@ def start_program(
         cm.__exit__(None, None, None)
         raise
     return cm, pid
+
+
+def p4lb_stats(workdir: Path) -> dict[str, Any]:
+    """`p4lb stats --json --lifetime` on the lab's config (workdir/lb.toml), read."""
+    p4lb = shutil.which("p4lb") or str(Path(sys.executable).with_name("p4lb"))
+    r = subprocess.run(
+        [p4lb, "-c", str(workdir / "lb.toml"), "stats", "--json", "--lifetime"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if r.returncode != 0:
+        raise RuntimeError(f"p4lb stats failed: {r.stdout} {r.stderr}")
+    out: dict[str, Any] = json.loads(r.stdout)
+    return out

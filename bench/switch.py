@@ -41,14 +41,13 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, profiles, runner, stats
+from bench import lab, outdir, profiles, runner, stats
 from bench.instructions import INSTR_PPS, instructions_once, traced_counts
 from bench.lab import ROOT, Program, Shape, rx_total, settled_rx, start_program, veths
 from bench.rate import LOSS_TOLERANCE, cpu_per_packet, latencies, replay, trial, zero_loss_rate
@@ -264,19 +263,7 @@ def measure_trace(binary: str, args: argparse.Namespace, workdir: Path) -> dict[
 
 def collisions_on_switch(workdir: Path) -> int:
     """The collision counters of every VIP, through `p4lb stats --json`."""
-    p4lb = shutil.which("p4lb") or str(Path(sys.executable).with_name("p4lb"))
-    r = subprocess.run(
-        [p4lb, "-c", str(workdir / "lb.toml"), "stats", "--json", "--lifetime"],
-        capture_output=True,
-        text=True,
-    )
-    if r.returncode != 0:
-        r = subprocess.run(
-            [p4lb, "-c", str(workdir / "lb.toml"), "stats", "--json"],
-            capture_output=True,
-            text=True,
-        )
-    return _sum_key(json.loads(r.stdout), "collisions")
+    return _sum_key(lab.p4lb_stats(workdir), "collisions")
 
 
 def _sum_key(obj: Any, key: str) -> int:
