@@ -30,7 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import ab, outdir, rate, runner, stats
+from bench import outdir, rate, runner, stats
+from topology import ab
 
 SIZES = {"1KB": 1024, "100KB": 100 * 1024}
 MODES = ("nat", "dsr")
