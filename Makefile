@@ -23,7 +23,7 @@ QUICK ?=
 FULL ?=
 PY_DIRS := $(wildcard controller tests topology bench scripts)
 
-.PHONY: help deps venv build artifacts run stop tier-restart tier-add tier-remove test test-unit lint bench bench-report bench-ab bench-switch bench-floor bench-peers bench-cost bench-tier bench-tier-ha bench-choices bench-dsr bench-restore-peer bench-qos results readme-figures shell clean
+.PHONY: help deps venv build artifacts run stop tier-restart tier-router-down tier-router-up tier-add tier-remove test test-unit lint bench bench-report bench-ab bench-switch bench-floor bench-peers bench-cost bench-tier bench-tier-ha bench-choices bench-dsr bench-restore-peer bench-qos results readme-figures shell clean
 
 help:
 	@echo "p4lb make targets:"
@@ -45,6 +45,8 @@ help:
 	@echo "  tier-restart  LB=lb2: restart a running tier's balancer, its switch and speaker"
 	@echo "             (WHAT=--speaker: the speaker only); tier-add: one more balancer;"
 	@echo "             tier-remove LB=lb4: withdraw one, then stop and remove it (needs root)"
+	@echo "  tier-router-down  ROUTER=r0 (ROUTERS=2): a router of the pair dies (its daemons"
+	@echo "             killed, its links down); tier-router-up ROUTER=r0 brings it back"
 	@echo "  test       lint + the whole test suite; as root (sudo make test) every layer runs,"
 	@echo "             the last line names the layers skipped and why"
 	@echo "  results    every figure of results/ on this tree, then README tables and plots from the"
@@ -177,6 +179,10 @@ WHAT ?=
 tier-restart: $(VPY)
 	@test -n "$(LB)" || { echo "make tier-restart: which balancer? LB=lb2"; exit 2; }
 	@$(VPY) -m topology.tier restart $(LB) $(WHAT)
+
+tier-router-down tier-router-up: $(VPY)
+	@test -n "$(ROUTER)" || { echo "make $@: which router? ROUTER=r0 (r0, r0b, r1, r1b)"; exit 2; }
+	@$(VPY) -m topology.tier $(patsubst tier-%,%,$@) $(ROUTER)
 
 tier-add: $(VPY)
 	@$(VPY) -m topology.tier add

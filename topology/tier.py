@@ -47,8 +47,8 @@ Controller log: {log}.  {how_to_stop}
 
 PAIR_LINE = """A router pair: r0b beside r0, r1b beside r1; the clients, the servers and the
 balancers reach each pair by a shared VRRP address. A router dies and comes back:
-  sudo python3 -m topology.tier router-down r0      # its daemons killed, its links down
-  sudo python3 -m topology.tier router-up r0        # back, as the pair's backup
+  sudo make tier-router-down ROUTER=r0      # its daemons killed, its links down
+  sudo make tier-router-up ROUTER=r0        # back, as the pair's backup
 """
 
 

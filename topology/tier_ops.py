@@ -37,7 +37,7 @@ def router_of(name: str, t: Tier) -> str:
     """A router of the tier's pair, by name."""
     names = list(plan.routers(t.pair))
     if not t.pair:
-        raise VerbError("the tier has one router of each kind: router-down needs --routers 2")
+        raise VerbError("the tier runs one router of each kind: a pair needs ROUTERS=2")
     if name not in names:
         raise VerbError(f"no router {name!r}: the tier's routers are {', '.join(names)}")
     return name
