@@ -109,7 +109,9 @@ def test_the_primary_and_a_balancer_die_together(tier: Tier) -> None:
         run_on(load, back)
     assert_none_broken(result)
     assert_no_failures_between(load, (converged, restart), (back, math.inf))
-    assert "lb2: in the tier" in log_of("standby2")
+    # Programmed by a controller before it announced: standby2, or standby3 when it reached
+    # the restarted switch first (its only controller for a moment; standby2 then preempts).
+    assert "lb2: in the tier" in log_of("standby2") + log_of("standby3")
 
 
 def test_a_backend_that_dies_in_the_gap_is_taken_out_by_the_new_primary(tier: Tier) -> None:
