@@ -19,7 +19,7 @@ from typing import Any
 from topology import ab as abtool
 from topology import tier_plan as plan
 from topology.tier_plan import NS, ROOT, VIP, VIP_PORT, nexthop_addr, p4lb_config
-from topology.tier_procs import Tier, in_ns
+from topology.tier_procs import Tier, in_ns, next_hops
 
 CONVERGE_WAIT_S = 30.0  # a bound for waits that include BGP sessions coming up
 
@@ -272,13 +272,6 @@ def p4lb(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 # --- overload: more offered than the tier serves ----------------------------------------
-
-
-def next_hops(router: str, prefix: str) -> list[str]:
-    """The next hops a router's kernel has for `prefix` now (r0: the VIP; r1: the default
-    route of the return path)."""
-    route = in_ns(NS + router, "ip", "route", "show", prefix, check=False).stdout
-    return sorted(w.split()[0] for w in route.split("via ")[1:])
 
 
 @dataclass

@@ -73,6 +73,13 @@ def in_ns(ns: str, *args: str, check: bool = True) -> subprocess.CompletedProces
     return sh("ip", "netns", "exec", ns, *args, check=check)
 
 
+def next_hops(router: str, prefix: str) -> list[str]:
+    """The next hops router `router`'s kernel has for `prefix` now (r0: the VIP's /32; r1:
+    the default route of the return path)."""
+    route = in_ns(NS + router, "ip", "route", "show", prefix, check=False).stdout
+    return sorted(w.split()[0] for w in route.split("via ")[1:])
+
+
 def no_offload(ns: str | None, dev: str) -> None:
     """Real checksums and no segment coalescing: BMv2 sees every frame as sent, and GRO on a
     forwarding hop would hand it frames larger than the MTU."""
@@ -586,8 +593,7 @@ class Tier:
 
     def ecmp_next_hops(self, vip: str = VIP, router: str = "r0") -> list[str]:
         """The next hops `router`'s kernel has for the VIP now."""
-        route = in_ns(NS + router, "ip", "route", "show", f"{vip}/32", check=False).stdout
-        return sorted(w.split()[0] for w in route.split("via ")[1:])
+        return next_hops(router, f"{vip}/32")
 
     def vrrp_masters(self, name: str) -> set[int]:
         """The VRRP groups router `name` is master of (FRR's `show vrrp json`); none if its
