@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, profiles
+from bench import outdir, profiles, templates
 from bench import provenance as pv
 from bench import qos_metrics as m
 from bench.outdir import ROOT
@@ -66,12 +66,18 @@ VARIANTS: dict[str, list[str]] = {
     "cake-approx": ["cake-approx", f"rate_pps={RATE_PPS}", "host_limit=250"],
 }
 
+
 # Maulana et al. (MikroTik RouterOS v7, RB450G, 35 Mbit/s), their own figures and grades.
+def _seed(ping: int, loss: int, cpu: int, mbps: float, grade: str, loss_grade: str) -> Any:
+    keys = ("ping_ms", "loss_pct", "cpu_pct", "mbps", "grade", "loss_grade")
+    return dict(zip(keys, (ping, loss, cpu, mbps, grade, loss_grade), strict=True))
+
+
 SEED = {
-    "sfq": {"ping_ms": 215, "loss_pct": 8, "cpu_pct": 15, "mbps": 33.2, "grade": "Poor"},
-    "pcq": {"ping_ms": 35, "loss_pct": 6, "cpu_pct": 25, "mbps": 34.8, "grade": "Good"},
-    "fq_codel": {"ping_ms": 31, "loss_pct": 0, "cpu_pct": 45, "mbps": 34.1, "grade": "Very Good"},
-    "cake": {"ping_ms": 29, "loss_pct": 0, "cpu_pct": 70, "mbps": 34.5, "grade": "Very Good"},
+    "sfq": _seed(215, 8, 15, 33.2, "Poor", "Good"),
+    "pcq": _seed(35, 6, 25, 34.8, "Good", "Good"),
+    "fq_codel": _seed(31, 0, 45, 34.1, "Very Good", "Very Good"),
+    "cake": _seed(29, 0, 70, 34.5, "Very Good", "Very Good"),
 }
 
 
@@ -262,47 +268,9 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def tiphon_table(summary: dict[str, dict[str, Any]], label: str) -> str:
-    def cell(s: dict[str, Any], k: str, scale: float = 1.0, d: int = 1) -> str:
-        x = s[k]
-        return f"{x['median'] * scale:.{d}f} ({x['min'] * scale:.{d}f}-{x['max'] * scale:.{d}f})"
-
-    lines = [
-        f"### p4lb on BMv2 ({label})",
-        "",
-        "| discipline | VoIP delay p95 ms | grade | VoIP jitter ms | grade | VoIP loss % | grade "
-        "| ping ms | goodput Mbit/s | Jain hosts | queue delay ms | CPU µs/pkt |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for v, s in summary.items():
-        lines.append(
-            f"| {v} | {cell(s, 'voip_p95_ms')} | {s['grade_delay']} | {cell(s, 'voip_jitter_ms')} "
-            f"| {s['grade_jitter']} | {cell(s, 'voip_loss', 100)} | {s['grade_loss']} "
-            f"| {cell(s, 'ping_mean_ms')} | {cell(s, 'goodput_mbps', 1, 2)} "
-            f"| {cell(s, 'jain_hosts', 1, 3)} | {cell(s, 'queue_delay_ms')} "
-            f"| {cell(s, 'cpu_us_per_packet', 1, 0)} |"
-        )
-    lines += [
-        "",
-        "### Maulana et al. (MikroTik RB450G, 35 Mbit/s; their own figures and grades)",
-        "",
-        "| discipline | ping under load ms | grade (delay) | loss % | grade (loss) "
-        "| throughput Mbit/s | router CPU % |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    loss_grade = {"sfq": "Good", "pcq": "Good", "fq_codel": "Very Good", "cake": "Very Good"}
-    for name, s in SEED.items():
-        lines.append(
-            f"| {name} | {s['ping_ms']} | {s['grade']} | {s['loss_pct']} | {loss_grade[name]} "
-            f"| {s['mbps']} | {s['cpu_pct']} |"
-        )
-    lines += [
-        "",
-        "Maulana et al. measured 26 ms unloaded. Their delay grades do not follow the commonly "
-        "cited TIPHON delay bands (35 ms would be Very Good, 215 ms Good); the paper prints no "
-        "thresholds.",
-    ]
-    return "\n".join(lines)
+def tiphon(prov: dict[str, Any], summary: dict[str, dict[str, Any]]) -> str:
+    """tiphon.md: how the run was measured, its table, and Maulana et al.'s beside it."""
+    return templates.render("qos/tiphon.md", p=prov, summary=summary, seed=SEED) + "\n"
 
 
 def plots(runs: list[dict[str, Any]], summary: dict[str, dict[str, Any]], out: Path) -> None:
@@ -325,17 +293,16 @@ def plots(runs: list[dict[str, Any]], summary: dict[str, dict[str, Any]], out: P
 
     fig, ax = plt.subplots(figsize=(7, 4))
     names = list(summary)
-    h1 = [
-        statistics.median(r["hosts_mbps"].get("10.0.0.1", 0) for r in runs if r["variant"] == v)
-        for v in names
-    ]
-    h2 = [
-        statistics.median(r["hosts_mbps"].get("10.0.0.2", 0) for r in runs if r["variant"] == v)
-        for v in names
-    ]
     x = range(len(names))
-    ax.bar([i - 0.2 for i in x], h1, width=0.4, label="h1 (3 flows)")
-    ax.bar([i + 0.2 for i in x], h2, width=0.4, label="h2 (1 flow)")
+    for offset, (host, label) in (
+        (-0.2, ("10.0.0.1", "h1 (3 flows)")),
+        (0.2, ("10.0.0.2", "h2 (1 flow)")),
+    ):
+        mbps = [
+            statistics.median(r["hosts_mbps"].get(host, 0) for r in runs if r["variant"] == v)
+            for v in names
+        ]
+        ax.bar([i + offset for i in x], mbps, width=0.4, label=label)
     ax.set_xticks(list(x), names, rotation=30, fontsize=7)
     ax.set_ylabel("goodput, Mbit/s (median)")
     ax.legend()
@@ -365,22 +332,6 @@ def provenance(reps: int, duration: float, binary: str) -> dict[str, Any]:
         "placement": "fresh source ports per run, every flow in a queue bucket of its own "
         "(bench.qos.place_flows; each run's ports and buckets in runs.json)",
     }
-
-
-def provenance_note(prov: dict[str, Any]) -> str:
-    return (
-        f"# Queueing disciplines on BMv2 ({prov['label']})\n\n"
-        f"Measured by `make bench-qos` (bench/qos.py) at commit {prov['commit'][:12]}"
-        f"{' (uncommitted changes)' if prov['dirty'] else ''}, {prov['date']}; BMv2 "
-        f"{prov['bmv2']} ({prov['bmv2_binary']}), {prov['p4c'][0]}; {prov['reps']} "
-        f"repetition(s) of {prov['duration_s']:.0f} s per discipline, interleaved, median "
-        f"(min-max); port rate {prov['rate_pps']} packets/s. {prov['host']}. Each run's "
-        "flows have queue buckets of their own (fresh source ports, in runs.json). Delay, jitter "
-        "and loss are the VoIP-like flow's (50 packets/s of 160 B, one-way: the hosts share "
-        "one clock); grades: ETSI TIPHON TR 101 329 bands as commonly cited "
-        "(bench/qos_metrics.py); queue delay: mean deq_timedelta of the bottleneck port; "
-        "CPU: the switch process's CPU time over the packets its ports took in."
-    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -445,11 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "summary.json").write_text(
         json.dumps({"provenance": prov, "summary": summary}, indent=1)
     )
-    (args.out / "tiphon.md").write_text(
-        provenance_note(prov) + "\n\n" + tiphon_table(summary, args.label) + "\n"
-    )
+    (args.out / "tiphon.md").write_text(tiphon(prov, summary))
     plots(runs, summary, args.out)
-    print(tiphon_table(summary, args.label))
+    print(tiphon(prov, summary), end="")
     print(f"bench.qos: {outdir.said(args.out)}")
     return 0
 

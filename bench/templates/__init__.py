@@ -20,13 +20,13 @@ def f(x: float, spec: str) -> str:
     return format(x, spec)
 
 
-def mmm(s: Any, spec: str = ".0f", scale: float = 1.0, div: float = 1.0) -> str:
+def mmm(s: Any, spec: str = ".0f", scale: float = 1.0, div: float = 1.0, dash: str = "–") -> str:
     """A median with its (min–max), from a {median, min, max} dict or a (median, min, max)
     tuple, each times `scale` over `div`."""
     med, lo, hi = (
         x * scale / div for x in ((s["median"], s["min"], s["max"]) if isinstance(s, dict) else s)
     )
-    return f"{med:{spec}} ({lo:{spec}}–{hi:{spec}})"
+    return f"{med:{spec}} ({lo:{spec}}{dash}{hi:{spec}})"
 
 
 def span(s: dict[str, float]) -> str:
