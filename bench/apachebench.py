@@ -16,9 +16,9 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
-from bench import outdir, provenance
+from bench import outdir, provenance, templates
+from bench.experiments.run import tcp_counters
 from p4lb.intent import reader
 from p4lb.pipeline.entries import Entry, Update
 from p4lb.pipeline.p4info import Schema, load_p4info
@@ -92,16 +92,6 @@ class Run:
     resets: int
 
 
-def tcp_counters(host: Any) -> tuple[int, int]:
-    """(retransmitted segments, resets sent) from the client's kernel counters."""
-    out = host.cmd("cat /proc/net/snmp")
-    lines = [line.split() for line in out.splitlines() if line.startswith("Tcp:")]
-    if len(lines) < 2:
-        return (0, 0)
-    row = dict(zip(lines[0][1:], lines[1][1:], strict=False))
-    return (int(row.get("RetransSegs", 0)), int(row.get("OutRsts", 0)))
-
-
 def program_baseline(lab: Lab) -> None:
     """Load the plain forwarding program and route every host."""
     schema = Schema(load_p4info(COMPILED / "baseline.p4info.txtpb"))
@@ -142,7 +132,7 @@ def one_run(case: Case, n: int, c: int, raw_dir: Path) -> Run:
             url = f"http://{VIP_ADDR}:{VIP_PORT}/"
         start_servers(lab, threaded=False)
         client = lab.clients[0]
-        r0, s0 = tcp_counters(client)
+        tcp0 = tcp_counters(client)
         result: list[ab.AbResult] = []
         t = threading.Thread(target=lambda: result.append(ab.run(client, url, n, c)))
         t.start()
@@ -162,7 +152,7 @@ def one_run(case: Case, n: int, c: int, raw_dir: Path) -> Run:
         if not result:
             raise RuntimeError(f"{case.name} n={n} c={c}: ab did not finish")
         r = result[0]
-        r1, s1 = tcp_counters(client)
+        tcp1 = tcp_counters(client)
         (raw_dir / f"{case.name}-n{n}-c{c}.txt").write_text(r.raw)
         logs = {s.name: str(RUN_DIR / "access" / f"{s.name}.log") for s in lab.servers}
         wait_servers_idle(lab)
@@ -205,8 +195,8 @@ def one_run(case: Case, n: int, c: int, raw_dir: Path) -> Run:
             agree,
             jain(values) if case.algorithm != "baseline" else 1.0,
             weighted_jain(values, cfg_weights) if case.algorithm != "baseline" else 1.0,
-            r1 - r0,
-            s1 - s0,
+            tcp1.get("RetransSegs", 0) - tcp0.get("RetransSegs", 0),
+            tcp1.get("OutRsts", 0) - tcp0.get("OutRsts", 0),
         )
     finally:
         stop(lab)
@@ -241,20 +231,9 @@ def summary(runs: list[Run]) -> str:
     """The results table (Markdown), one row per run."""
     ratios = overhead(runs)
     rows = [
-        "| case | n | -c | req/s | vs baseline | mean ms | p99 ms | failed | retrans | "
-        "served (requests) | switch = logs | Jain | Jain (weighted) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        (r, ratios.get((r.case, r.concurrency), {}).get(r.n), json.loads(r.served)) for r in runs
     ]
-    for r in runs:
-        ratio = ratios.get((r.case, r.concurrency), {}).get(r.n)
-        served = ", ".join(f"{k} {v}" for k, v in json.loads(r.served).items())
-        rows.append(
-            f"| {r.case} | {r.n} | {r.concurrency} | {r.rps:.0f} | "
-            f"{'' if ratio is None else f'{ratio:.2f}'} | {r.mean_ms:.2f} | {r.p99_ms:.0f} | "
-            f"{r.failed} | {r.retransmissions} | {served} | {'yes' if r.agree else 'NO'} | "
-            f"{r.jain:.4f} | {r.weighted_jain:.4f} |"
-        )
-    return "\n".join(rows) + "\n"
+    return templates.render("ab-summary.md", rows=rows)
 
 
 def plots(runs: list[Run], out: Path) -> None:
