@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,27 +53,62 @@ def log_args(log_file: Path | None) -> list[str]:
     return ["--log-file", str(log_file), "--log-flush"]
 
 
+def command(
+    ports: dict[int, str],
+    grpc_port: int,
+    thrift_port: int,
+    *,
+    device_id: int = 0,
+    binary: str | None = None,
+    program: Path | None = None,
+    log_file: Path | None = None,
+    grpc_args: Sequence[str] = (),
+    priority_queues: int = 0,
+) -> list[str]:
+    """simple_switch_grpc's command line: `ports` (number: interface); the compiled
+    `program` (BMv2 JSON) loaded at start, else none until P4Runtime pushes one; P4Runtime
+    on 127.0.0.1:grpc_port with `grpc_args` (TLS: grpc_tls_args); Thrift on thrift_port;
+    `priority_queues` egress queues per port (queue_args)."""
+    args = [binary or switch_binary(), "--device-id", str(device_id)]
+    args += ["--thrift-port", str(thrift_port), *log_args(log_file)]
+    for port, intf in sorted(ports.items()):
+        args += ["-i", f"{port}@{intf}"]
+    args += [str(program)] if program else ["--no-p4"]
+    args += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}", *grpc_args]
+    return args + queue_args(priority_queues)
+
+
 def spawn(
     ports: dict[int, str],
     grpc_port: int,
     thrift_port: int,
     log_file: Path | None = None,
     out: Path | None = None,
-    grpc_args: list[str] | tuple[str, ...] = (),
+    grpc_args: Sequence[str] = (),
     priority_queues: int = 0,
+    *,
+    binary: str | None = None,
+    program: Path | None = None,
+    wrap: Sequence[str] = (),
+    timeout_s: float = 20.0,
 ) -> subprocess.Popen[bytes]:
-    """simple_switch_grpc outside Mininet (packet tests, controller benchmark), bound to
-    127.0.0.1, its Thrift port reachable from this host only (topology.thrift_guard), no
-    pipeline until P4Runtime pushes one; returns once gRPC listens. `grpc_args`: more
-    gRPC server options (TLS, see grpc_tls_args); `priority_queues`: egress queues per
-    port (queue_args)."""
-    args = [switch_binary(), "--device-id", "0"]
-    args += ["--no-p4", "--thrift-port", str(thrift_port)]
-    args += log_args(log_file)
-    for port, intf in sorted(ports.items()):
-        args += ["-i", f"{port}@{intf}"]
-    args += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}", *grpc_args]
-    args += queue_args(priority_queues)
+    """simple_switch_grpc outside Mininet (the veth lab: topology.wire), its command line
+    as `command` makes it, run under `wrap` if given (valgrind: the PID stays the
+    switch's); its Thrift port reachable from this host only (topology.thrift_guard).
+    Returns once gRPC and Thrift listen (within timeout_s each)."""
+    args = [
+        *wrap,
+        *command(
+            ports,
+            grpc_port,
+            thrift_port,
+            binary=binary,
+            program=program,
+            log_file=log_file,
+            grpc_args=grpc_args,
+            priority_queues=priority_queues,
+        ),
+    ]
     thrift_guard.confine(thrift_port)
     try:
         with open(out or "/dev/null", "wb") as sink:
@@ -81,7 +117,8 @@ def spawn(
         thrift_guard.release(thrift_port)
         raise
     try:
-        wait_listening(grpc_port, 20.0)
+        wait_listening(grpc_port, timeout_s)
+        wait_listening(thrift_port, timeout_s)
     except BaseException:
         terminate(proc)
         raise
@@ -145,15 +182,18 @@ class Bmv2Switch(Switch):  # type: ignore[misc]
         self.switch_pid: int | None = None
 
     def start(self, controllers: list[Any]) -> None:
-        args = [self.binary, "--device-id", "0", "--no-p4", "--thrift-port", str(self.thrift_port)]
-        for port, intf in sorted(self.intfs.items()):
-            if intf.name != "lo":
-                args += ["-i", f"{port}@{intf.name}"]
+        ports = {p: intf.name for p, intf in self.intfs.items() if intf.name != "lo"}
         if self.log_dir:
             Path(self.log_dir).mkdir(parents=True, exist_ok=True)
-        args += log_args(Path(self.log_dir) / self.name if self.log_dir else None)
-        args += ["--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}", *self.grpc_args]
-        args += queue_args(self.priority_queues)
+        args = command(
+            ports,
+            self.grpc_port,
+            self.thrift_port,
+            binary=self.binary,
+            log_file=Path(self.log_dir) / self.name if self.log_dir else None,
+            grpc_args=self.grpc_args,
+            priority_queues=self.priority_queues,
+        )
         out = f"{self.log_dir}/{self.name}.out" if self.log_dir else "/dev/null"
         thrift_guard.confine(self.thrift_port)
         self.switch_pid = int(

@@ -22,7 +22,7 @@ from pathlib import Path
 from p4lb.intent.running import clear_pointer
 from topology import thrift_guard
 from topology import tier_plan as plan
-from topology.bmv2 import grpc_tls_args, log_args, switch_binary, wait_listening
+from topology.bmv2 import command, grpc_tls_args, switch_binary, wait_listening
 from topology.pki import make_pki
 from topology.procs import alive, gone_by, set_group_nice, stop_pids
 from topology.tier_plan import (
@@ -467,13 +467,17 @@ class Tier:
         """Balancer i's BMv2 (no pipeline until p4lb pushes one), P4Runtime on 127.0.0.1 over
         TLS with client certificates of the tier's CA, Thrift reachable from this host only."""
         out = plan.RUN / f"lb{i}" / "switch.out"
-        args = [binary or switch_binary(), "--device-id", str(i), "--no-p4"]
-        args += ["--thrift-port", str(THRIFT_BASE + i)]
-        args += log_args(plan.RUN / f"lb{i}" / "switch.log" if log else None)
-        for port in (1, 3):
-            args += ["-i", f"{port}@t{i}p{port}"]
-        args += ["--", "--grpc-server-addr", f"127.0.0.1:{GRPC_BASE + i}"]
-        args += grpc_tls_args(plan.PKI / "ca.crt", plan.PKI / "switch.crt", plan.PKI / "switch.key")
+        args = command(
+            {port: f"t{i}p{port}" for port in (1, 3)},
+            GRPC_BASE + i,
+            THRIFT_BASE + i,
+            device_id=i,
+            binary=binary,
+            log_file=plan.RUN / f"lb{i}" / "switch.log" if log else None,
+            grpc_args=grpc_tls_args(
+                plan.PKI / "ca.crt", plan.PKI / "switch.crt", plan.PKI / "switch.key"
+            ),
+        )
         thrift_guard.confine(THRIFT_BASE + i)
         with self.edit():
             if THRIFT_BASE + i not in self.thrift_ports:

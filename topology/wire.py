@@ -1,0 +1,152 @@
+"""The veth+BMv2 lab the packet tests and the switch benches share: veth pairs numbered by
+switch port (PREFIX-hN the host's end, PREFIX-sN the switch's), a simple_switch_grpc on the
+switch's ends (topology.bmv2), BMv2's Thrift CLI, and the host ends' packet counters. Each
+lab has its own prefix and ports, so two run side by side; a lab removes what it made: its
+veths, and its switch by the PID it started."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from topology import bmv2
+
+
+@dataclass(frozen=True)
+class VethLab:
+    """Ports 1..`ports`, each a veth pair; the switch's P4Runtime and Thrift ports."""
+
+    prefix: str
+    ports: int
+    grpc_port: int
+    thrift_port: int
+
+    def host_if(self, port: int) -> str:
+        return f"{self.prefix}-h{port}"
+
+    def switch_if(self, port: int) -> str:
+        return f"{self.prefix}-s{port}"
+
+    def host_ifs(self) -> dict[str, int]:
+        """The host ends, each with its port."""
+        return {self.host_if(p): p for p in range(1, self.ports + 1)}
+
+    @contextmanager
+    def veths(self) -> Iterator[None]:
+        """The veth pairs, up, IPv6 off (no stray router solicitations); any a run killed
+        hard left behind are removed first, and all at the end."""
+        self.remove_veths()
+        try:
+            for p in range(1, self.ports + 1):
+                h, s = self.host_if(p), self.switch_if(p)
+                _run("ip", "link", "add", h, "type", "veth", "peer", "name", s)
+                for ifc in (h, s):
+                    _run("sysctl", "-qw", f"net.ipv6.conf.{ifc}.disable_ipv6=1")
+                    _run("ip", "link", "set", ifc, "up")
+            yield
+        finally:
+            self.remove_veths()
+
+    def remove_veths(self) -> None:
+        for h in self.host_ifs():
+            if Path(f"/sys/class/net/{h}").exists():
+                subprocess.run(["ip", "link", "del", h], capture_output=True)
+
+    def spawn(
+        self,
+        *,
+        binary: str | None = None,
+        program: Path | None = None,
+        log_file: Path | None = None,
+        out: Path | None = None,
+        wrap: Sequence[str] = (),
+        grpc_args: Sequence[str] = (),
+        priority_queues: int = 0,
+    ) -> subprocess.Popen[bytes]:
+        """simple_switch_grpc on the switch's ends (topology.bmv2.spawn): `program` (BMv2
+        JSON) loaded at start, else empty until P4Runtime pushes one; under `wrap`
+        (valgrind) it gets longer to listen. Stopped with topology.bmv2.terminate."""
+        ports = {p: self.switch_if(p) for p in range(1, self.ports + 1)}
+        return bmv2.spawn(
+            ports,
+            self.grpc_port,
+            self.thrift_port,
+            log_file,
+            out,
+            grpc_args,
+            priority_queues,
+            binary=binary,
+            program=program,
+            wrap=wrap,
+            timeout_s=120.0 if wrap else 20.0,
+        )
+
+    @contextmanager
+    def switch(
+        self,
+        *,
+        binary: str | None = None,
+        program: Path | None = None,
+        log_file: Path | None = None,
+        out: Path | None = None,
+        wrap: Sequence[str] = (),
+    ) -> Iterator[subprocess.Popen[bytes]]:
+        """`spawn`'s switch, stopped by its PID at the end."""
+        proc = self.spawn(binary=binary, program=program, log_file=log_file, out=out, wrap=wrap)
+        try:
+            yield proc
+        finally:
+            bmv2.terminate(proc)
+
+    def thrift(self, cmds: list[str]) -> str:
+        """simple_switch_CLI commands against this lab's switch (thrift_cli)."""
+        return thrift_cli(self.thrift_port, cmds)
+
+    def rx_packets(self) -> int:
+        """Packets the host ends received so far: what came out of the switch."""
+        return sum(
+            int(Path(f"/sys/class/net/{h}/statistics/rx_packets").read_text())
+            for h in self.host_ifs()
+        )
+
+
+@functools.cache
+def cli_command() -> list[str] | None:
+    """simple_switch_CLI and a Python that runs it (BMv2 installs its Thrift modules for
+    the system's Python, maybe not for ours); None if there is none."""
+    cli = shutil.which("simple_switch_CLI")
+    if cli is None:
+        return None
+    for py in (sys.executable, "/usr/bin/python3"):
+        probe = [py, "-c", "import thrift, bmpy_utils"]
+        if Path(py).exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+            return [py, cli]
+    return None
+
+
+def thrift_cli(thrift_port: int, cmds: list[str]) -> str:
+    """Run simple_switch_CLI commands against the switch on 127.0.0.1:thrift_port; its
+    output. A missing CLI, a failed run or an error in the output raises."""
+    cli = cli_command()
+    if cli is None:
+        raise RuntimeError("simple_switch_CLI (with Python's thrift modules) is not installed")
+    r = subprocess.run(
+        [*cli, "--thrift-port", str(thrift_port)],
+        input="\n".join(cmds) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if r.returncode != 0 or "Error" in r.stdout:
+        raise RuntimeError(f"simple_switch_CLI failed: {r.stdout[-300:]} {r.stderr[-300:]}")
+    return r.stdout
+
+
+def _run(*cmd: str) -> None:
+    subprocess.run(cmd, check=True, capture_output=True)
