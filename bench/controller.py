@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import lab, outdir, profiles, provenance, runner
+from bench import outdir, profiles, provenance, runner
 from p4lb.cli.main import main as p4lb_main
 from p4lb.intent import writer
 from p4lb.intent.model import Backend, Config, Host, SwitchConfig, Vip
@@ -27,12 +27,11 @@ from p4lb.pipeline import capacity
 from p4lb.pipeline.p4info import compiled_limits
 from p4lb.service import operations
 from topology import bmv2
+from topology.wire import VethLab
 
-# Ports and veths apart from bench.lab's (make bench-switch), so both can run at once.
-GRPC_PORT = 49559
-THRIFT_PORT = 49090
-VETHS = "p4lbc"
-HOST_IF, SWITCH_IF = lab.host_if(1, VETHS), lab.switch_if(1, VETHS)
+# One port, apart from bench.lab's (make bench-switch) and the packet tests', so they can
+# run at once.
+LAB = VethLab("p4lbc", ports=1, grpc_port=49559, thrift_port=49090)
 SWITCH_MAC = "00:00:00:00:01:00"
 CLIENT_MAC = "02:00:00:00:00:01"
 ETH_P_ALL = 0x0003
@@ -68,7 +67,7 @@ def big_config(n_vips: int, n_backends: int) -> Config:
         )
     return Config(
         switch=SwitchConfig(
-            address=f"127.0.0.1:{GRPC_PORT}", device_id=0, election_id=10, mac=SWITCH_MAC
+            address=f"127.0.0.1:{LAB.grpc_port}", device_id=0, election_id=10, mac=SWITCH_MAC
         ),
         hosts=(Host("client", "10.0.0.1", CLIENT_MAC, 1),),
         vips=tuple(vips),
@@ -122,7 +121,7 @@ def weight_trials(cfg_path: Path, trials: int) -> tuple[list[float], int]:
     b1's, drains b1 through the CLI, and sends a SYN the instant the CLI returns: it must go
     to b0 (an old schedule would send it to b1). Then b1 comes back for the next trial."""
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-    sock.bind((HOST_IF, 0))
+    sock.bind((LAB.host_if(1), 0))
     effects: list[float] = []
     ok = 0
     sport = 20000
@@ -149,14 +148,8 @@ def weight_trials(cfg_path: Path, trials: int) -> tuple[list[float], int]:
 
 
 def measure(n_vips: int, n_backends: int, trials: int) -> Figures:
-    with lab.veths(1, VETHS):
-        return measure_on_veths(n_vips, n_backends, trials)
-
-
-def measure_on_veths(n_vips: int, n_backends: int, trials: int) -> Figures:
     tmp = Path(tempfile.mkdtemp(prefix="p4lb-ctlbench-"))
-    proc = bmv2.spawn({1: SWITCH_IF}, GRPC_PORT, THRIFT_PORT, out=tmp / "switch.out")
-    try:
+    with LAB.veths(), LAB.switch(out=tmp / "switch.out"):
         cfg = big_config(n_vips, n_backends)
         validate(cfg)
         capacity.check(cfg, compiled_limits())
@@ -196,10 +189,8 @@ def measure_on_veths(n_vips: int, n_backends: int, trials: int) -> Figures:
         figures = Figures(
             n_vips, n_backends, t1 - t0, t2 - t1, first.writes, noop, cli_times, effects, ok
         )
-        shutil.rmtree(tmp, ignore_errors=True)  # the switch's output; a failed run keeps it
-        return figures
-    finally:
-        bmv2.terminate(proc)
+    shutil.rmtree(tmp, ignore_errors=True)  # the switch's output; a failed run keeps it
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -73,7 +73,7 @@ def weighted_config(weights: list[int]) -> str:
 
 
 def exactness(binary: str, weights: list[int], workdir: Path, pps: int) -> dict[str, Any]:
-    with lab.switch(binary, None, None):
+    with lab.LAB.switch(binary=binary):
         lab.program_lb(weighted_config(weights), workdir)
         packets = []
         for i in range(1500):
@@ -96,7 +96,7 @@ def flood(binary: str, workdir: Path, n_syns: int, pps: int) -> dict[str, Any]:
     from scapy.layers.l2 import Ether
 
     rng = random.Random(70_000)
-    with lab.switch(binary, None, None):
+    with lab.LAB.switch(binary=binary):
         lab.program_lb(lab.lb_config("wrr", lab.Shape()), workdir)
         # 100 connections opened before the flood; which port each went to.
         before = []

@@ -1,7 +1,8 @@
-"""The switch benches' lab: five veth pairs and a simple_switch_grpc on them, bound to
-127.0.0.1, programmed with lb.p4 (through `p4lb apply`) or with plain forwarding (through
-BMv2's Thrift CLI); the addresses the traffic uses, and the packet counters of the host
-ends. The one lab of bench-switch, bench-floor, bench-peers, bench-cookie and bench-choices."""
+"""The switch benches' lab (topology.wire): five veth pairs and a simple_switch_grpc on
+them, programmed with lb.p4 (through `p4lb apply`) or with plain forwarding (through BMv2's
+Thrift CLI); the addresses the traffic uses, and when what the switch sent has all come out.
+The one lab of bench-switch, bench-floor, bench-peers, bench-cookie, bench-choices and
+bench-flood."""
 
 from __future__ import annotations
 
@@ -10,31 +11,27 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.outdir import ROOT
-from topology import thrift_guard
-from topology.bmv2 import terminate, wait_listening
+from topology.wire import VethLab
 
 COMPILED = ROOT / "p4src" / "compiled"
 
 
 # Port 1: the clients; 2..4: the backends (BACKEND_PORTS of them); 5: idle but for a peer
-# program with four backends on ports 2..5 (bench/peers.py).
-N_PORTS = 5
+# program with four backends on ports 2..5 (bench/peers.py). Its ports apart from the packet
+# tests' and the controller bench's, so they can run at once.
+LAB = VethLab("p4lbb", ports=5, grpc_port=39559, thrift_port=39090)
 
 
 BACKEND_PORTS = 3
 
 
-GRPC_PORT = 39559
-
-
-THRIFT_PORT = 39090
+GRPC_PORT = LAB.grpc_port
 
 
 SWITCH_MAC = "00:00:00:00:01:00"
@@ -50,17 +47,6 @@ SETTLE_S = 0.4  # the counters are final once they stay still this long
 
 
 SETTLE_MAX_S = 15.0
-
-
-PREFIX = "p4lbb"  # the veths' names: p4lbb-h1 (the host's end), p4lbb-s1 (the switch's)
-
-
-def host_if(port: int, prefix: str = PREFIX) -> str:
-    return f"{prefix}-h{port}"
-
-
-def switch_if(port: int, prefix: str = PREFIX) -> str:
-    return f"{prefix}-s{port}"
 
 
 def port_mac(port: int) -> str:
@@ -139,53 +125,7 @@ def run_quietly(*cmd: str) -> None:
     subprocess.run(cmd, check=True, capture_output=True)
 
 
-@contextmanager
-def veths(ports: int = N_PORTS, prefix: str = PREFIX) -> Iterator[None]:
-    """Veth pairs 1..`ports` named by `prefix` (another prefix: a lab beside this one),
-    IPv6 off (no stray router solicitations), removed at the end."""
-    remove_veths(ports, prefix)
-    try:
-        for p in range(1, ports + 1):
-            h, s = host_if(p, prefix), switch_if(p, prefix)
-            run_quietly("ip", "link", "add", h, "type", "veth", "peer", "name", s)
-            for ifc in (h, s):
-                run_quietly("sysctl", "-qw", f"net.ipv6.conf.{ifc}.disable_ipv6=1")
-                run_quietly("ip", "link", "set", ifc, "up")
-        yield
-    finally:
-        remove_veths(ports, prefix)
-
-
-def remove_veths(ports: int = N_PORTS, prefix: str = PREFIX) -> None:
-    for p in range(1, ports + 1):
-        if Path(f"/sys/class/net/{host_if(p, prefix)}").exists():
-            subprocess.run(["ip", "link", "del", host_if(p, prefix)], capture_output=True)
-
-
-@contextmanager
-def switch(
-    binary: str, json_path: Path | None, log: Path | None, wrap: list[str] | None = None
-) -> Iterator[int]:
-    """simple_switch_grpc on our veths, bound to 127.0.0.1; its PID; stopped by it.
-    `wrap` runs it under another program (valgrind), which keeps the PID."""
-    args = [*(wrap or []), binary, "--device-id", "0", "--thrift-port", str(THRIFT_PORT)]
-    args += ["--log-file", str(log), "--log-flush"] if log else ["--log-level", "off"]
-    for p in range(1, N_PORTS + 1):
-        args += ["-i", f"{p}@{switch_if(p)}"]
-    args += [str(json_path)] if json_path else ["--no-p4"]
-    args += ["--", "--grpc-server-addr", f"127.0.0.1:{GRPC_PORT}"]
-    thrift_guard.confine(THRIFT_PORT)  # released by terminate()
-    try:
-        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    except BaseException:
-        thrift_guard.release(THRIFT_PORT)
-        raise
-    try:
-        wait_listening(GRPC_PORT, 120 if wrap else 20)
-        wait_listening(THRIFT_PORT, 120 if wrap else 20)
-        yield proc.pid
-    finally:
-        terminate(proc)
+veths = LAB.veths  # the veth pairs every switch bench runs on (bench.runner)
 
 
 def program_lb(cfg_text: str, workdir: Path) -> None:
@@ -211,27 +151,12 @@ def program_baseline(shape: Shape) -> None:
 
 
 def thrift_cli(cmds: list[str]) -> str:
-    """Run simple_switch_CLI commands against the switch; its output. Any error raises."""
-    cli = shutil.which("simple_switch_CLI") or "simple_switch_CLI"
-    # BMv2's CLI needs the thrift module of the Python it was installed for.
-    py = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
-    r = subprocess.run(
-        [py, cli, "--thrift-port", str(THRIFT_PORT)],
-        input="\n".join(cmds) + "\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if r.returncode != 0 or "Error" in r.stdout:
-        raise RuntimeError(f"simple_switch_CLI failed: {r.stdout[-300:]} {r.stderr[-300:]}")
-    return r.stdout
+    """simple_switch_CLI commands against the lab's switch; its output. Any error raises."""
+    return LAB.thrift(cmds)
 
 
 def rx_total() -> int:
-    return sum(
-        int(Path(f"/sys/class/net/{host_if(p)}/statistics/rx_packets").read_text())
-        for p in range(1, N_PORTS + 1)
-    )
+    return LAB.rx_packets()
 
 
 def settled_rx(start: int) -> int:
@@ -266,8 +191,8 @@ def start_program(
     error goes on."""
     baseline = prog.name == "baseline"
     json_path = COMPILED / "baseline.json" if baseline else prog.json
-    cm = switch(binary, json_path, log, wrap)
-    pid = cm.__enter__()
+    cm = LAB.switch(binary=binary, program=json_path, log_file=log, wrap=wrap or ())
+    pid = cm.__enter__().pid
     try:
         if prog.setup:
             prog.setup(prog.shape)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from bench import provenance
-from bench.lab import N_PORTS, SETTLE_S, host_if, rx_total, settled_rx
+from bench.lab import LAB, SETTLE_S, rx_total, settled_rx
 from bench.traffic import with_sport
 
 LOSS_TOLERANCE = 0.001
@@ -38,7 +38,7 @@ def replay(pcap: Path, pps: int | None, port: int = 1) -> tuple[int, float]:
     """Send the pcap on `port`; returns (packets sent, seconds)."""
     rate = ["--pps", str(pps)] if pps else ["--topspeed"]
     r = subprocess.run(
-        ["tcpreplay", "-q", "--preload-pcap", *rate, "-i", host_if(port), str(pcap)],
+        ["tcpreplay", "-q", "--preload-pcap", *rate, "-i", LAB.host_if(port), str(pcap)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -121,13 +121,13 @@ def latencies(packets: list[tuple[str, bytes]], rounds: int) -> dict[str, list[f
     flight; `packets` is one flow's sequence of (path, frame), sent `rounds` times with a
     different source port each round."""
     rx = []
-    for p in range(1, N_PORTS + 1):
+    for h in LAB.host_ifs():
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
-        s.bind((host_if(p), 0))
+        s.bind((h, 0))
         s.setblocking(False)
         rx.append(s)
     tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-    tx.bind((host_if(1), 0))
+    tx.bind((LAB.host_if(1), 0))
     out: dict[str, list[float]] = {}
     try:
         for r in range(rounds):

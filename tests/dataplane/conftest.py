@@ -12,11 +12,8 @@ from tests.dataplane import support
 def bmv2(tmp_path: Path) -> Iterator[support.Bmv2]:
     if not support.have_artifacts():
         pytest.skip("dataplane layer skipped: missing p4src/compiled artifacts (make artifacts)")
-    b = support.start(tmp_path / "switch")
-    try:
+    with support.running(tmp_path / "switch") as b:
         yield b
-    finally:
-        support.stop(b)
 
 
 @pytest.fixture

@@ -1,17 +1,16 @@
-"""A real simple_switch_grpc on veth pairs it creates, programmed by the controller, with
-scapy on the host ends. Everything is stopped by the PID it started and removed after."""
+"""A real simple_switch_grpc on veth pairs (the lab of topology.wire), programmed by the
+controller, with scapy on the host ends. Everything is stopped by the PID it started and
+removed after."""
 
 from __future__ import annotations
 
-import functools
 import os
 import re
-import shutil
 import subprocess
-import sys
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +22,13 @@ from p4lb.models.hashing import Flow, bucket_index
 from p4lb.service import operations
 from p4lb.switch.client import Switch
 from tests.support import poll_until
-from topology import bmv2
+from topology import bmv2, wire
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPILED = ROOT / "p4src" / "compiled"
-N_PORTS = 4
-GRPC_PORT = 29559
-THRIFT_PORT = 29090
+# Port 1: the client; 2..4: the backends. Ports apart from the benches' labs.
+LAB = wire.VethLab("p4lbt", ports=4, grpc_port=29559, thrift_port=29090)
+N_PORTS, GRPC_PORT, THRIFT_PORT = LAB.ports, LAB.grpc_port, LAB.thrift_port
 SWITCH_MAC = "00:00:00:00:01:00"
 VIP_MAC = "00:00:00:00:01:64"
 VIP = "10.0.0.100"
@@ -37,12 +36,7 @@ VIP = "10.0.0.100"
 WEB_SERVICE_ID = 1
 
 
-def host_iface(port: int) -> str:
-    return f"p4lbt-h{port}"
-
-
-def switch_iface(port: int) -> str:
-    return f"p4lbt-s{port}"
+host_iface = LAB.host_if
 
 
 def host_mac(port: int) -> str:
@@ -113,18 +107,16 @@ switch_port = 3
 )
 
 
-def _run(*cmd: str) -> None:
-    subprocess.run(cmd, check=True, capture_output=True)
-
-
 @dataclass
 class Bmv2:
+    """The lab's switch running our pipeline with a config applied (`running`)."""
+
     proc: subprocess.Popen[bytes]
     log: Path
     cfg: Config
     sw: Switch
     cfg_path: Path
-    extra: dict[str, Any] = field(default_factory=dict)
+    priority_queues: int = 0
 
     def apply(self, cfg: Config) -> operations.ApplyResult:
         self.cfg = cfg
@@ -134,7 +126,7 @@ class Bmv2:
     def restart(self) -> None:
         """Stop the switch (by its PID) and start an empty one on the same veths."""
         bmv2.terminate(self.proc)
-        self.proc = _spawn(self.log)
+        self.proc = _spawn(self.log, self.priority_queues)
 
     def counter(self, name: str, index: int) -> int:
         cell = self.sw.read_counter(name).get(index)
@@ -143,17 +135,9 @@ class Bmv2:
     def register(self, name: str, index: int) -> int:
         """One cell of a P4 register, read over Thrift (P4Runtime cannot read registers
         on BMv2): the per-backend load the LEAST* algorithms compare."""
-        cli = register_cli()
-        if cli is None:
+        if wire.cli_command() is None:
             pytest.skip("register reads skipped: simple_switch_CLI with Python thrift missing")
-        out = subprocess.run(
-            [*cli, "--thrift-port", str(THRIFT_PORT)],
-            input=f"register_read {name} {index}\n",
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
+        out = LAB.thrift([f"register_read {name} {index}"])
         found = re.search(rf"{re.escape(name)}\[{index}\]\s*=\s*(\d+)", out)
         if found is None:
             raise AssertionError(f"register_read {name} {index}: no value in {out!r}")
@@ -165,77 +149,34 @@ class Bmv2:
         return self.counter(name, index)
 
 
-@functools.cache
-def register_cli() -> list[str] | None:
-    """simple_switch_CLI and a Python that runs it (its Thrift modules may be installed for
-    the system's Python only)."""
-    cli = shutil.which("simple_switch_CLI")
-    if cli is None:
-        return None
-    for py in (sys.executable, "/usr/bin/python3"):
-        probe = [py, "-c", "import thrift, bmpy_utils"]
-        if Path(py).exists() and subprocess.run(probe, capture_output=True).returncode == 0:
-            return [py, cli]
-    return None
+def _spawn(log: Path, priority_queues: int) -> subprocess.Popen[bytes]:
+    return LAB.spawn(log_file=log.with_name("bmv2"), out=log, priority_queues=priority_queues)
 
 
-def _spawn(log: Path, priority_queues: int = 0) -> subprocess.Popen[bytes]:
-    ports = {p: switch_iface(p) for p in range(1, N_PORTS + 1)}
-    return bmv2.spawn(
-        ports,
-        GRPC_PORT,
-        THRIFT_PORT,
-        log_file=log.with_name("bmv2"),
-        out=log,
-        priority_queues=priority_queues,
-    )
-
-
-def start(workdir: Path, config: str = CONFIG, priority_queues: int = 0) -> Bmv2:
-    """veths + simple_switch_grpc + our pipeline and the test config applied; the switch's
-    log and config in `workdir` (a test's tmp_path: pytest keeps the last few runs' and
-    removes older ones)."""
-    stop_leftovers()
-    for p in range(1, N_PORTS + 1):
-        _run("ip", "link", "add", host_iface(p), "type", "veth", "peer", "name", switch_iface(p))
-        for ifc in (host_iface(p), switch_iface(p)):
-            _run("sysctl", "-qw", f"net.ipv6.conf.{ifc}.disable_ipv6=1")
-            _run("ip", "link", "set", ifc, "up")
+@contextmanager
+def running(workdir: Path, config: str = CONFIG, priority_queues: int = 0) -> Iterator[Bmv2]:
+    """The lab's veths and switch, our pipeline and `config` applied; the switch's log and
+    config in `workdir` (a test's tmp_path: pytest keeps the last few runs' and removes
+    older ones). The switch is stopped by its PID and the veths removed at the end."""
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "switch.log"
-    try:
+    cfg_path = workdir / "lb.toml"
+    cfg_path.write_text(config)
+    cfg = reader.load(cfg_path)
+    with LAB.veths():
         proc = _spawn(log, priority_queues)
-    except BaseException:
-        remove_veths()
-        raise
-    try:
-        cfg_path = workdir / "lb.toml"
-        cfg_path.write_text(config)
-        cfg = reader.load(cfg_path)
-        sw = operations.connect(cfg)
-        operations.apply(sw, cfg)
-    except BaseException:
-        bmv2.terminate(proc)
-        remove_veths()
-        raise
-    return Bmv2(proc, log, cfg, sw, cfg_path)
-
-
-def stop(b: Bmv2) -> None:
-    b.sw.close()
-    bmv2.terminate(b.proc)
-    remove_veths()
-
-
-def remove_veths() -> None:
-    for p in range(1, N_PORTS + 1):
-        subprocess.run(["ip", "link", "del", host_iface(p)], capture_output=True)
-
-
-def stop_leftovers() -> None:
-    """A previous run killed hard may have left our veths behind (never other processes)."""
-    if any(Path(f"/sys/class/net/{host_iface(p)}").exists() for p in range(1, N_PORTS + 1)):
-        remove_veths()
+        try:
+            sw = operations.connect(cfg)
+        except BaseException:
+            bmv2.terminate(proc)
+            raise
+        b = Bmv2(proc, log, cfg, sw, cfg_path, priority_queues)
+        try:
+            operations.apply(sw, cfg)
+            yield b
+        finally:
+            sw.close()
+            bmv2.terminate(b.proc)  # the one running now (restart starts another)
 
 
 class Wire:
@@ -248,7 +189,7 @@ class Wire:
         conf.verb = 0
         conf.ifaces.reload()  # each test makes new veths: scapy caches interface indexes
         self.got: list[tuple[int, bytes]] = []
-        ifaces = {host_iface(p): p for p in range(1, N_PORTS + 1)}
+        ifaces = LAB.host_ifs()
 
         def keep(pkt: Any) -> None:
             self.got.append((ifaces[pkt.sniffed_on], bytes(pkt)))

@@ -33,8 +33,7 @@ def floor_switch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     if problem := p4c_problem(floor.p4c()):
         pytest.skip(f"floor layer skipped: {problem}")
     json_path = floor.compile_floor(4, tmp_path_factory.mktemp("floor"))
-    binary = os.environ.get("P4LB_SIMPLE_SWITCH") or shutil.which("simple_switch_grpc") or ""
-    with sw.veths(), sw.switch(binary, json_path, None):
+    with sw.LAB.veths(), sw.LAB.switch(program=json_path):
         floor.program_floor(SHAPE)
         yield
 
@@ -44,8 +43,8 @@ def exchange(frame: bytes, port: int) -> bytes:
     rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
     tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     try:
-        rx.bind((sw.host_if(port), 0))
-        tx.bind((sw.host_if(1), 0))
+        rx.bind((sw.LAB.host_if(port), 0))
+        tx.bind((sw.LAB.host_if(1), 0))
         tx.send(frame)
         deadline = time.monotonic() + 5
         while (left := deadline - time.monotonic()) > 0:

@@ -24,15 +24,15 @@ from p4lb.service import operations
 from p4lb.switch.client import Switch
 from p4lb.switch.errors import SwitchError
 from tests.dataplane import support
-from topology import bmv2, thrift_guard
+from topology import bmv2, thrift_guard, wire
 from topology.pki import Pki, make_pki
 
-GRPC_PORT = 29659
-THRIFT_PORT = 29190
+# The switch's one port, its own veth pair (p4lbsec-s1, p4lbsec-h1).
+LAB = wire.VethLab("p4lbsec", ports=1, grpc_port=29659, thrift_port=29190)
+GRPC_PORT, THRIFT_PORT = LAB.grpc_port, LAB.thrift_port
 NS = "p4lbsec-ns"
 ROOT_IF, NS_IF = "p4lbsec-r", "p4lbsec-n"  # the namespace's link to the root namespace
 ROOT_ADDR, NS_ADDR = "10.251.0.1", "10.251.0.2"
-SW_IF, HOST_IF = "p4lbsec-s1", "p4lbsec-h1"  # the switch's one port
 
 
 def _sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -40,8 +40,7 @@ def _sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 def _cleanup() -> None:
-    for link in (ROOT_IF, SW_IF):
-        _sh("ip", "link", "del", link, check=False)
+    _sh("ip", "link", "del", ROOT_IF, check=False)
     _sh("ip", "netns", "del", NS, check=False)
     thrift_guard.release(THRIFT_PORT)
 
@@ -52,20 +51,19 @@ def links() -> Iterator[None]:
     if shutil.which("nft") is None:
         pytest.skip("security tests skipped: missing nft (nftables)")
     _cleanup()
-    try:
-        _sh("ip", "link", "add", SW_IF, "type", "veth", "peer", "name", HOST_IF)
-        _sh("ip", "netns", "add", NS)
-        _sh("ip", "link", "add", ROOT_IF, "type", "veth", "peer", "name", NS_IF)
-        _sh("ip", "link", "set", NS_IF, "netns", NS)
-        _sh("ip", "addr", "add", f"{ROOT_ADDR}/30", "dev", ROOT_IF)
-        for dev in (ROOT_IF, SW_IF, HOST_IF):
-            _sh("ip", "link", "set", dev, "up")
-        _sh("ip", "netns", "exec", NS, "ip", "addr", "add", f"{NS_ADDR}/30", "dev", NS_IF)
-        for dev in (NS_IF, "lo"):
-            _sh("ip", "netns", "exec", NS, "ip", "link", "set", dev, "up")
-        yield
-    finally:
-        _cleanup()
+    with LAB.veths():
+        try:
+            _sh("ip", "netns", "add", NS)
+            _sh("ip", "link", "add", ROOT_IF, "type", "veth", "peer", "name", NS_IF)
+            _sh("ip", "link", "set", NS_IF, "netns", NS)
+            _sh("ip", "addr", "add", f"{ROOT_ADDR}/30", "dev", ROOT_IF)
+            _sh("ip", "link", "set", ROOT_IF, "up")
+            _sh("ip", "netns", "exec", NS, "ip", "addr", "add", f"{NS_ADDR}/30", "dev", NS_IF)
+            for dev in (NS_IF, "lo"):
+                _sh("ip", "netns", "exec", NS, "ip", "link", "set", dev, "up")
+            yield
+        finally:
+            _cleanup()
 
 
 def connects_from_ns(addr: str, port: int) -> str:
@@ -93,9 +91,8 @@ def test_thrift_is_refused_from_another_namespace_and_open_on_the_host(links: No
         control.bind(("0.0.0.0", 0))
         control.listen(1)
         assert connects_from_ns(ROOT_ADDR, control.getsockname()[1]) == "connected"
-    proc = bmv2.spawn({1: SW_IF}, GRPC_PORT, THRIFT_PORT)
+    proc = LAB.spawn()
     try:
-        bmv2.wait_listening(THRIFT_PORT, 20.0)
         listening = _sh("ss", "-Hltn", f"sport = :{THRIFT_PORT}").stdout
         assert listening.strip(), "the switch serves Thrift (else this test proves nothing)"
         assert THRIFT_PORT in thrift_guard.confined_ports()
@@ -103,7 +100,7 @@ def test_thrift_is_refused_from_another_namespace_and_open_on_the_host(links: No
         # Processes of this host still reach it, on loopback and on the host's own address.
         assert connects_here("127.0.0.1", THRIFT_PORT)
         assert connects_here(ROOT_ADDR, THRIFT_PORT)
-        cli = support.register_cli()
+        cli = wire.cli_command()
         if cli is not None:  # the project's own use of Thrift: simple_switch_CLI here
             out = _sh(*cli, "--thrift-port", str(THRIFT_PORT), check=False)
             assert "Could not connect" not in out.stdout + out.stderr
@@ -126,10 +123,7 @@ def tls_switch(links: None, tmp_path: Path) -> Iterator[TlsSwitch]:
         pytest.skip("dataplane layer skipped: missing p4src/compiled artifacts (make artifacts)")
     pki = make_pki(tmp_path / "pki", ["switch"])
     server = pki.servers["switch"]
-    proc = bmv2.spawn(
-        {1: SW_IF},
-        GRPC_PORT,
-        THRIFT_PORT,
+    proc = LAB.spawn(
         out=tmp_path / "switch.out",
         grpc_args=bmv2.grpc_tls_args(pki.ca, server.cert, server.key),
     )
