@@ -45,6 +45,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,29 @@ from bench.rate import process_cpu_s
 OUT = ROOT / "results" / "tier"
 OVERLOAD_CLIENTS = 3  # ab processes offering the overload, as the independent check ran
 BASELINE = "3 x ab -c 64"  # its load: r0 below 3 of 3 next hops for 56 of 60 s before
+
+
+def alternating(names: list[Any], reps: int) -> Iterator[tuple[int, Any]]:
+    """(repetition, name): the names in their order, then reversed, and so on."""
+    for rep in range(reps):
+        for name in names if rep % 2 == 0 else names[::-1]:
+            yield rep, name
+
+
+def over_runs(
+    rs: list[dict[str, Any]], summarized: tuple[str, ...], summed: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """A point's runs, the summary (bench.stats) of each of `summarized` over them and the
+    total of each of `summed`; "r0_s_none" is each run's r["r0"]["s_none"]."""
+
+    def value(r: dict[str, Any], key: str) -> Any:
+        return r[key] if key in r else r[key[:2]][key[3:]]
+
+    return (
+        {"runs": rs}
+        | {k: stats.summary([value(r, k) for r in rs]) for k in summarized}
+        | {k: sum(r[k] for r in rs) for k in summed}
+    )
 
 
 def tier_facts() -> dict[str, Any]:
@@ -96,34 +120,23 @@ def set_active(t: Any, config: Path, active: int) -> None:
 
 def scaling(t: Any, config: Path, reps: int, seconds: int, points: list[int]) -> dict[str, Any]:
     runs: dict[int, list[dict[str, float]]] = {n: [] for n in points}
-    for rep in range(reps):
-        order = points if rep % 2 == 0 else list(reversed(points))  # interleaved
-        for n in order:
-            set_active(t, config, n)
-            t.reload()  # the failover's restarts gave some switches new PIDs
-            pids = [t.pids[f"switch-lb{i}"] for i in range(1, max(points) + 1)]
-            before = sum(process_cpu_s(p) for p in pids)
-            r = ab(1_000_000, 20, seconds)
-            r["switch_cpu_s"] = sum(process_cpu_s(p) for p in pids) - before
-            r["switch_cpu_ms_per_request"] = 1000 * r["switch_cpu_s"] / max(1, r["complete"])
-            r["rep"] = rep
-            runs[n].append(r)
-            print(
-                f"bench-tier: {n} balancers, rep {rep}: {r['rps']:.0f} req/s, "
-                f"{r['switch_cpu_ms_per_request']:.2f} ms switch CPU/request",
-                flush=True,
-            )
+    for rep, n in alternating(points, reps):
+        set_active(t, config, n)
+        t.reload()  # the failover's restarts gave some switches new PIDs
+        pids = [t.pids[f"switch-lb{i}"] for i in range(1, max(points) + 1)]
+        before = sum(process_cpu_s(p) for p in pids)
+        r = ab(1_000_000, 20, seconds)
+        r["switch_cpu_s"] = sum(process_cpu_s(p) for p in pids) - before
+        r["switch_cpu_ms_per_request"] = 1000 * r["switch_cpu_s"] / max(1, r["complete"])
+        r["rep"] = rep
+        runs[n].append(r)
+        print(
+            f"bench-tier: {n} balancers, rep {rep}: {r['rps']:.0f} req/s, "
+            f"{r['switch_cpu_ms_per_request']:.2f} ms switch CPU/request",
+            flush=True,
+        )
     set_active(t, config, max(points))
-    return {
-        str(n): {
-            "runs": rs,
-            "rps": stats.summary([r["rps"] for r in rs]),
-            "switch_cpu_ms_per_request": stats.summary(
-                [r["switch_cpu_ms_per_request"] for r in rs]
-            ),
-        }
-        for n, rs in runs.items()
-    }
+    return {str(n): over_runs(rs, ("rps", "switch_cpu_ms_per_request")) for n, rs in runs.items()}
 
 
 KINDS = ["switch killed", "speaker killed", "drain"]
@@ -194,98 +207,81 @@ def failover(t: Any, config: Path, reps: int, kinds: list[str] = KINDS) -> dict[
     from topology.tier_load import p4lb, steady_batches, traffic, verb, wait_hops
 
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
-    for rep in range(reps):
-        for kind in kinds if rep % 2 == 0 else list(reversed(kinds)):
-            victim = 1 + (rep % 3)
-            others = [i for i in (1, 2, 3) if i != victim]
-            come_back: Any = None
-            # Connections open a second before the event (the issue's bar), ab -c 4 running.
-            with traffic(1.0, 4) as (result, load):
-                if kind == "switch killed":
-                    t.kill(f"switch-lb{victim}")
-                elif kind == "speaker killed":
-                    t.kill(f"gobgpd-lb{victim}")
-                elif kind == "drain":
-                    p4lb("tier", "drain", f"lb{victim}")
-                else:
-                    detect, come_back = ha_leave(t, kind, rep)
-                if come_back is None:
-                    detect = wait_hops(t, others)
-                # Converged now: the event's start plus the wait would leave out the event's
-                # own time (the drain's CLI process) and count batches begun before the
-                # route change as steady.
-                converged = time.monotonic()
-                while time.monotonic() < converged + 2:
-                    time.sleep(0.1)
-                t1 = time.monotonic()  # the balancer comes back: routes change again
-                if come_back is not None:
-                    come_back()
-                elif kind == "switch killed":
-                    verb(t, "restart", f"lb{victim}")
-                elif kind == "speaker killed":
-                    verb(t, "restart", f"lb{victim}", "--speaker")
-                else:
-                    p4lb("tier", "restore", f"lb{victim}")
-                back = time.monotonic() - t1 if come_back is not None else 0.0
-                back = max(back, wait_hops(t, [1, 2, 3]))
-                back_at = time.monotonic()  # not t1 + back: starting a switch takes seconds
-                while time.monotonic() < back_at + 2:
-                    time.sleep(0.1)
-            conns = result["connections"]
-            errors: dict[str, int] = {}
-            for c in conns:
-                if c["broken"]:
-                    key = f"port {c['port']}: {c['broken']['error'][:40]}"
-                    errors[key] = errors.get(key, 0) + 1
-            # Routes converged: after the event's convergence until the balancer comes back,
-            # and after it is back; the rest overlaps a route change.
-            after, during = steady_batches(load, (converged, t1), (back_at, math.inf))
-            r = {
-                "rep": rep,
-                "victim": f"lb{victim}" if come_back is None else kind,
-                "detection_s": detect,
-                "rejoin_s": back,
-                "longest_stall_s": max(c.get("longest_wait_s", 0.0) for c in conns),
-                "connections": len(conns),
-                "broken": sum(1 for c in conns if c["broken"]),
-                "moved": sum(1 for c in conns if c["moved"]),
-                "broken_by": errors,
-                "drops": result.get("drops", {}),
-                "ab_failed_across_route_changes": sum(b["failed"] for b in during),
-                "ab_gave_up_across_route_changes": sum(1 for b in during if b["error"]),
-                "ab_requests_across_route_changes": sum(b["complete"] for b in during),
-                "ab_failed_while_converged": sum(b["failed"] for b in after),
-                "ab_gave_up_while_converged": sum(1 for b in after if b["error"]),
-                "ab_requests_while_converged": sum(b["complete"] for b in after),
-            }
-            runs[kind].append(r)
-            print(
-                f"bench-tier: {kind} (rep {rep}): detected {detect:.2f} s, longest stall "
-                f"{r['longest_stall_s']:.2f} s, broken {r['broken']}, moved {r['moved']}, "
-                f"ab failed {r['ab_failed_while_converged']} while converged, "
-                f"{r['ab_failed_across_route_changes']} across route changes",
-                flush=True,
-            )
-    return {
-        k: {
-            "runs": rs,
-            "detection_s": stats.summary([r["detection_s"] for r in rs]),
-            "longest_stall_s": stats.summary([r["longest_stall_s"] for r in rs]),
-            "rejoin_s": stats.summary([r["rejoin_s"] for r in rs]),
-            "broken": sum(r["broken"] for r in rs),
-            "moved": sum(r["moved"] for r in rs),
-            **{
-                k: sum(r[k] for r in rs)
-                for k in (
-                    "ab_failed_while_converged",
-                    "ab_gave_up_while_converged",
-                    "ab_failed_across_route_changes",
-                    "ab_gave_up_across_route_changes",
-                )
-            },
+    for rep, kind in alternating(kinds, reps):
+        victim = 1 + (rep % 3)
+        others = [i for i in (1, 2, 3) if i != victim]
+        come_back: Any = None
+        # Connections open a second before the event (the issue's bar), ab -c 4 running.
+        with traffic(1.0, 4) as (result, load):
+            if kind == "switch killed":
+                t.kill(f"switch-lb{victim}")
+            elif kind == "speaker killed":
+                t.kill(f"gobgpd-lb{victim}")
+            elif kind == "drain":
+                p4lb("tier", "drain", f"lb{victim}")
+            else:
+                detect, come_back = ha_leave(t, kind, rep)
+            if come_back is None:
+                detect = wait_hops(t, others)
+            # Converged now: the event's start plus the wait would leave out the event's
+            # own time (the drain's CLI process) and count batches begun before the
+            # route change as steady.
+            converged = time.monotonic()
+            while time.monotonic() < converged + 2:
+                time.sleep(0.1)
+            t1 = time.monotonic()  # the balancer comes back: routes change again
+            if come_back is not None:
+                come_back()
+            elif kind == "switch killed":
+                verb(t, "restart", f"lb{victim}")
+            elif kind == "speaker killed":
+                verb(t, "restart", f"lb{victim}", "--speaker")
+            else:
+                p4lb("tier", "restore", f"lb{victim}")
+            back = time.monotonic() - t1 if come_back is not None else 0.0
+            back = max(back, wait_hops(t, [1, 2, 3]))
+            back_at = time.monotonic()  # not t1 + back: starting a switch takes seconds
+            while time.monotonic() < back_at + 2:
+                time.sleep(0.1)
+        conns = result["connections"]
+        errors: dict[str, int] = {}
+        for c in conns:
+            if c["broken"]:
+                key = f"port {c['port']}: {c['broken']['error'][:40]}"
+                errors[key] = errors.get(key, 0) + 1
+        # Routes converged: after the event's convergence until the balancer comes back,
+        # and after it is back; the rest overlaps a route change.
+        after, during = steady_batches(load, (converged, t1), (back_at, math.inf))
+        r = {
+            "rep": rep,
+            "victim": f"lb{victim}" if come_back is None else kind,
+            "detection_s": detect,
+            "rejoin_s": back,
+            "longest_stall_s": max(c.get("longest_wait_s", 0.0) for c in conns),
+            "connections": len(conns),
+            "broken": sum(1 for c in conns if c["broken"]),
+            "moved": sum(1 for c in conns if c["moved"]),
+            "broken_by": errors,
+            "drops": result.get("drops", {}),
+            "ab_failed_across_route_changes": sum(b["failed"] for b in during),
+            "ab_gave_up_across_route_changes": sum(1 for b in during if b["error"]),
+            "ab_requests_across_route_changes": sum(b["complete"] for b in during),
+            "ab_failed_while_converged": sum(b["failed"] for b in after),
+            "ab_gave_up_while_converged": sum(1 for b in after if b["error"]),
+            "ab_requests_while_converged": sum(b["complete"] for b in after),
         }
-        for k, rs in runs.items()
-    }
+        runs[kind].append(r)
+        print(
+            f"bench-tier: {kind} (rep {rep}): detected {detect:.2f} s, longest stall "
+            f"{r['longest_stall_s']:.2f} s, broken {r['broken']}, moved {r['moved']}, "
+            f"ab failed {r['ab_failed_while_converged']} while converged, "
+            f"{r['ab_failed_across_route_changes']} across route changes",
+            flush=True,
+        )
+    ab_counts = ("ab_failed_while_converged", "ab_gave_up_while_converged")
+    ab_counts += ("ab_failed_across_route_changes", "ab_gave_up_across_route_changes")
+    timed = ("detection_s", "longest_stall_s", "rejoin_s")
+    return {k: over_runs(rs, timed, ("broken", "moved", *ab_counts)) for k, rs in runs.items()}
 
 
 def overload_points(t: Any, reps: int, seconds: int) -> dict[str, Any]:
@@ -314,70 +310,64 @@ def overload_points(t: Any, reps: int, seconds: int) -> dict[str, Any]:
     concurrency[BASELINE] = 64
     names = list(concurrency)
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in names}
-    for rep in range(reps):
-        for name in names if rep % 2 == 0 else list(reversed(names)):
-            c = concurrency[name]
-            routes = RouteSamples(every_s=0.2)
-            sampler = threading.Thread(target=routes.run, daemon=True)
-            sampler.start()
-            try:
-                with traffic(1.0, 4) as (held, _load):
-                    with overload(OVERLOAD_CLIENTS, c, seconds) as results:
-                        started = time.monotonic()
-                        while time.monotonic() < started + seconds:
-                            time.sleep(0.2)
-                    ended = time.monotonic()
-            finally:
-                routes.stop.set()
-                sampler.join(10)
-            window = [s for s in routes.samples if started <= s[0] < ended]
-            r0 = route_gaps([(at, h) for at, h, _ in window], n, ended)
-            r1 = route_gaps([(at, h) for at, _, h in window], n, ended)
-            conns = held["connections"]
-            r = {
-                "rep": rep,
-                "concurrency_per_client": c,
-                "offered_rps": OVERLOAD_CLIENTS * c / (unloaded_ms / 1000),
-                "served_rps": sum(x["complete"] for x in results) / (ended - started),
-                "failed": sum(x["failed"] for x in results),
-                "ab_gave_up": sum(1 for x in results if not x["complete"]),
-                "r0": r0,
-                "r1": r1,
-                "seconds": ended - started,
-                "longest_stall_s": max(x.get("longest_wait_s", 0.0) for x in conns),
-                "held": len(conns),
-                "held_timed_out": sum(
-                    1 for x in conns if x["broken"] and "timed out" in x["broken"]["error"]
-                ),
-                "held_broken": sum(
-                    1 for x in conns if x["broken"] and "timed out" not in x["broken"]["error"]
-                ),
-                "held_moved": sum(1 for x in conns if x["moved"]),
-            }
-            runs[name].append(r)
-            print(
-                f"bench-tier: overload {name} (rep {rep}): offered {r['offered_rps']:.0f}, "
-                f"served {r['served_rps']:.0f} req/s, failed {r['failed']:.0f}; r0 below "
-                f"{n} for {r0['s_below_n']:.1f} s, none {r0['s_none']:.1f} s; longest stall "
-                f"{r['longest_stall_s']:.2f} s",
-                flush=True,
-            )
-            wait_hops(t, list(t.lbs))  # whole again before the next point (bounded)
+    for rep, name in alternating(names, reps):
+        c = concurrency[name]
+        routes = RouteSamples(every_s=0.2)
+        sampler = threading.Thread(target=routes.run, daemon=True)
+        sampler.start()
+        try:
+            with traffic(1.0, 4) as (held, _load):
+                with overload(OVERLOAD_CLIENTS, c, seconds) as results:
+                    started = time.monotonic()
+                    while time.monotonic() < started + seconds:
+                        time.sleep(0.2)
+                ended = time.monotonic()
+        finally:
+            routes.stop.set()
+            sampler.join(10)
+        window = [s for s in routes.samples if started <= s[0] < ended]
+        r0 = route_gaps([(at, h) for at, h, _ in window], n, ended)
+        r1 = route_gaps([(at, h) for at, _, h in window], n, ended)
+        conns = held["connections"]
+        r = {
+            "rep": rep,
+            "concurrency_per_client": c,
+            "offered_rps": OVERLOAD_CLIENTS * c / (unloaded_ms / 1000),
+            "served_rps": sum(x["complete"] for x in results) / (ended - started),
+            "failed": sum(x["failed"] for x in results),
+            "ab_gave_up": sum(1 for x in results if not x["complete"]),
+            "r0": r0,
+            "r1": r1,
+            "seconds": ended - started,
+            "longest_stall_s": max(x.get("longest_wait_s", 0.0) for x in conns),
+            "held": len(conns),
+            "held_timed_out": sum(
+                1 for x in conns if x["broken"] and "timed out" in x["broken"]["error"]
+            ),
+            "held_broken": sum(
+                1 for x in conns if x["broken"] and "timed out" not in x["broken"]["error"]
+            ),
+            "held_moved": sum(1 for x in conns if x["moved"]),
+        }
+        runs[name].append(r)
+        print(
+            f"bench-tier: overload {name} (rep {rep}): offered {r['offered_rps']:.0f}, "
+            f"served {r['served_rps']:.0f} req/s, failed {r['failed']:.0f}; r0 below "
+            f"{n} for {r0['s_below_n']:.1f} s, none {r0['s_none']:.1f} s; longest stall "
+            f"{r['longest_stall_s']:.2f} s",
+            flush=True,
+        )
+        wait_hops(t, list(t.lbs))  # whole again before the next point (bounded)
     return {
         "balancers": n,
         "capacity_rps": capacity,
         "unloaded_ms_per_request": unloaded_ms,
         "points": {
-            k: {
-                "runs": rs,
-                "served_rps": stats.summary([r["served_rps"] for r in rs]),
-                "r0_s_below_n": stats.summary([r["r0"]["s_below_n"] for r in rs]),
-                "r0_s_none": stats.summary([r["r0"]["s_none"] for r in rs]),
-                "r1_s_none": stats.summary([r["r1"]["s_none"] for r in rs]),
-                "longest_stall_s": stats.summary([r["longest_stall_s"] for r in rs]),
-                "failed": sum(r["failed"] for r in rs),
-                "held_broken": sum(r["held_broken"] for r in rs),
-            }
+            k: over_runs(
+                rs,
+                ("served_rps", "r0_s_below_n", "r0_s_none", "r1_s_none", "longest_stall_s"),
+                ("failed", "held_broken"),
+            )
             for k, rs in runs.items()
         },
     }
