@@ -35,6 +35,7 @@ from typing import Any
 from bench import outdir, profiles, templates
 from bench import provenance as pv
 from bench import qos_metrics as m
+from bench.experiments.run import switch_packets
 from bench.outdir import ROOT
 from bench.rate import process_cpu_s
 from bench.stats import percentile_interpolated
@@ -98,15 +99,6 @@ def thrift_register(name: str, index: int, thrift_port: int = 9090) -> int:
     ).stdout
     found = re.search(rf"{re.escape(name)}\[{index}\]\s*=\s*(\d+)", out)
     return int(found.group(1)) if found else 0
-
-
-def switch_rx(switch: Any) -> int:
-    """Packets the switch's interfaces took in (its side of each veth)."""
-    total = 0
-    for intf in switch.intfList():
-        if intf.name != "lo":
-            total += int(Path(f"/sys/class/net/{intf.name}/statistics/rx_packets").read_text())
-    return total
 
 
 def qos_drops(lab: Any) -> dict[str, int]:
@@ -175,7 +167,7 @@ def one_run(
     drops0 = qos_drops(lab)
     sw = lab.net.switches[0]
     soj0, deq0 = thrift_register("qos_sojourn_us", 0), thrift_register("qos_dequeued", 0)
-    cpu0, rx0 = process_cpu_s(sw.switch_pid), switch_rx(sw)
+    cpu0, rx0 = process_cpu_s(sw.switch_pid), switch_packets(lab)
     sink_out, voip_out = tmp / f"{variant}-sink.json", tmp / f"{variant}-voip.json"
     sink_out.unlink(missing_ok=True)  # a previous repetition's
     voip_out.unlink(missing_ok=True)
@@ -209,7 +201,7 @@ def one_run(
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not (sink_out.exists() and voip_out.exists()):
         time.sleep(0.5)
-    cpu1, rx1 = process_cpu_s(sw.switch_pid), switch_rx(sw)
+    cpu1, rx1 = process_cpu_s(sw.switch_pid), switch_packets(lab)
     soj1, deq1 = thrift_register("qos_sojourn_us", 0), thrift_register("qos_dequeued", 0)
     drops1 = qos_drops(lab)
 

@@ -45,6 +45,7 @@ from bench.experiments.plan import (
     Variant,
     variants,
 )
+from bench.rate import process_cpu_s
 from p4lb.intent import reader, writer
 from p4lb.pipeline.p4info import compiled_limits
 from p4lb.service import operations
@@ -243,22 +244,6 @@ def switch_packets(lab: Lab) -> int:
     return total
 
 
-def cpu_ticks(pid: int) -> int:
-    """utime + stime of a process, in clock ticks (0 when it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0
-    return int(fields[11]) + int(fields[12])
-
-
-def machine_ticks() -> tuple[int, int]:
-    """(busy, total) jiffies of all CPUs since boot."""
-    cells = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = cells[3] + (cells[4] if len(cells) > 4 else 0)
-    return sum(cells) - idle, sum(cells)
-
-
 def log_lines(lab: Lab) -> dict[str, int]:
     out = {}
     for s in lab.servers:
@@ -355,8 +340,7 @@ def one_run(lab: Lab, job: Job, root: Path, k6: str | None, k6_sources: int = 1)
     tcp0 = {h.name: tcp_counters(h) for h in hosts}
     sw_conns0, drops0 = switch_view(lab)
     pkts0 = switch_packets(lab)
-    swcpu0 = cpu_ticks(lab.pids.get("switch", 0))
-    busy0, total0 = machine_ticks()
+    swcpu0 = process_cpu_s(lab.pids["switch"])
     load0 = os.getloadavg()
     t0 = time.monotonic()
     url = URL
@@ -384,9 +368,8 @@ def one_run(lab: Lab, job: Job, root: Path, k6: str | None, k6_sources: int = 1)
         loadgen.run_k6(k6, sources, ld, url, out, 90 + 2 * span)
     elapsed = time.monotonic() - t0
     pkts1 = switch_packets(lab)
-    swcpu1 = cpu_ticks(lab.pids.get("switch", 0))
-    busy1, total1 = machine_ticks()
-    other_cpu = provenance.other_share(sample0, provenance.sample_now())
+    swcpu1 = process_cpu_s(lab.pids["switch"])
+    sample1 = provenance.sample_now()
     wait_servers_idle(lab)
     served, conns, by_source = log_since(lab, lines0)
     if single:  # what the one server answered (the pool's servers saw nothing)
@@ -396,7 +379,6 @@ def one_run(lab: Lab, job: Job, root: Path, k6: str | None, k6_sources: int = 1)
         conns[host.name] += len(lines)
     tcp1 = {h.name: tcp_counters(h) for h in hosts}
     sw_conns1, drops1 = switch_view(lab)
-    hz = os.sysconf("SC_CLK_TCK")
     record: dict[str, Any] = {
         "experiment": job.experiment,
         "scenario": job.scenario.name,
@@ -413,12 +395,12 @@ def one_run(lab: Lab, job: Job, root: Path, k6: str | None, k6_sources: int = 1)
         "loadavg_before": list(load0),
         "loadavg_after": list(os.getloadavg()),
         "busiest_processes_after": busiest()[:4],
-        "machine_cpu_busy": (busy1 - busy0) / max(1, total1 - total0),
-        "other_cpu": other_cpu,
+        "machine_cpu_busy": (sample1.busy - sample0.busy) / max(1, sample1.total - sample0.total),
+        "other_cpu": provenance.other_share(sample0, sample1),
         "sources_drawn": drawn,
         "switch_packets": pkts1 - pkts0,
         "switch_pps": (pkts1 - pkts0) / elapsed if elapsed else 0.0,
-        "switch_cpu": (swcpu1 - swcpu0) / hz / elapsed if elapsed else 0.0,
+        "switch_cpu": (swcpu1 - swcpu0) / elapsed if elapsed else 0.0,
         "served": served,
         "connections": conns,
         "by_source": by_source,
