@@ -99,11 +99,8 @@ def instructions_of(t: runner.Trial, name: str) -> tuple[float, float]:
 def zero_loss_of(t: runner.Trial, name: str) -> float:
     shape = lab.Shape(flows=t.args.flows)
     pcap = traffic.pcap_for(shape, name == "baseline", t.workdir)
-    cm, _ = lab.start_program(program(t, name, shape), t.binary, t.workdir, None)
-    try:
+    with lab.running(program(t, name, shape), t.binary, t.workdir):
         return rate.zero_loss_rate(pcap)[0]
-    finally:
-        cm.__exit__(None, None, None)
 
 
 def passes(args: argparse.Namespace) -> dict[str, runner.Measure]:

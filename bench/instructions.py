@@ -7,7 +7,7 @@ import argparse
 import re
 from pathlib import Path
 
-from bench.lab import Program, Shape, run_quietly, rx_total, settled_rx, start_program
+from bench.lab import Program, Shape, run_quietly, running, rx_total, settled_rx
 from bench.rate import LOSS_TOLERANCE, replay
 
 INSTR_PPS = 40  # under callgrind BMv2 runs some 50x slower, slower still on new code
@@ -92,16 +92,13 @@ def instructions_once(
     out = workdir / f"cg-{name}"
     wrap = callgrind_wrap(out)
     prog = prog or Program(name, Shape(flows=args.instr_flows))
-    cm, pid = start_program(prog, binary, workdir, None, wrap)
-    try:
+    with running(prog, binary, workdir, None, wrap) as pid:
         run_quietly("callgrind_control", "-i", "on", str(pid))
         start = rx_total()
         sent, _ = replay(pcap, INSTR_PPS)
         delivered = settled_rx(start)
         run_quietly("callgrind_control", "-i", "off", str(pid))
         run_quietly("callgrind_control", "-d", str(pid))
-    finally:
-        cm.__exit__(None, None, None)
     if delivered < sent * (1 - LOSS_TOLERANCE):
         raise RuntimeError(f"instructions: {name} lost {sent - delivered} of {sent} packets")
     # The dump on request is part 1 of each thread's output; the dump at exit (part 2,

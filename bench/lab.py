@@ -11,7 +11,8 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -183,27 +184,34 @@ class Program:
     setup: Callable[[Shape], None] | None = None
 
 
-def start_program(
-    prog: Program, binary: str, workdir: Path, log: Path | None, wrap: list[str] | None = None
-) -> tuple[Any, int]:
-    """A switch running `prog`, programmed, and its PID; the caller ends it with
-    __exit__. A switch that cannot be programmed is stopped here (by its PID) before the
-    error goes on."""
+@contextmanager
+def running(
+    prog: Program,
+    binary: str,
+    workdir: Path,
+    log: Path | None = None,
+    wrap: Sequence[str] = (),
+) -> Iterator[int]:
+    """A switch running `prog`, programmed; its PID. It is stopped by that PID at the end,
+    or before the error goes on if it cannot be programmed."""
     baseline = prog.name == "baseline"
     json_path = COMPILED / "baseline.json" if baseline else prog.json
-    cm = LAB.switch(binary=binary, program=json_path, log_file=log, wrap=wrap or ())
-    pid = cm.__enter__().pid
-    try:
+    with LAB.switch(binary=binary, program=json_path, log_file=log, wrap=wrap) as proc:
         if prog.setup:
             prog.setup(prog.shape)
         elif baseline:
             program_baseline(prog.shape)
         else:
             program_lb(lb_config(prog.name, prog.shape), workdir)
-    except BaseException:
-        cm.__exit__(None, None, None)
-        raise
-    return cm, pid
+        yield proc.pid
+
+
+def start_program(
+    prog: Program, binary: str, workdir: Path, log: Path | None, wrap: list[str] | None = None
+) -> tuple[Any, int]:
+    """`running` entered by hand (bench/peers.py's way): the caller ends it with __exit__."""
+    cm = running(prog, binary, workdir, log, wrap or ())
+    return cm, cm.__enter__()
 
 
 def p4lb_stats(workdir: Path) -> dict[str, Any]:

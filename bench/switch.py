@@ -49,7 +49,7 @@ from typing import Any
 
 from bench import lab, outdir, profiles, runner, stats
 from bench.instructions import INSTR_PPS, instructions_once, traced_counts
-from bench.lab import ROOT, Program, Shape, rx_total, settled_rx, start_program, veths
+from bench.lab import ROOT, Program, Shape, running, rx_total, settled_rx, veths
 from bench.rate import LOSS_TOLERANCE, cpu_per_packet, latencies, replay, trial, zero_loss_rate
 from bench.runner import add_common, builds_to_measure, order_seed, progress, start_run
 from bench.traffic import (
@@ -72,13 +72,10 @@ def timed_once(t: runner.Trial, name: str) -> dict[str, Any]:
     shape = Shape(flows=t.args.flows)
     direct = name == "baseline"
     pcap = pcap_for(shape, direct, t.workdir)
-    cm, pid = start_program(Program(name, shape), t.binary, t.workdir, None)
-    try:
+    with running(Program(name, shape), t.binary, t.workdir) as pid:
         cpu = cpu_per_packet(pid, pcap)
         rates = zero_loss_rate(pcap)
         lat = latencies(path_packets(shape, direct), t.args.latency_rounds)
-    finally:
-        cm.__exit__(None, None, None)
     return {
         "cpu": cpu,
         "rates": rates,
@@ -247,13 +244,10 @@ def measure_trace(binary: str, args: argparse.Namespace, workdir: Path) -> dict[
         log = workdir / f"trace-{name}.log"
         if log.exists():
             log.unlink()
-        cm, _ = start_program(Program(name, shape), binary, workdir, log)
-        try:
-            packets = path_packets(shape, direct)
+        packets = path_packets(shape, direct)
+        with running(Program(name, shape), binary, workdir, log):
             latencies(packets, 1)
             settled_rx(rx_total())
-        finally:
-            cm.__exit__(None, None, None)
         # BMv2 names its log file NAME.txt.
         counts = traced_counts(log if log.exists() else log.with_name(log.name + ".txt"))
         ids = sorted(counts)[-len(packets) :]
@@ -294,8 +288,7 @@ def measure_growth(binary: str, args: argparse.Namespace, workdir: Path) -> list
         sat, coll = [], []
         for rep in range(args.reps):
             progress(f"growth {kind}={n} rep {rep + 1}/{args.reps}")
-            cm, _ = start_program(Program("wrr", shape), binary, workdir, None)
-            try:
+            with running(Program("wrr", shape), binary, workdir):
                 if preload is not None:
                     # Slowly enough that the switch loses nothing: every SYN is stored.
                     start = rx_total()
@@ -304,8 +297,6 @@ def measure_growth(binary: str, args: argparse.Namespace, workdir: Path) -> list
                     if settled_rx(start) < sent * (1 - LOSS_TOLERANCE):
                         progress(f"  preload lost packets at {args.preload_pps} pps")
                 sat.append(trial(pcap, None)[1])
-            finally:
-                cm.__exit__(None, None, None)
         row: dict[str, Any] = {"dimension": kind, "value": n, "saturation_pps": stats.summary(sat)}
         if coll:
             row["collisions"] = stats.summary([float(c) for c in coll])

@@ -6,6 +6,8 @@ for a cost."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +41,11 @@ def run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[dict[str, Any]
 
     running: list[str] = []
 
-    def start_program(prog: lab.Program, *a: Any) -> tuple[Any, int]:
+    @contextmanager
+    def switch_running(prog: lab.Program, *a: Any) -> Iterator[int]:
         running.append(prog.name)
         order.append(f"timed {prog.name}")
-
-        class Switch:
-            def __exit__(self, *exc: Any) -> None:
-                pass
-
-        return Switch(), 1
+        yield 1
 
     def zero_loss_rate(pcap: Path) -> tuple[float, float]:
         name = running[-1]
@@ -55,7 +53,7 @@ def run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[dict[str, Any]
 
     monkeypatch.setattr(floor, "compile_floor", compile_floor)
     monkeypatch.setattr(instructions, "instructions_once", instructions_once)
-    monkeypatch.setattr(lab, "start_program", start_program)
+    monkeypatch.setattr(lab, "running", switch_running)
     monkeypatch.setattr(rate, "zero_loss_rate", zero_loss_rate)
     monkeypatch.setattr(
         traffic, "pcap_for", lambda shape, direct, wd: wd / ("direct" if direct else "vip")
