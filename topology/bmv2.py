@@ -1,6 +1,7 @@
-"""BMv2's simple_switch_grpc as the labs start it: a Mininet switch (Bmv2Switch, no Open
-vSwitch needed), or on its own (spawn: the packet tests and benchmarks); its options, and
-a bounded wait until it listens."""
+"""BMv2's simple_switch_grpc as every lab starts it: its command line (`command`: for the
+Mininet switch Bmv2Switch, which needs no Open vSwitch; the tier's balancers; the veth lab
+of the packet tests and benchmarks, topology.wire), its stop by PID, and a bounded wait
+until it listens."""
 
 from __future__ import annotations
 
@@ -76,53 +77,6 @@ def command(
     args += [str(program)] if program else ["--no-p4"]
     args += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}", *grpc_args]
     return args + queue_args(priority_queues)
-
-
-def spawn(
-    ports: dict[int, str],
-    grpc_port: int,
-    thrift_port: int,
-    log_file: Path | None = None,
-    out: Path | None = None,
-    grpc_args: Sequence[str] = (),
-    priority_queues: int = 0,
-    *,
-    binary: str | None = None,
-    program: Path | None = None,
-    wrap: Sequence[str] = (),
-    timeout_s: float = 20.0,
-) -> subprocess.Popen[bytes]:
-    """simple_switch_grpc outside Mininet (the veth lab: topology.wire), its command line
-    as `command` makes it, run under `wrap` if given (valgrind: the PID stays the
-    switch's); its Thrift port reachable from this host only (topology.thrift_guard).
-    Returns once gRPC and Thrift listen (within timeout_s each)."""
-    args = [
-        *wrap,
-        *command(
-            ports,
-            grpc_port,
-            thrift_port,
-            binary=binary,
-            program=program,
-            log_file=log_file,
-            grpc_args=grpc_args,
-            priority_queues=priority_queues,
-        ),
-    ]
-    thrift_guard.confine(thrift_port)
-    try:
-        with open(out or "/dev/null", "wb") as sink:
-            proc = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT)
-    except BaseException:
-        thrift_guard.release(thrift_port)
-        raise
-    try:
-        wait_listening(grpc_port, timeout_s)
-        wait_listening(thrift_port, timeout_s)
-    except BaseException:
-        terminate(proc)
-        raise
-    return proc
 
 
 def terminate(proc: subprocess.Popen[bytes]) -> None:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from topology import bmv2
+from topology import bmv2, thrift_guard
 
 
 @dataclass(frozen=True)
@@ -69,23 +69,36 @@ class VethLab:
         grpc_args: Sequence[str] = (),
         priority_queues: int = 0,
     ) -> subprocess.Popen[bytes]:
-        """simple_switch_grpc on the switch's ends (topology.bmv2.spawn): `program` (BMv2
-        JSON) loaded at start, else empty until P4Runtime pushes one; under `wrap`
-        (valgrind) it gets longer to listen. Stopped with topology.bmv2.terminate."""
+        """simple_switch_grpc on the switch's ends (topology.bmv2.command): `program` (BMv2
+        JSON) loaded at start, else empty until P4Runtime pushes one; run under `wrap` if
+        given (valgrind: the PID stays the switch's, and it gets longer to listen). Its
+        Thrift port is reachable from this host only (topology.thrift_guard). Returns once
+        gRPC and Thrift listen; stopped with topology.bmv2.terminate."""
         ports = {p: self.switch_if(p) for p in range(1, self.ports + 1)}
-        return bmv2.spawn(
+        args = bmv2.command(
             ports,
             self.grpc_port,
             self.thrift_port,
-            log_file,
-            out,
-            grpc_args,
-            priority_queues,
             binary=binary,
             program=program,
-            wrap=wrap,
-            timeout_s=120.0 if wrap else 20.0,
+            log_file=log_file,
+            grpc_args=grpc_args,
+            priority_queues=priority_queues,
         )
+        thrift_guard.confine(self.thrift_port)
+        try:
+            with open(out or "/dev/null", "wb") as sink:
+                proc = subprocess.Popen([*wrap, *args], stdout=sink, stderr=subprocess.STDOUT)
+        except BaseException:
+            thrift_guard.release(self.thrift_port)
+            raise
+        try:
+            for port in (self.grpc_port, self.thrift_port):
+                bmv2.wait_listening(port, 120.0 if wrap else 20.0)
+        except BaseException:
+            bmv2.terminate(proc)
+            raise
+        return proc
 
     @contextmanager
     def switch(
