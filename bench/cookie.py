@@ -45,7 +45,7 @@ def shared_setup(workdir: Path) -> Any:
     """Programs the switch as the one balancer of a tier: the VIP's connections shared."""
 
     def setup(shape: lab.Shape) -> None:
-        tier = BALANCER.format(port=lab.GRPC_PORT, mac=lab.SWITCH_MAC)
+        tier = BALANCER.format(port=lab.LAB.grpc_port, mac=lab.SWITCH_MAC)
         lab.program_lb(lab.lb_config("wrr", shape) + tier, workdir)
 
     return setup

@@ -32,9 +32,6 @@ LAB = VethLab("p4lbb", ports=5, grpc_port=39559, thrift_port=39090)
 BACKEND_PORTS = 3
 
 
-GRPC_PORT = LAB.grpc_port
-
-
 SWITCH_MAC = "00:00:00:00:01:00"
 
 
@@ -82,7 +79,7 @@ def lb_config(algorithm: str, shape: Shape) -> str:
     """A p4lb config for `shape`: the client network on port 1, backends on ports 2..4."""
     lines = [
         "[switch]",
-        f'address = "127.0.0.1:{GRPC_PORT}"',
+        f'address = "127.0.0.1:{LAB.grpc_port}"',
         "device_id = 0",
         "election_id = 10",
         f'mac = "{SWITCH_MAC}"',
