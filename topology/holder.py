@@ -6,8 +6,13 @@ backend (moved), and the longest wait for an answer (a stall while the router co
 Run in the client's namespace until `--stop-file` appears (or `--duration` passes, a bound):
     python -m topology.holder --vip 10.0.0.100 --ports 80 81 --connections 60 --out r.json
 It writes `--ready-file` once every connection has its first answer, and `--out` at the end:
-one record per connection (port, local port, backend, opened, requests, broken, moved, the
-longest wait and when it ended) and every failure with its time (monotonic clock)."""
+one record per connection (port, local port, whether it uses TCP timestamps, backend,
+opened, requests, broken, moved, the longest wait and when it ended) and every failure with
+its time (monotonic clock).
+
+`--without-timestamps N`: the first N connections of each port open with the namespace's
+net.ipv4.tcp_timestamps at 0 (a client that sends none: needs root), the rest with it at
+1; the sysctl is read at each SYN, so each connection keeps what it negotiated."""
 
 from __future__ import annotations
 
@@ -23,6 +28,13 @@ from pathlib import Path
 from typing import Any
 
 BACKEND = re.compile(rb"p4lb backend (\S+?)<")
+TIMESTAMPS_SYSCTL = Path("/proc/sys/net/ipv4/tcp_timestamps")
+TCPI_OPT_TIMESTAMPS = 1  # linux/tcp.h: tcp_info's tcpi_options (its sixth byte)
+
+
+def uses_timestamps(sock: socket.socket) -> bool:
+    """Whether the connection negotiated TCP timestamps (TCP_INFO)."""
+    return bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[5] & TCPI_OPT_TIMESTAMPS)
 
 
 def ask(sock: socket.socket, host: str) -> bytes:
@@ -68,6 +80,7 @@ class Conn(threading.Thread):
             return
         sock.settimeout(self.timeout)
         self.rec["local_port"] = sock.getsockname()[1]
+        self.rec["timestamps"] = uses_timestamps(sock)
         self.rec["opened"] = time.monotonic()
         try:
             while not self.stop.is_set():
@@ -113,15 +126,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stop-file", type=Path, required=True)
     p.add_argument("--ready-file", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--without-timestamps", type=int, default=0, metavar="N", help="per port")
     a = p.parse_args(argv)
     stop = threading.Event()
     conns = []
-    for port in a.ports:
-        for _ in range(a.connections):
-            c = Conn(a.vip, port, a.interval, a.timeout, stop)
-            c.start()
-            c.first.wait(a.timeout)
-            conns.append(c)
+    try:
+        for port in a.ports:
+            for k in range(a.connections):
+                if a.without_timestamps:
+                    TIMESTAMPS_SYSCTL.write_text("0" if k < a.without_timestamps else "1")
+                c = Conn(a.vip, port, a.interval, a.timeout, stop)
+                c.start()
+                c.first.wait(a.timeout)
+                conns.append(c)
+    finally:
+        if a.without_timestamps:
+            TIMESTAMPS_SYSCTL.write_text("1")
     write_whole(a.ready_file, {"at": time.monotonic(), "connections": len(conns)})
     deadline = time.monotonic() + a.duration
     while time.monotonic() < deadline and not a.stop_file.exists():

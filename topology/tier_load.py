@@ -179,9 +179,11 @@ def traffic(
     ab_concurrency: int,
     connections: int = 60,
     ports: tuple[int, ...] = (80, 81),
+    without_timestamps: int = 0,
 ) -> Iterator[tuple[dict[str, Any], Load]]:
-    """Keep-alive connections to the VIP's `ports` (the holder, `connections` to each) and
-    ab batches (to port 80), for the block, which starts once every connection is
+    """Keep-alive connections to the VIP's `ports` (the holder, `connections` to each, the
+    first `without_timestamps` of each from a client that sends no TCP timestamps) and ab
+    batches (to port 80), for the block, which starts once every connection is
     `open_before_s` old; yields the holder's result (filled at the end) and the load."""
     work = plan.RUN / "holder"
     work.mkdir(parents=True, exist_ok=True)
@@ -209,6 +211,8 @@ def traffic(
             str(ready),
             "--out",
             str(out),
+            "--without-timestamps",
+            str(without_timestamps),
         ],
         cwd=ROOT,
     )

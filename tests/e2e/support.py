@@ -66,12 +66,16 @@ EVENTS = (" is DOWN", " is UP", "out of the tier", "in the tier", "announced", "
 
 
 def assert_none_broken(
-    result: dict[str, Any], ports: tuple[int, ...] = (80, 81), per_port: int = 60
+    result: dict[str, Any],
+    ports: tuple[int, ...] = (80, 81),
+    per_port: int = 60,
+    without_timestamps: int = 0,
 ) -> None:
     """Of the connections held through an event (topology.tier_load.traffic's result), none
-    broke or moved to another backend, and each kept asking. Without the tier's sharing (no
-    cookie, no copies, or either naming the wrong backend) every round-robin connection that
-    moves breaks: a third or more of them."""
+    broke or moved to another backend, each kept asking, and `without_timestamps` of each
+    port's sent no TCP timestamps (they hold by the copies alone). Without the tier's
+    sharing (no cookie, no copies, or either naming the wrong backend) every round-robin
+    connection that moves breaks: a third or more of them."""
     from topology.tier_load import controller_log
 
     print("drops by balancer:", result.get("drops"))
@@ -79,6 +83,7 @@ def assert_none_broken(
     assert len(conns) == per_port * len(ports)
     for port in ports:
         mine = [c for c in conns if c["port"] == port]
+        assert sum(not c.get("timestamps", True) for c in mine) == without_timestamps
         broken = [c for c in mine if c["broken"]]
         moved = [c for c in mine if c["moved"]]
         if broken or moved:

@@ -146,20 +146,25 @@ class Shared:
                 todo[f] = bid
 
     def adopt(self, balancer: str, copies: list[tuple[FlowKey, int]], now: float) -> None:
-        """`balancer` holds these copies (a standby controller took it over and read them):
-        live connections, whose owner is not known (the events went to the former
-        controller); each balancer that lacks one gets it, its owner too (a copy there
-        names the backend its own state names)."""
+        """`balancer` holds these copies (a controller that took it over read them): live
+        connections, each to be copied to every balancer that lacks it (`learn`)."""
         self.held.setdefault(balancer, set())
-        for flow, backend_id in copies:
+        for flow, _ in copies:
             self.held[balancer].add(flow)
             self.pending.get(balancer, {}).pop(flow, None)  # handed to it by another's adopt
+        self.learn(copies, now)
+
+    def learn(self, copies: list[tuple[FlowKey, int]], now: float) -> None:
+        """Copies some balancer holds: live connections whose owner is not known (the events
+        went to another controller); each balancer that lacks one gets it, its owner too (a
+        copy there names the backend its own state names)."""
+        for flow, backend_id in copies:
             if flow in self.conns:
                 continue
             self.conns[flow] = ("", backend_id)
             self.since[flow] = now
             for b, todo in self.pending.items():
-                if b != balancer and flow not in self.held[b]:
+                if flow not in self.held[b]:
                     todo[flow] = backend_id
 
     def opened(self, owner: str, flow: FlowKey, backend_id: int, now: float = 0.0) -> None:

@@ -97,6 +97,7 @@ class Session:
         self.standby = False  # start as a backup below the config's id (p4lb run --standby)
         self._tried = 0  # a standby: how many of its ids the switch refused in a row
         self._standby_ids: list[int] = []
+        self._kept: int | None = None  # a standby: the id a switch last accepted
         # Set while the session holds the switch, in its intent, with digests on.
         self.ready = threading.Event()
         self.fresh = True  # a new connection: the switch may have lost its state (a restart)
@@ -195,6 +196,7 @@ class Session:
                     switch = dataclasses.replace(cfg.switch, election_id=self.election_id)
                     self.sw = connect(dataclasses.replace(cfg, switch=switch))
                     self._tried = 0
+                    self._kept = self.election_id
                     if self.standby and not self.sw.is_primary:
                         log.info(
                             "%s: standby on %s as election id %d; backup until the primary's "
@@ -260,7 +262,10 @@ class Session:
 
     def _election_id(self, cfg: Config) -> int | None:
         """The id to connect as: the config's, or a standby's next one below it (None, and
-        one line, when the config's leaves none)."""
+        one line, when the config's leaves none). A standby that reconnects (its switch
+        restarted) asks for the id it held first: a higher one free on the restarted switch
+        would make it primary there while another controller is primary on the others, and
+        neither could then copy the other's connections."""
         if not self.standby:
             return cfg.switch.election_id
         ids = self._standby_ids = standby_ids(cfg.switch.election_id)
@@ -272,7 +277,8 @@ class Session:
                 cfg.switch.election_id,
             )
             return None
-        return ids[self._tried % len(ids)]
+        first = ids.index(self._kept) if self._kept in ids else 0
+        return ids[(first + self._tried) % len(ids)]
 
     def _unready(self) -> None:
         self.ready.clear()

@@ -88,6 +88,7 @@ class Member(Session):
         self.held = False  # kept announced past the hold by the floor (logged once)
         self.removed = False  # no longer in the config: its loop ends, it is withdrawn
         self._copied = 0  # shared connections written when it last joined
+        self._pushed = False  # the last reconcile pushed the pipeline: the switch was empty
 
     @property
     def speaker(self) -> Speaker | None:
@@ -138,6 +139,7 @@ class Member(Session):
         return self.tier.intent(self, sw)
 
     def applied(self, intent: Intent, result: ApplyResult) -> None:
+        self._pushed = result.pipeline_pushed
         self.tier.applied(self, result)
 
     @contextlib.contextmanager
@@ -152,13 +154,29 @@ class Member(Session):
         return self.name
 
     def joining(self, sw: Switch) -> None:
-        """Every live shared connection (it may have restarted with none), then ready. A
-        standby taking the switch over first learns the copies it holds (Sharing.adopt)."""
-        fresh = self.fresh
-        if self.standby and fresh:
+        """Every live shared connection it lacks, then ready. A switch that kept its state
+        and that another controller held (this one is a standby taking over, or restarted)
+        holds copies of live connections whose events went to that controller: they are
+        learnt first (Sharing.adopt). A switch that was empty (it restarted: the pipeline
+        was just pushed) gets every live connection, its own former ones included; if this
+        controller holds no other balancer it has seen none of the tier's events (a standby
+        that reached a restarted switch before the primary did), so it first learns them
+        from the copies the others hold."""
+        fresh = self._pushed
+        if not fresh and (self.fresh or self.standby):
             adopted = self.sharing.adopt(self.name, sw)
             log.info("%s: took over: %d shared connections held there", self.name, adopted)
-            fresh = False  # what it holds is known now: it gets only what it lacks
+        others = [o for o in self.tier.all_members() if o is not self]
+        if fresh and not any(o.ready.is_set() for o in others):
+            for other in others:
+                if other.sw is None:
+                    continue
+                try:
+                    learnt = self.sharing.learn(other.sw)
+                except Exception as e:  # noqa: BLE001 - another balancer's trouble is not this one's
+                    log.info("%s: copies not read from %s (%s)", self.name, other.name, e)
+                    continue
+                log.info("%s: %d shared connections held by %s", self.name, learnt, other.name)
         self._copied = self.sharing.join(self.name, sw, fresh)
         self.joined_at = time.monotonic()
         self.gone = False

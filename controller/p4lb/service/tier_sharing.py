@@ -91,14 +91,21 @@ class Sharing:
         return len(todo)
 
     def adopt(self, name: str, sw: Switch) -> int:
-        """A standby took `name`'s switch over: the copies it holds are live connections
-        (the digests that announced them went to the former primary); each is to be copied
-        to the balancers that lack it. How many it holds."""
-        held = [e for e in sw.read_entries((CONN_TABLE,)) if e.action == SHARED_ACTION]
-        (param,) = conn_events(sw).conn.params
-        now = time.monotonic()
+        """A new session on `name`'s switch, which kept its state: the copies it holds are
+        live connections (the digests that announced them may have gone to another
+        controller); each is to be copied to the balancers that lack it. How many it holds."""
+        held = _copies(sw)
         with self.lock:
-            self.shared.adopt(name, [(flow_of(e), e.p(param[0])) for e in held], now)
+            self.shared.adopt(name, held, time.monotonic())
+        return len(held)
+
+    def learn(self, sw: Switch) -> int:
+        """The copies another balancer's switch holds (read as its primary or as a backup:
+        P4Runtime lets any controller read), to be written where they are lacking, without
+        taking that balancer as one of ours. How many it holds."""
+        held = _copies(sw)
+        with self.lock:
+            self.shared.learn(held, time.monotonic())
         return len(held)
 
     def lost(self, name: str) -> None:
@@ -176,6 +183,16 @@ class Sharing:
                 chunk = [c for c in chunk if c not in failed]
             with self.lock:
                 self.shared.written(name, [f for f, _ in chunk], time.monotonic(), timed)
+
+
+def _copies(sw: Switch) -> list[tuple[FlowKey, int]]:
+    """The shared connections' copies a switch holds: (flow, backend id) each."""
+    (param,) = conn_events(sw).conn.params
+    return [
+        (flow_of(e), e.p(param[0]))
+        for e in sw.read_entries((CONN_TABLE,))
+        if e.action == SHARED_ACTION
+    ]
 
 
 def _overwrite(sw: Switch, flow: FlowKey, bid: int, ttl: int) -> bool:

@@ -144,6 +144,24 @@ def test_a_second_standby_takes_the_next_id_down(
         assert not second.ready.is_set()
 
 
+def test_a_standby_reconnects_with_the_id_it_held(
+    fake: FakeSwitch, checked: Path, primary_and_standby: tuple[Controller, Controller]
+) -> None:
+    """The switch restarts after the first standby left: the second asks for 8 again, not
+    for the free 9, which would make it primary above another controller's sessions."""
+    _, standby = primary_and_standby
+    assert poll_until(lambda: standby.election_id == 9 and standby.sw is not None)
+    second = controller(checked, Probe(), standby=True, writes_state=False)
+    with run_in_thread(second, 60):
+        assert poll_until(lambda: second.election_id == 8 and second.sw is not None)
+        standby.stop()  # 9 is free now
+        assert poll_until(lambda: standby.sw is None)
+        first = second.sw
+        fake.restart()
+        assert poll_until(lambda: second.sw is not None and second.sw is not first)
+        assert second.election_id == 8
+
+
 def test_a_backup_follows_the_file_its_checks_probe_what_it_names_now(
     fake: FakeSwitch, fake_cfg: Path
 ) -> None:

@@ -213,6 +213,52 @@ def test_a_restarted_balancer_gets_the_maglev_table_the_others_hold(
         assert not t.is_alive()
 
 
+def test_a_standby_alone_on_a_restarted_balancer_learns_what_the_others_hold(
+    fakes: tuple[FakeSwitch, FakeSwitch], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restarted balancer reached first by a standby, which is only a backup on the
+    others (the primary holds them): that standby has seen none of the tier's events, yet
+    must write the restarted switch the copies of its former connections before it serves,
+    or the router's next hops bring them back to a switch that sends them elsewhere. It
+    reads them from the copies the others hold (a backup may read)."""
+    monkeypatch.setattr(shared_mod, "COPY_AFTER_S", 0.05)
+    a, b = fakes
+    full = tier_config(a, b)
+    now = {"cfg": full}
+    primary = TierController(lambda: now["cfg"], check_s=0.2, retry_s=0.1)
+    standby = TierController(lambda: full, check_s=0.2, retry_s=0.1, standby=True)
+    threads = [
+        threading.Thread(target=c.run, kwargs={"duration_s": 60}, daemon=True)
+        for c in (primary, standby)
+    ]
+    threads[0].start()
+    try:
+        assert poll_until(lambda: len(primary.members) == 2)
+        assert poll_until(lambda: all(m.ready.is_set() for m in primary.members.values()))
+        a.send_digest("conn_opened_t", [event(shared_mod.OPENED, 6000, 1)])
+        assert poll_until(lambda: copies(b) == {6000: ("use_shared_backend", 1)})
+        threads[1].start()
+        assert poll_until(
+            lambda: (
+                len(standby.members) == 2
+                and all(m.sw is not None for m in standby.members.values())
+            )
+        )
+        now["cfg"] = dataclasses.replace(full, tier=full.tier[1:])  # the primary lets lb1 go
+        assert poll_until(lambda: standby.members["lb1"].ready.is_set())
+        assert not standby.members["lb2"].ready.is_set()  # a backup there
+        a.restart()  # empty, as a restarted BMv2: the standby is its only controller
+        assert poll_until(lambda: holds(a, member_config(full, full.tier[0])))
+        assert poll_until(lambda: copies(a) == {6000: ("use_shared_backend", 1)})
+    finally:
+        for c in (primary, standby):
+            c.stop()
+        for t in threads:
+            if t.is_alive() or t.ident is not None:
+                t.join(15)
+                assert not t.is_alive()
+
+
 def test_a_runtime_command_taking_a_balancer_for_a_moment_withdraws_nothing(
     fakes: tuple[FakeSwitch, FakeSwitch], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
