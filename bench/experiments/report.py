@@ -267,11 +267,6 @@ def values(rs: list[dict[str, Any]], field: str) -> list[float]:
     return [float(r[field]) for r in rs if field in r]
 
 
-def spread_overlaps(g: dict[Key, list[dict[str, Any]]], a: Key, b: Key, field: str) -> bool:
-    """Whether the min–max ranges of two points overlap (no difference beyond the noise)."""
-    return stats.ranges_overlap(values(g[a], field), values(g[b], field))
-
-
 @dataclass(frozen=True)
 class Decision:
     """What decided a comparison of two points: bench.stats' differs test on the
@@ -288,9 +283,12 @@ class Decision:
 
 
 def decided(g: dict[Key, list[dict[str, Any]]], a: Key, b: Key, field: str) -> Decision:
-    d = stats.differs(values(g[a], field), values(g[b], field))
-    overlap = spread_overlaps(g, a, b, field)
-    return Decision(a, b, field, overlap, d["n"], d["differs"] == "too few repetitions")
+    """bench.stats' differs test on two points' repetitions; `overlap`: their min–max
+    ranges overlap (no difference beyond the noise)."""
+    xs, ys = values(g[a], field), values(g[b], field)
+    d = stats.differs(xs, ys)
+    few = d["differs"] == "too few repetitions"
+    return Decision(a, b, field, stats.ranges_overlap(xs, ys), d["n"], few)
 
 
 def draws(g: dict[Key, list[dict[str, Any]]], scenario: str) -> str:
@@ -355,8 +353,8 @@ def claims(
     w_eq, i_eq = m(ab("equal", "wrr"), "rps"), m(ab("equal", "iphash"), "rps")
     w_un, i_un = m(ab("1:1:4", "wrr"), "rps"), m(ab("1:1:4", "iphash"), "rps")
     if w_eq and i_eq and w_un and i_un:
-        same = spread_overlaps(g, ab("equal", "wrr"), ab("equal", "iphash"), "rps")
-        eq_win = w_eq > 1.05 * i_eq and not same
+        d = decided(g, ab("equal", "wrr"), ab("equal", "iphash"), "rps")
+        eq_win = w_eq > 1.05 * i_eq and not d.overlap
         verdict = (
             "reproduced at -c 10 (larger with unequal servers)"
             if eq_win
@@ -372,28 +370,26 @@ def claims(
                 i_eq=i_eq,
                 w_un=w_un,
                 i_un=i_un,
-                same=same,
                 eq_win=eq_win,
                 w1=m(ab("equal", "wrr", c1), "rps") or 0.0,
                 i1=m(ab("equal", "iphash", c1), "rps") or 0.0,
-                d=decided(g, ab("equal", "wrr"), ab("equal", "iphash"), "rps"),
+                d=d,
             )
         )
     wm, im = m(ab("equal", "wrr"), "mean_ms"), m(ab("equal", "iphash"), "mean_ms")
     if wm and im:
-        same = spread_overlaps(g, ab("equal", "wrr"), ab("equal", "iphash"), "mean_ms")
+        d = decided(g, ab("equal", "wrr"), ab("equal", "iphash"), "mean_ms")
         out.append(
             claim(
                 "002-response-time",
-                "not reproduced" if same else ("reversed" if wm < im else "reproduced"),
+                "not reproduced" if d.overlap else ("reversed" if wm < im else "reproduced"),
                 wm=wm,
                 im=im,
-                same=same,
                 wp=m(ab("equal", "wrr"), "p95_ms") or 0.0,
                 ip=m(ab("equal", "iphash"), "p95_ms") or 0.0,
                 wp1=m(ab("equal", "wrr", c1), "p95_ms") or 0.0,
                 ip1=m(ab("equal", "iphash", c1), "p95_ms") or 0.0,
-                d=decided(g, ab("equal", "wrr"), ab("equal", "iphash"), "mean_ms"),
+                d=d,
             )
         )
     ij, wj = ab("equal", "iphash"), ab("equal", "wrr")
@@ -452,7 +448,7 @@ def claims(
     rr_key, ip_key = ("k6", "1:2:2", "rr", "average"), ("k6", "1:2:2", "iphash", "average")
     rr_p95, ip_p95 = m(rr_key, "p95_ms"), m(ip_key, "p95_ms")
     if any(k[0] == "k6" for k in g) and rr_p95 and ip_p95:
-        same = spread_overlaps(g, rr_key, ip_key, "p95_ms")
+        d = decided(g, rr_key, ip_key, "p95_ms")
 
         def bp(v: str, f: str) -> float | None:
             return m(("k6", "1:2:2", v, "breakpoint"), f"breakpoint_{f}_rps")
@@ -463,7 +459,7 @@ def claims(
             claim(
                 "001-latency",
                 "not reproduced (within the spread)"
-                if same
+                if d.overlap
                 else ("reproduced" if rr_p95 < ip_p95 else "reversed"),
                 rr_p95=stat(g[rr_key], "p95_ms"),
                 ip_p95=stat(g[ip_key], "p95_ms"),
@@ -471,9 +467,8 @@ def claims(
                 ip_bp=ip_bp,
                 rr_plan=bp("rr", "planned") or 0,
                 ip_plan=bp("iphash", "planned") or 0,
-                same=same,
                 bp_alike=bp_alike,
-                d=decided(g, rr_key, ip_key, "p95_ms"),
+                d=d,
             )
         )
     cl = sorted({k[3] for k in g if k[:2] == ("clients", "1:2:2")})
