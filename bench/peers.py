@@ -39,17 +39,14 @@ from bench import (
     instructions,
     lab,
     outdir,
-    profiles,
     rate,
     runner,
     stats,
     templates,
     traffic,
 )
-from bench.outdir import ROOT
 from bench.toolchain import compile_p4, p4c, p4c_problem, tool_version
 
-OUT = ROOT / "results" / "switch"
 FLOWS = 200
 BREAKDOWN_FLOWS = 100  # the breakdown's default: 1,100 packets a program, each path's dump
 DATA_SEGMENTS = 8
@@ -393,31 +390,24 @@ def summary_facts(facts: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="bench-peers", description=__doc__.splitlines()[0])
-    ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
-    ap.add_argument("--peer", type=Path, default=None, help="the peer's P4 source (PEER_P4)")
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument(
-        "--flows", type=int, default=None, help=f"{FLOWS}; {BREAKDOWN_FLOWS} broken down"
-    )
-    ap.add_argument("--algorithms", nargs="*", default=["wrr", "iphash"], help="lb.p4's")
-    ap.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True)
-    ap.add_argument("--breakdown", action="store_true", help="per path and phase instead")
-    ap.add_argument("--before", type=Path, default=None, help="an earlier breakdown, beside")
-    ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
-    runner.add_common(ap)
-    profiles.add_argument(ap)
-    args = ap.parse_args(
-        profiles.expand(
-            "bench-cost"
-            if "--breakdown" in (sys.argv[1:] if argv is None else argv)
-            else "bench-peers",
-            argv,
+    def options(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--peer", type=Path, default=None, help="the peer's P4 source (PEER_P4)")
+        ap.add_argument(
+            "--flows", type=int, default=None, help=f"{FLOWS}; {BREAKDOWN_FLOWS} broken down"
         )
+        ap.add_argument("--algorithms", nargs="*", default=["wrr", "iphash"], help="lb.p4's")
+        ap.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True)
+        ap.add_argument("--breakdown", action="store_true", help="per path and phase instead")
+        ap.add_argument("--before", type=Path, default=None, help="an earlier breakdown, beside")
+        runner.add_common(ap)
+
+    cost = "--breakdown" in (sys.argv[1:] if argv is None else argv)
+    profile = "bench-cost" if cost else "bench-peers"
+    committed = ["flows", "algorithms", "floor"]
+    args = runner.command_line(
+        "bench-peers", __doc__, "switch", argv, options, committed, 3, builds=True, profile=profile
     )
     runner.order_seed(args)
-    committed = outdir.is_committed_profile(ap, args, ["flows", "algorithms", "floor"])
-    args.out = outdir.destination("switch", committed, args.out)
     if args.flows is None:
         args.flows = BREAKDOWN_FLOWS if args.breakdown else FLOWS
     if args.peer is None:

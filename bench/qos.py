@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, profiles, templates
+from bench import outdir, runner, templates
 from bench import provenance as pv
 from bench import qos_metrics as m
 from bench.experiments.run import switch_packets
@@ -42,7 +42,6 @@ from bench.stats import percentile_interpolated
 from p4lb.models.hashing import qos_flow_bucket
 from p4lb.stats.fairness import jain
 
-OUT = ROOT / "results" / "qos"
 PORT = 4  # the server's switch port: the bottleneck
 RATE_PPS = 1000
 TCP_PORT, VOIP_PORT = 5001, 5002
@@ -326,21 +325,18 @@ def provenance(reps: int, duration: float, binary: str) -> dict[str, Any]:
     }
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench.qos", description=__doc__)
-    p.add_argument("--reps", type=int, default=5)
+def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, default=30.0)
     p.add_argument("--variants", nargs="*", default=list(VARIANTS))
-    p.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
     p.add_argument("--label", default="full")
     p.add_argument("--seed", type=int, default=4, help="the flows' source ports (default 4)")
-    profiles.add_argument(p)
-    args = p.parse_args(profiles.expand("bench-qos", argv))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # Fewer repetitions, shorter runs or fewer disciplines than the committed profile write
     # into the scratch tree unless --out (or P4LB_RESULTS_DIR) says otherwise.
-    committed = outdir.is_committed_profile(p, args, ["duration", "variants"])
-    args.out = outdir.destination("qos", committed, args.out)
-    return args
+    committed = ["duration", "variants"]
+    return runner.command_line("bench-qos", __doc__, "qos", argv, options, committed, reps=5)
 
 
 def main(argv: list[str] | None = None) -> int:

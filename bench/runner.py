@@ -138,21 +138,35 @@ class Spec:
     check: Callable[[argparse.Namespace], str | None] = field(default=lambda a: None)
 
 
-def parser(spec: Spec) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog=spec.prog, description=spec.doc.splitlines()[0])
-    ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
-    ap.add_argument("--reps", type=int, default=spec.reps)
-    spec.options(ap)
-    add_common(ap)
+def command_line(
+    prog: str,
+    doc: str,
+    subdir: str,
+    argv: list[str] | None,
+    options: Callable[[argparse.ArgumentParser], None],
+    committed: list[str],
+    reps: int | None = None,
+    builds: bool = False,
+    profile: str | None = None,
+) -> argparse.Namespace:
+    """A bench's command line: --build NAME=PATH (with `builds`), --reps (when it has a
+    default), the bench's own `options`, --profile (`profile`'s quick arguments, the
+    bench's own by default) and --out. Without --out the output goes to `subdir` of
+    results/ for the committed profile (`committed` at their defaults, at least the default
+    repetitions), else of the scratch tree (bench.outdir)."""
+    ap = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
+    if builds:
+        ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
+    if reps is not None:
+        ap.add_argument("--reps", type=int, default=reps)
+    options(ap)
     profiles.add_argument(ap)
-    ap.add_argument(
-        "--resume",
-        action="store_true",
-        help="keep what a stopped run with the same arguments measured (its .partial file)",
-    )
-    default = outdir.RESULTS / spec.subdir
+    default = outdir.RESULTS / subdir
     ap.add_argument("--out", type=Path, default=None, help=f"default: {default} or the scratch")
-    return ap
+    args = ap.parse_args(profiles.expand(profile or prog, argv))
+    is_committed = outdir.is_committed_profile(ap, args, committed)
+    args.out = outdir.destination(subdir, is_committed, args.out)
+    return args
 
 
 def signature(args: argparse.Namespace) -> dict[str, Any]:
@@ -213,10 +227,19 @@ def measure_build(
 
 def main(spec: Spec, argv: list[str] | None = None) -> int:
     """Parse, check, measure every build's variants interleaved, write spec.filename."""
-    ap = parser(spec)
-    args = ap.parse_args(profiles.expand(spec.prog, argv))
-    committed = outdir.is_committed_profile(ap, args, list(spec.committed))
-    args.out = outdir.destination(spec.subdir, committed, args.out)
+
+    def options(ap: argparse.ArgumentParser) -> None:
+        spec.options(ap)
+        add_common(ap)
+        ap.add_argument(
+            "--resume",
+            action="store_true",
+            help="keep what a stopped run with the same arguments measured (its .partial file)",
+        )
+
+    args = command_line(
+        spec.prog, spec.doc, spec.subdir, argv, options, list(spec.committed), spec.reps, True
+    )
     builds = builds_to_measure(spec.prog, args.build, list(spec.tools))
     if builds is None:
         return 2

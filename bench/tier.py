@@ -49,11 +49,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, profiles, provenance, runner, stats
+from bench import outdir, provenance, runner, stats
 from bench.outdir import ROOT
 from bench.rate import process_cpu_s
 
-OUT = ROOT / "results" / "tier"
 OVERLOAD_CLIENTS = 3  # ab processes offering the overload, as the independent check ran
 BASELINE = "3 x ab -c 64"  # its load: r0 below 3 of 3 next hops for 56 of 60 s before
 
@@ -455,23 +454,20 @@ def plot(doc: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench-tier", description=__doc__.splitlines()[0])
-    p.add_argument("--plot-only", action="store_true", help="redraw tier.png from tier.json")
-    p.add_argument(
-        "--ha",
-        action="store_true",
-        help="the failover alone, with a router pair and a standby controller (ha.json)",
-    )
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--seconds", type=int, default=10, help="ab time per scaling point")
-    p.add_argument(
-        "--overload-seconds", type=int, default=60, help="how long each overload point lasts"
-    )
-    p.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
-    profiles.add_argument(p)
-    a = p.parse_args(profiles.expand("bench-tier", argv))
-    committed = a.plot_only or outdir.is_committed_profile(p, a, ["seconds", "overload_seconds"])
-    a.out = outdir.destination("tier", committed, a.out)
+    def options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--plot-only", action="store_true", help="redraw tier.png from tier.json")
+        p.add_argument(
+            "--ha",
+            action="store_true",
+            help="the failover alone, with a router pair and a standby controller (ha.json)",
+        )
+        p.add_argument("--seconds", type=int, default=10, help="ab time per scaling point")
+        p.add_argument(
+            "--overload-seconds", type=int, default=60, help="how long each overload point lasts"
+        )
+
+    committed = ["seconds", "overload_seconds"]
+    a = runner.command_line("bench-tier", __doc__, "tier", argv, options, committed, reps=3)
     name = "ha" if a.ha else "tier"
     if a.plot_only:
         plot(json.loads((a.out / f"{name}.json").read_text()), a.out / f"{name}.png")
