@@ -313,7 +313,6 @@ class Run:
     limit: float
     marker: str | None = None
     shares: list[float] = field(default_factory=list)
-    order: list[Any] = field(default_factory=list)
     adopted: set[int] = field(default_factory=set)
     adopt_live: list[Callable[[], Iterable[int]]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -342,15 +341,11 @@ class Run:
         else:
             self.adopted |= set(pids)
 
-    def record_order(self, rep: int, order: list[str]) -> None:
-        """Which variants ran, in which order, in repetition `rep` (0-based)."""
-        self.order.append({"rep": rep, "order": list(order)})
-
     def finish(
         self, reps: int | dict[str, int], order: str | None = None, **more: Any
     ) -> dict[str, Any]:
         """The provenance block: facts, load while running, repetitions and their order
-        (recorded here with record_order, or `order` saying where the results keep it)."""
+        (`order`: where the results keep it)."""
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5)
@@ -367,7 +362,7 @@ class Run:
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "load": load,
                 "repetitions": reps,
-                "order": self.order or order or NOT_RECORDED,
+                "order": order or NOT_RECORDED,
             }
             | more
         )
@@ -423,29 +418,7 @@ def start(
 def describe(doc: dict[str, Any]) -> str:
     """One line for a generated table: how a results file was measured, or that its
     provenance was not recorded (older files)."""
+    from bench import templates  # jinja2: the reports' dependency, not the benches'
+
     p = doc.get("provenance") if isinstance(doc, dict) else None
-    if not isinstance(p, dict) or "git" not in p:
-        return f"provenance {NOT_RECORDED} (an older file; rerun to record it)"
-    git = p["git"]
-    builds = ", ".join(
-        f"{n} {b.get('version') or '?'} ({b.get('kind', 'unknown')})"
-        for n, b in p.get("bmv2", {}).items()
-    )
-    if "load" not in p:  # computed, not timed (algorithms/)
-        return (
-            f"computed {p.get('started', '?')} at {str(git.get('commit', '?'))[:10]}"
-            f"{' (dirty)' if git.get('dirty') else ''}, P4 sources "
-            f"{p.get('p4_stamp', {}).get('sources_sha256', '?')[:10]}; no timing, so no load "
-            "or repetitions"
-        )
-    load = p.get("load", {})
-    busy = f"; {load['marker']}" if load.get("marker") else ""
-    other = load.get("other_cpu_median")
-    return (
-        f"measured {p.get('started', '?')} at {str(git.get('commit', '?'))[:10]}"
-        f"{' (dirty)' if git.get('dirty') else ''}, P4 sources "
-        f"{p.get('p4_stamp', {}).get('sources_sha256', '?')[:10]}, p4c {p.get('p4c', '?')}"
-        f"{', BMv2 ' + builds if builds else ''}; {p.get('machine', {}).get('cores', '?')} cores; "
-        f"other processes {'?' if other is None else f'{other:.0%}'} of the CPU (median)"
-        f"{busy}; repetitions {p.get('repetitions', '?')}"
-    )
+    return templates.render("provenance.md", p=p, not_recorded=NOT_RECORDED).strip()

@@ -20,10 +20,6 @@ class Scenario:
     def capacities(self, service_ms: float = SERVICE_MS) -> list[Capacity]:
         return [Capacity(workers=w, service_ms=service_ms) for w in self.workers]
 
-    def requests_per_s(self, service_ms: float = SERVICE_MS) -> float:
-        """What all servers together answer at most."""
-        return sum(self.workers) * 1000 / service_ms
-
 
 SCENARIOS = {
     "equal": Scenario("equal", (2, 2, 2)),

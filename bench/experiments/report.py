@@ -868,7 +868,6 @@ def summary(
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.experiments.report")
     p.add_argument("--out", default=str(OUT))
-    p.add_argument("--readme", default=None, help="ignored: bench.readme_figures fills READMEs")
     a = p.parse_args(argv)
     root = Path(a.out)
     try:

@@ -557,7 +557,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=None, help="repetitions (default: the profile's)")
     p.add_argument("--out", default=None, help=f"default: {OUT} (full profile) or scratch")
     p.add_argument("--order-seed", type=int, default=None, help="seed of the variants' order")
-    p.add_argument("--readme", default=None, help="README whose generated block the report fills")
     p.add_argument("--keep", action="store_true", help="keep raw runs of earlier invocations")
     p.add_argument(
         "--resume",
@@ -676,7 +675,7 @@ def main(argv: list[str] | None = None) -> int:
     if not a.no_report:
         from bench.experiments import report
 
-        report.main(["--out", str(root), *(["--readme", a.readme] if a.readme else [])])
+        report.main(["--out", str(root)])
     return 130 if meta.get("interrupted") else 1 if failures else 0
 
 
