@@ -23,7 +23,6 @@ import re
 import statistics
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,41 +70,29 @@ def speed_build(builds: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- switch/
 
 
-@dataclass(frozen=True)
-class Ratios:
+def ratios(per_alg: list[dict[str, float]]) -> Slots:
     """lb.p4 over baseline.p4 for iphash / wrr / leastconn (medians), and the lowest and
     highest repetition of the three."""
-
-    med: tuple[float, ...]
-    lo: float = 0.0
-    hi: float = 0.0
-
-    @classmethod
-    def of(cls, per_alg: list[dict[str, float]]) -> Ratios:
-        return cls(
-            tuple(s["median"] for s in per_alg),
-            min(s["min"] for s in per_alg),
-            max(s["max"] for s in per_alg),
-        )
+    lo, hi = min(s["min"] for s in per_alg), max(s["max"] for s in per_alg)
+    return {"med": [s["median"] for s in per_alg], "lo": lo, "hi": hi}
 
 
 def goal(root: Path) -> Slots:
     """The rows both switch tables quote, per build (switch/switch.json, switch/ab.json)."""
     sw, ab = load(root, "switch/switch.json"), load(root, "switch/ab.json")
-    rows: dict[str, dict[str, Ratios]] = {k: {} for k in ("zero", "ab", "cpu", "all", "busiest")}
+    rows: dict[str, dict[str, Slots]] = {k: {} for k in ("zero", "ab", "cpu", "all", "busiest")}
     for build, b in sw["builds"].items():
         p, instr = b["programs"], b["instructions"]["programs"]
         base_all = instr["baseline"]["all_threads_per_packet"]["median"]
-        rows["zero"][build] = Ratios.of([p[a]["zero_loss_vs_baseline_per_rep"] for a in ALGS])
+        rows["zero"][build] = ratios([p[a]["zero_loss_vs_baseline_per_rep"] for a in ALGS])
         abp = ab["builds"][build]["programs"]
-        rows["ab"][build] = Ratios.of([abp[a]["vs_baseline_per_rep"] for a in ALGS])
-        rows["cpu"][build] = Ratios.of([p[a]["cpu_capacity_vs_baseline_per_rep"] for a in ALGS])
-        rows["all"][build] = Ratios(
-            tuple(base_all / instr[a]["all_threads_per_packet"]["median"] for a in ALGS)
-        )
-        rows["busiest"][build] = Ratios(
-            tuple(instr[a]["capacity_vs_baseline_per_rep"]["median"] for a in ALGS)
-        )
+        rows["ab"][build] = ratios([abp[a]["vs_baseline_per_rep"] for a in ALGS])
+        rows["cpu"][build] = ratios([p[a]["cpu_capacity_vs_baseline_per_rep"] for a in ALGS])
+        # Counted, not timed: no repetitions' range.
+        all_ = [base_all / instr[a]["all_threads_per_packet"]["median"] for a in ALGS]
+        rows["all"][build] = {"med": all_}
+        busiest = [instr[a]["capacity_vs_baseline_per_rep"]["median"] for a in ALGS]
+        rows["busiest"][build] = {"med": busiest}
     builds = ("standard", speed_build(sw["builds"]))
     return {"g": rows | {"builds": builds, "n": ab["n"], "c": ab["c"], "reps": ab["reps"]}}
 
@@ -248,58 +235,40 @@ def peers(root: Path) -> Slots:
 # ---------------------------------------------------------------- tier/
 
 
-@dataclass(frozen=True)
-class Event:
-    """One kind of failover event in tier/tier.json ("switch killed", "drain", ...): its
-    times (median, min, max over the runs) and its counts summed over the runs."""
+def events(t: dict[str, Any]) -> dict[str, Slots]:
+    """Each kind of failover event in tier/tier.json ("switch killed", "drain", ...): its
+    times (median, min, max over the runs) and its counts summed over the runs: connections
+    held (open a second before the event) and broken or moved, ab requests in batches while
+    the routes were converged and across a route change, and those failed or given up."""
 
-    kind: str
-    detection_s: dict[str, float]
-    longest_stall_s: dict[str, float]
-    rejoin_s: dict[str, float]
-    broken: int
-    moved: int
-    held: int  # connections open a second before the event
-    converged: int  # ab requests in batches while the routes were converged
-    failed_converged: int
-    across: int  # ab requests in batches across a route change
-    failed_across: int
-    gave_up: int  # batches across a route change that ab gave up
-
-    @classmethod
-    def of(cls, kind: str, v: dict[str, Any]) -> Event:
+    def event(kind: str, v: dict[str, Any]) -> Slots:
         def total(key: str) -> int:
             return sum(r[key] for r in v["runs"])
 
-        return cls(
-            kind,
-            v["detection_s"],
-            v["longest_stall_s"],
-            v["rejoin_s"],
-            v["broken"],
-            v["moved"],
-            total("connections"),
-            total("ab_requests_while_converged"),
-            v["ab_failed_while_converged"],
-            total("ab_requests_across_route_changes"),
-            v["ab_failed_across_route_changes"],
-            v["ab_gave_up_across_route_changes"],
-        )
+        return {
+            "kind": kind,
+            **{k: v[k] for k in ("detection_s", "longest_stall_s", "rejoin_s", "broken", "moved")},
+            "held": total("connections"),
+            "converged": total("ab_requests_while_converged"),
+            "failed_converged": v["ab_failed_while_converged"],
+            "across": total("ab_requests_across_route_changes"),
+            "failed_across": v["ab_failed_across_route_changes"],
+            "gave_up": v["ab_gave_up_across_route_changes"],
+        }
 
-
-def events(t: dict[str, Any]) -> dict[str, Event]:
-    return {kind: Event.of(kind, v) for kind, v in t["failover"].items()}
+    return {kind: event(kind, v) for kind, v in t["failover"].items()}
 
 
 def tier_failover(root: Path) -> Slots:
     ev = list(events(load(root, "tier/tier.json")).values())
-    return {"events": ev, "held": ev[0].held}
+    return {"events": ev, "held": ev[0]["held"]}
 
 
 def tier_ha(root: Path) -> Slots:
     doc = load(root, "tier/ha.json")
     ev = list(events(doc).values())
-    return {"events": ev, "held": ev[0].held, "reps": doc["reps"], "how": provenance.describe(doc)}
+    how = provenance.describe(doc)
+    return {"events": ev, "held": ev[0]["held"], "reps": doc["reps"], "how": how}
 
 
 def tier_scaling(root: Path) -> Slots:
@@ -376,11 +345,9 @@ def tier_summary(root: Path) -> Slots:
     return {
         "f": f,
         "reps": t.get("reps", len(next(iter(t["failover"].values()))["runs"])),
-        "held": sum(e.held for e in f.values()),
-        "broken": sum(e.broken + e.moved for e in f.values()),
-        "conv_failed": sum(e.failed_converged for e in f.values()),
-        "across_failed": sum(e.failed_across for e in f.values()),
-        "across": sum(e.across for e in f.values()),
+        **{k: sum(e[k] for e in f.values()) for k in ("held", "failed_across", "across")},
+        "broken": sum(e["broken"] + e["moved"] for e in f.values()),
+        "conv_failed": sum(e["failed_converged"] for e in f.values()),
         "pct": {b: {k: 100 * cookie_more(c, b, k) for k in kinds} for b in (std, spd)},
         "std": std,
         "spd": spd,
