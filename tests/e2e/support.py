@@ -62,6 +62,20 @@ def running_tier(
 
 # What the controller logged that can move a connection: a backend's health, a balancer
 # leaving or joining the tier (shown when a connection broke or moved).
+def held(
+    open_before_s: float,
+    ab_concurrency: int,
+    connections: int = 60,
+    ports: tuple[int, ...] = (80, 81),
+) -> Any:
+    """topology.tier_load.traffic with a third of each port's held connections from a
+    client that sends no TCP timestamps: no cookie, so a round-robin one holds through a
+    move by the copies alone (assert_none_broken counts them)."""
+    from topology.tier_load import traffic
+
+    return traffic(open_before_s, ab_concurrency, connections, ports, connections // 3)
+
+
 EVENTS = (" is DOWN", " is UP", "out of the tier", "in the tier", "announced", "withdrawn")
 
 
@@ -69,13 +83,13 @@ def assert_none_broken(
     result: dict[str, Any],
     ports: tuple[int, ...] = (80, 81),
     per_port: int = 60,
-    without_timestamps: int = 0,
+    without_timestamps: int | None = None,
 ) -> None:
     """Of the connections held through an event (topology.tier_load.traffic's result), none
     broke or moved to another backend, each kept asking, and `without_timestamps` of each
-    port's sent no TCP timestamps (they hold by the copies alone). Without the tier's
-    sharing (no cookie, no copies, or either naming the wrong backend) every round-robin
-    connection that moves breaks: a third or more of them."""
+    port's (a third: `held`) sent no TCP timestamps (they hold by the copies alone).
+    Without the tier's sharing (no cookie, no copies, or either naming the wrong backend)
+    every round-robin connection that moves breaks: a third or more of them."""
     from topology.tier_load import controller_log
 
     print("drops by balancer:", result.get("drops"))
@@ -83,7 +97,8 @@ def assert_none_broken(
     assert len(conns) == per_port * len(ports)
     for port in ports:
         mine = [c for c in conns if c["port"] == port]
-        assert sum(not c.get("timestamps", True) for c in mine) == without_timestamps
+        no_ts = per_port // 3 if without_timestamps is None else without_timestamps
+        assert sum(not c.get("timestamps", True) for c in mine) == no_ts
         broken = [c for c in mine if c["broken"]]
         moved = [c for c in mine if c["moved"]]
         if broken or moved:

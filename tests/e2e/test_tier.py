@@ -21,8 +21,13 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import assert_no_failures_between, assert_none_broken, run_on, running_tier
-from topology import tier_load
+from tests.e2e.support import (
+    assert_no_failures_between,
+    assert_none_broken,
+    held,
+    run_on,
+    running_tier,
+)
 from topology.tier_load import Load, controller_log, p4lb, verb, wait_hops
 from topology.tier_plan import BFD_MS, BFD_MULT
 from topology.tier_procs import Tier
@@ -44,8 +49,8 @@ def tier() -> Iterator[Tier]:
 
 @contextmanager
 def traffic() -> Iterator[tuple[dict[str, Any], Load]]:
-    with tier_load.traffic(OPEN_BEFORE_S, AB_CONCURRENCY) as held:
-        yield held
+    with held(OPEN_BEFORE_S, AB_CONCURRENCY) as result_and_load:
+        yield result_and_load
 
 
 def out_and_back(

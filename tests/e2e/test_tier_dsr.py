@@ -17,8 +17,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.support import assert_no_failures_between, assert_none_broken, run_on, running_tier
-from topology import tier_load
+from tests.e2e.support import (
+    assert_no_failures_between,
+    assert_none_broken,
+    held,
+    run_on,
+    running_tier,
+)
 from topology.tier_load import ab, count_replies, verb, wait_hops
 from topology.tier_plan import BFD_MS, BFD_MULT, NS, ROUTER_LB, VIP, client_addr
 from topology.tier_procs import Tier, in_ns
@@ -67,7 +72,7 @@ def test_ab_through_the_dsr_vip_and_its_replies_pass_the_balancers(tier: Tier) -
 
 def test_held_dsr_connections_survive_a_balancer_dying_and_coming_back(tier: Tier) -> None:
     before = count_replies()
-    with tier_load.traffic(OPEN_BEFORE_S, AB_CONCURRENCY, HELD, ports=(80,)) as (result, load):
+    with held(OPEN_BEFORE_S, AB_CONCURRENCY, HELD, ports=(80,)) as (result, load):
         tier.kill("switch-lb2")
         assert wait_hops(tier, [1, 3]) <= DETECT_S + MARGIN_S
         converged = time.monotonic()

@@ -16,9 +16,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.support import assert_no_failures_between, assert_none_broken, run_on, running_tier
+from tests.e2e.support import (
+    assert_no_failures_between,
+    assert_none_broken,
+    held,
+    run_on,
+    running_tier,
+)
 from tests.support import poll_until
-from topology import tier_load
 from topology.tier_load import wait_hops
 from topology.tier_plan import (
     NS,
@@ -86,7 +91,7 @@ def test_the_first_router_of_each_pair_is_master(tier: Tier) -> None:
 def test_each_master_dies_and_comes_back(tier: Tier, first: str, second: str, front: bool) -> None:
     """The master dies, its twin takes over; it comes back as the backup; then the twin
     dies and it takes over again. Connections held through all four events."""
-    with tier_load.traffic(OPEN_BEFORE_S, AB_CONCURRENCY) as (result, load):
+    with held(OPEN_BEFORE_S, AB_CONCURRENCY) as (result, load):
         spans = []
         for dying, taking in ((first, second), (second, first)):
             tier.router_down(dying)
@@ -115,7 +120,7 @@ def test_a_backup_router_dies_and_nothing_moves(
     """The backup of a pair dies and comes back: the master stays master throughout."""
     live = master if tier.vrrp_masters(master) else backup  # the last test may have swapped
     dead = backup if live == master else master
-    with tier_load.traffic(OPEN_BEFORE_S, AB_CONCURRENCY) as (result, load):
+    with held(OPEN_BEFORE_S, AB_CONCURRENCY) as (result, load):
         start = time.monotonic()
         tier.router_down(dead)
         run_on(load, time.monotonic())

@@ -19,11 +19,11 @@ import pytest
 from tests.e2e.support import (
     assert_no_failures_between,
     assert_none_broken,
+    held,
     run_on,
     running_tier,
 )
 from tests.support import poll_until
-from topology import tier_load
 from topology import tier_plan as plan
 from topology.tier_load import ab, start_controller, verb, wait_hops
 from topology.tier_procs import Tier
@@ -35,7 +35,6 @@ TAKEOVER_S = 10.0
 # A backend's death to the health checks' verdict: interval x fall, and scheduling.
 HEALTH_S = 15.0
 OPEN_BEFORE_S = 1.0
-WITHOUT_TIMESTAMPS = 20  # of the 60 held connections to each port
 AB_CONCURRENCY = 4
 
 
@@ -74,15 +73,13 @@ def took_over(name: str, lbs: list[int]) -> float:
 def test_the_standby_takes_the_tier_over_and_nothing_breaks(tier: Tier) -> None:
     standing_by(tier, "standby")
     hops = tier.ecmp_next_hops()
-    with tier_load.traffic(
-        OPEN_BEFORE_S, AB_CONCURRENCY, without_timestamps=WITHOUT_TIMESTAMPS
-    ) as (result, load):
+    with held(OPEN_BEFORE_S, AB_CONCURRENCY) as (result, load):
         killed = time.monotonic()
         tier.kill("controller")
         took = took_over("standby", tier.lbs)
         print(f"takeover of {BALANCERS} balancers: {took * 1000:.0f} ms (polled every 50 ms)")
         run_on(load, time.monotonic())
-    assert_none_broken(result, without_timestamps=WITHOUT_TIMESTAMPS)
+    assert_none_broken(result)
     assert_no_failures_between(load, (killed, math.inf))
     assert tier.ecmp_next_hops() == hops  # nothing withdrawn because the controller changed
     assert "withdrawn" not in log_of("standby")
@@ -97,9 +94,7 @@ def test_the_primary_and_a_balancer_die_together(tier: Tier) -> None:
     # started later, with 9 free, would take 9 and be primary at once).
     standing_by(tier, "standby2")
     standing_by(tier, "standby3")
-    with tier_load.traffic(
-        OPEN_BEFORE_S, AB_CONCURRENCY, without_timestamps=WITHOUT_TIMESTAMPS
-    ) as (result, load):
+    with held(OPEN_BEFORE_S, AB_CONCURRENCY) as (result, load):
         tier.kill("standby")  # the primary now
         tier.kill("switch-lb2")
         took_over("standby2", [1, 3])
@@ -111,7 +106,7 @@ def test_the_primary_and_a_balancer_die_together(tier: Tier) -> None:
         wait_hops(tier, [1, 2, 3])  # programmed and announced by the new primary
         back = time.monotonic()
         run_on(load, back)
-    assert_none_broken(result, without_timestamps=WITHOUT_TIMESTAMPS)
+    assert_none_broken(result)
     assert_no_failures_between(load, (converged, restart), (back, math.inf))
     # Programmed by a controller before it announced: standby2, or standby3 when it reached
     # the restarted switch first (its only controller for a moment; standby2 then preempts).
