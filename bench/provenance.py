@@ -273,19 +273,16 @@ def machine() -> dict[str, Any]:
     }
 
 
-def _sample(root_pid: int, *adopted: int) -> Sample:
+def sample(*adopted: int) -> Sample:
+    """The machine's and this process tree's CPU jiffies now (and those of `adopted`
+    processes, with their children: see other_share)."""
     busy, total = parse_proc_stat(Path("/proc/stat").read_text())
     procs: dict[int, tuple[int, int]] = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             with contextlib.suppress(OSError, IndexError, ValueError):
                 procs[int(entry.name)] = parse_pid_stat(Path(entry.path, "stat").read_text())
-    return Sample(busy, total, tree(procs, root_pid, *adopted))
-
-
-def sample_now() -> Sample:
-    """The machine's and this process tree's CPU jiffies now (see other_share)."""
-    return _sample(os.getpid())
+    return Sample(busy, total, tree(procs, os.getpid(), *adopted))
 
 
 def busiest_others(n: int = 4) -> list[str]:
@@ -326,9 +323,9 @@ class Run:
         return pids
 
     def _loop(self) -> None:
-        last = _sample(os.getpid(), *self._ours())
+        last = sample(*self._ours())
         while not self._stop.wait(SAMPLE_S):
-            now = _sample(os.getpid(), *self._ours())
+            now = sample(*self._ours())
             self.shares.append(other_share(last, now))
             last = now
 
@@ -395,9 +392,9 @@ def start(
     busy start, then sample the load in a thread until `finish()`."""
     limit = max_other_cpu()
     allow = os.environ.get("P4LB_ALLOW_BUSY", "") not in ("", "0")
-    a = _sample(os.getpid())
+    a = sample()
     time.sleep(probe_s)
-    b = _sample(os.getpid())
+    b = sample()
     share = other_share(a, b)
     ok, marker = load_verdict(share, limit, allow)
     if not ok:

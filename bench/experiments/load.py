@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.stats import percentile_nearest_rank
 from topology import ab
 
 HERE = Path(__file__).resolve().parent
@@ -222,7 +221,3 @@ def k6_rows(csv_gz: Path) -> Iterator[tuple[str, float, float]]:
             cells = line.rstrip("\n").split(",")
             if len(cells) > max(i_name, i_ts, i_val):
                 yield cells[i_name], float(cells[i_ts]), float(cells[i_val])
-
-
-# The experiments' latency percentiles (the report reads them as loadgen.percentile).
-percentile = percentile_nearest_rank

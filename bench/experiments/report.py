@@ -82,7 +82,7 @@ def metrics(run_dir: Path) -> dict[str, Any]:
     if rec["experiment"] == "ab":
         r = abparse.parse((run_dir / "ab.txt").read_text())
         times = loadgen.ab_times_ms(run_dir / "ab.tsv")
-        failed = r.failed + (r.complete and 0)
+        failed = r.failed
         m |= {"rps": r.rps, "kbps": r.transfer_kbps * 8, "failed": failed, "complete": r.complete}
         m["time_taken_s"] = float(
             re.search(r"Time taken for tests:\s+([\d.]+)", r.raw).group(1)  # type: ignore[union-attr]
@@ -125,10 +125,7 @@ def metrics(run_dir: Path) -> dict[str, Any]:
             m |= breakpoint_figures(rec, summaries, sorted(run_dir.glob("k6-*.csv.gz")))
     m |= {
         "mean_ms": statistics.fmean(times) if times else 0.0,
-        "p50_ms": loadgen.percentile(times, 50),
-        "p90_ms": loadgen.percentile(times, 90),
-        "p95_ms": loadgen.percentile(times, 95),
-        "p99_ms": loadgen.percentile(times, 99),
+        **{f"p{q}_ms": stats.percentile_nearest_rank(times, q) for q in (50, 90, 95, 99)},
         "max_ms": max(times, default=0.0),
     }
     return m
@@ -220,14 +217,6 @@ class Point:
     def fair(self, field: str) -> str:
         """A fairness figure, or – without a load balancer (one server takes everything)."""
         return "–" if self.n == "single" else fmt(self.stat(field), 3)
-
-    def breakpoint(self) -> str:
-        """The highest rate of completed requests (3 s window, failures below 1 %), and the
-        arrival rate k6 had planned when it stopped."""
-        return (
-            f"{fmt(self.stat('breakpoint_completed_rps'))} "
-            f"(planned {fmt(self.stat('breakpoint_planned_rps'))})"
-        )
 
 
 SHAPES = ["average", "stress", "breakpoint"]

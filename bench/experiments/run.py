@@ -333,7 +333,7 @@ def draw_seed(job: Job) -> int:
 def one_run(lab: Lab, job: Job, root: Path, k6: str | None, k6_sources: int = 1) -> dict[str, Any]:
     out = job.path(root)
     drawn: dict[str, Any] | None = None
-    sample0 = provenance.sample_now()
+    sample0 = provenance.sample()
     out.mkdir(parents=True, exist_ok=True)
     hosts = [*lab.clients, *lab.servers]
     lines0 = log_lines(lab)
@@ -369,7 +369,7 @@ def one_run(lab: Lab, job: Job, root: Path, k6: str | None, k6_sources: int = 1)
     elapsed = time.monotonic() - t0
     pkts1 = switch_packets(lab)
     swcpu1 = process_cpu_s(lab.pids["switch"])
-    sample1 = provenance.sample_now()
+    sample1 = provenance.sample()
     wait_servers_idle(lab)
     served, conns, by_source = log_since(lab, lines0)
     if single:  # what the one server answered (the pool's servers saw nothing)

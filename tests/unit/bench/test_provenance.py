@@ -181,15 +181,15 @@ def test_describe_says_not_recorded_for_files_before_issue_33() -> None:
 
 
 def scripted_samples(monkeypatch: pytest.MonkeyPatch, other: float) -> None:
-    """_sample() returns a machine on which other processes use `other` of the CPU."""
+    """sample() returns a machine on which other processes use `other` of the CPU."""
     state = {"n": 0}
 
-    def sample(root_pid: int) -> pv.Sample:
+    def sample(*adopted: int) -> pv.Sample:
         state["n"] += 1
         k = state["n"]
         return pv.Sample(busy=int(1000 * other * k), total=1000 * k, ours={})
 
-    monkeypatch.setattr(pv, "_sample", sample)
+    monkeypatch.setattr(pv, "sample", sample)
     monkeypatch.setattr(pv, "SAMPLE_S", 0.01)
 
 
