@@ -141,10 +141,9 @@ def default_builds(env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def default_dir(profile: str, explicit: str | None) -> Path:
-    if explicit:
-        p = Path(explicit)
-        return p if p.is_absolute() else outdir.ROOT / p
-    return outdir.RESULTS if profile == "full" else outdir.SCRATCH
+    """--results-dir (relative to the repository), else results/ for full, the scratch tree
+    for quick."""
+    return outdir.results_root(profile == "full", {"P4LB_RESULTS_DIR": explicit or ""})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,14 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.profile not in profiles.NAMES:
         print(f"make results: PROFILE={a.profile!r}: want quick or full", file=sys.stderr)
         return 2
-    builds = {}
-    for v in a.build:
-        name, _, path = v.partition("=")
-        if not path:
-            print(f"make results: --build {v!r}: want NAME=PATH", file=sys.stderr)
-            return 2
-        builds[name] = path
-    builds = builds or default_builds()
+    builds = runner.parse_builds("make results", a.build) or default_builds()
     root = default_dir(a.profile, a.results_dir)
     if a.peer and not Path(a.peer).is_file():
         print(f"make results: PEER_P4={a.peer}: no such file", file=sys.stderr)
