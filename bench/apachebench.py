@@ -66,6 +66,11 @@ CASES = [
 ]
 
 
+# The fields of a run that ab's report gives (topology.ab.AbResult's, by the same names).
+AB_FIELDS = ("complete", "failed", "non_2xx", "rps", "transfer_kbps", "mean_ms")
+AB_FIELDS += ("p50_ms", "p95_ms", "p99_ms")
+
+
 @dataclass
 class Run:
     case: str
@@ -174,29 +179,23 @@ def one_run(case: Case, n: int, c: int, raw_dir: Path) -> Run:
                 file=sys.stderr,
             )
         values = [served[s.name] for s in lab.servers]
+        tcp = {k: tcp1.get(k, 0) - tcp0.get(k, 0) for k in ("RetransSegs", "OutRsts")}
+        lb = case.algorithm != "baseline"
         return Run(
-            case.name,
-            case.algorithm,
-            ":".join(map(str, case.weights)),
-            n,
-            c,
-            r.complete,
-            r.failed,
-            r.non_2xx,
-            r.rps,
-            r.transfer_kbps,
-            r.mean_ms,
-            r.p50_ms,
-            r.p95_ms,
-            r.p99_ms,
-            json.dumps(served),
-            json.dumps(conns),
-            json.dumps(switch),
-            agree,
-            jain(values) if case.algorithm != "baseline" else 1.0,
-            weighted_jain(values, cfg_weights) if case.algorithm != "baseline" else 1.0,
-            tcp1.get("RetransSegs", 0) - tcp0.get("RetransSegs", 0),
-            tcp1.get("OutRsts", 0) - tcp0.get("OutRsts", 0),
+            case=case.name,
+            algorithm=case.algorithm,
+            weights=":".join(map(str, case.weights)),
+            n=n,
+            concurrency=c,
+            **{k: getattr(r, k) for k in AB_FIELDS},
+            served=json.dumps(served),
+            connections=json.dumps(conns),
+            switch=json.dumps(switch),
+            agree=agree,
+            jain=jain(values) if lb else 1.0,
+            weighted_jain=weighted_jain(values, cfg_weights) if lb else 1.0,
+            retransmissions=tcp["RetransSegs"],
+            resets=tcp["OutRsts"],
         )
     finally:
         stop(lab)

@@ -404,18 +404,13 @@ def older(root: Path) -> Slots:
 # ---------------------------------------------------------------- experiments
 
 
-def recorded_runs(experiments: Path) -> int:
-    """Runs with a run.json in an experiments directory's raw files (a begun run has none)."""
-    return rawstore.run_count(experiments)
-
-
 def experiments_dir(root: Path) -> Path:
     """The experiments the READMEs quote: the full profile's once every run of its plan is
     recorded (it runs in parts, `--resume`), the quick profile's until then."""
     full = root / "experiments-full"
     if (full / "meta.json").exists():
         planned = json.loads((full / "meta.json").read_text()).get("runs_planned")
-        if isinstance(planned, int) and recorded_runs(full) >= planned:
+        if isinstance(planned, int) and rawstore.run_count(full) >= planned:
             return full
     return root / "experiments"
 
@@ -571,7 +566,7 @@ def provenance_table(root: Path) -> Slots:
         doc = json.loads(p.read_text())
         text = describe_file(doc)
         if p.name == "meta.json" and rawstore.has_raw(p.parent):
-            more = parts_text(doc, recorded_runs(p.parent)).replace("**", "")
+            more = parts_text(doc, rawstore.run_count(p.parent)).replace("**", "")
             text += f";{more}" if more else ""
         rows.append((rel, text))
     return {"rows": rows}
