@@ -82,15 +82,8 @@ class Job:
     rep: int
 
     def path(self, root: Path) -> Path:
-        return (
-            root
-            / "raw"
-            / self.experiment
-            / self.scenario.name
-            / self.variant.name
-            / (self.load.name)
-            / f"r{self.rep}"
-        )
+        where = (self.experiment, self.scenario.name, self.variant.name, self.load.name)
+        return root.joinpath("raw", *where, f"r{self.rep}")
 
 
 def algorithms() -> tuple[str, ...]:
@@ -379,6 +372,10 @@ def one_run(lab: Lab, job: Job, root: Path, k6: str | None, k6_sources: int = 1)
         conns[host.name] += len(lines)
     tcp1 = {h.name: tcp_counters(h) for h in hosts}
     sw_conns1, drops1 = switch_view(lab)
+
+    def tcp_delta(counter: str, of: list[Any]) -> dict[str, int]:
+        return {h.name: tcp1[h.name].get(counter, 0) - tcp0[h.name].get(counter, 0) for h in of}
+
     record: dict[str, Any] = {
         "experiment": job.experiment,
         "scenario": job.scenario.name,
@@ -404,19 +401,11 @@ def one_run(lab: Lab, job: Job, root: Path, k6: str | None, k6_sources: int = 1)
         "served": served,
         "connections": conns,
         "by_source": by_source,
-        "syn_connections": {
-            s.name: tcp1[s.name].get("PassiveOpens", 0) - tcp0[s.name].get("PassiveOpens", 0)
-            for s in lab.servers
-        },
+        "syn_connections": tcp_delta("PassiveOpens", lab.servers),
         "switch_connections": delta(sw_conns1, sw_conns0),
         "drops": {k: v for k, v in delta(drops1, drops0).items() if v},
-        "retrans_segs": {
-            h.name: tcp1[h.name].get("RetransSegs", 0) - tcp0[h.name].get("RetransSegs", 0)
-            for h in hosts
-        },
-        "out_segs": {
-            h.name: tcp1[h.name].get("OutSegs", 0) - tcp0[h.name].get("OutSegs", 0) for h in hosts
-        },
+        "retrans_segs": tcp_delta("RetransSegs", hosts),
+        "out_segs": tcp_delta("OutSegs", hosts),
     }
     (out / "run.json").write_text(json.dumps(record, indent=1))
     return record
