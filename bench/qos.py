@@ -81,9 +81,10 @@ SEED = {
 }
 
 
-def _host_py(host: Any, args: str, bg: bool = False) -> str:
+def _host_py(host: Any, args: str) -> None:
+    """`python -m bench.qos_traffic ARGS` on `host`, in the background."""
     cmd = f"cd {ROOT} && PYTHONPATH={ROOT} {sys.executable} -m bench.qos_traffic {args}"
-    return host.cmd(cmd + (" > /dev/null 2>&1 &" if bg else ""))
+    host.cmd(cmd + " > /dev/null 2>&1 &")
 
 
 def thrift_register(name: str, index: int, thrift_port: int = 9090) -> int:
@@ -174,18 +175,14 @@ def one_run(
     _host_py(
         server,
         f"tcp-sink --port {TCP_PORT} --duration {total + 2} --skip {WARMUP_S + 1} --out {sink_out}",
-        bg=True,
     )
-    _host_py(
-        server, f"voip-recv --port {VOIP_PORT} --duration {total + 2} --out {voip_out}", bg=True
-    )
+    _host_py(server, f"voip-recv --port {VOIP_PORT} --duration {total + 2} --out {voip_out}")
     time.sleep(1.0)
     for host, mine in ((h1, sports[: BULK_FLOWS[0]]), (h2, sports[BULK_FLOWS[0] :])):
         _host_py(
             host,
             f"bulk --dst {dst} --port {TCP_PORT} --flows {len(mine)} --duration {total} "
             f"--sports {','.join(map(str, mine))}",
-            bg=True,
         )
     time.sleep(WARMUP_S)
     pps = 50
@@ -193,7 +190,6 @@ def one_run(
         h3,
         f"voip-send --dst {dst} --port {VOIP_PORT} --pps {pps} --size 160 --duration {duration} "
         f"--sport {placement['voip_port']}",
-        bg=True,
     )
     pings = int(duration / 0.2)
     ping_out = h3.cmd(f"ping -i 0.2 -c {pings} -W 2 {dst}")
