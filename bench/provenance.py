@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import toolchain
 from bench.outdir import ROOT
 
 STAMP = ROOT / "p4src" / "compiled" / "SOURCES.sha256"
@@ -221,14 +222,6 @@ def p4_stamp(path: Path = STAMP) -> dict[str, str]:
     }
 
 
-def p4c_version(p4c: str = "p4c-bm2-ss") -> str:
-    text = _out([p4c, "--version"])
-    if not text:
-        return "missing"
-    m = re.search(r"\d+(?:\.\d+)+(?:[-\w.]*)?", text)
-    return m.group(0) if m else text.splitlines()[-1]
-
-
 def bmv2_build(binary: str, source_dirs: tuple[str, ...] = SOURCE_DIRS) -> dict[str, Any]:
     """A simple_switch_grpc's version and, where the source route built it, its configure
     flags (from the build tree's .p4lb-configure whose prefix holds the binary)."""
@@ -376,7 +369,7 @@ def collect(
         "command": shlex.join(argv if argv is not None else []),
         "git": git_state(),
         "p4_stamp": p4_stamp(),
-        "p4c": p4c_version(os.environ.get("P4C", "p4c-bm2-ss")),
+        "p4c": toolchain.tool_version(toolchain.p4c()) or "missing",
         "bmv2": {name: bmv2_build(path) for name, path in (binaries or {}).items()},
         "machine": machine(),
     }
