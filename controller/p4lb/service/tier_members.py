@@ -174,7 +174,8 @@ class Member(Session):
                 try:
                     learnt = self.sharing.learn(other.sw)
                 except Exception as e:  # noqa: BLE001 - another balancer's trouble is not this one's
-                    log.info("%s: copies not read from %s (%s)", self.name, other.name, e)
+                    # (an empty switch, the tier's first start: nothing to learn there)
+                    log.debug("%s: copies not read from %s (%s)", self.name, other.name, e)
                     continue
                 log.info("%s: %d shared connections held by %s", self.name, learnt, other.name)
         self._copied = self.sharing.join(self.name, sw, fresh)
