@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -40,7 +41,13 @@ class VethLab:
     @contextmanager
     def veths(self) -> Iterator[None]:
         """The veth pairs, up, IPv6 off (no stray router solicitations); any a run killed
-        hard left behind are removed first, and all at the end."""
+        hard left behind are removed first, and all at the end. A lab whose switch runs
+        (another test or bench on it) is refused, not taken over."""
+        if _listening(self.grpc_port):
+            raise RuntimeError(
+                f"the {self.prefix} lab is in use: a switch listens on 127.0.0.1:"
+                f"{self.grpc_port} (another run of this test or bench; wait for it to end)"
+            )
         self.remove_veths()
         try:
             for p in range(1, self.ports + 1):
@@ -159,6 +166,11 @@ def thrift_cli(thrift_port: int, cmds: list[str]) -> str:
     if r.returncode != 0 or "Error" in r.stdout:
         raise RuntimeError(f"simple_switch_CLI failed: {r.stdout[-300:]} {r.stderr[-300:]}")
     return r.stdout
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _run(*cmd: str) -> None:

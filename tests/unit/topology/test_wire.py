@@ -1,10 +1,16 @@
 """The veth labs (topology.wire) side by side, and the switch command line they start: no
-two labs share a veth or a port, every name fits Linux's interface names, and the switch
-gets each lab's ports, program and Thrift port (the one its guard lifts at the end)."""
+two labs share a veth or a port, every name fits Linux's interface names, a lab another run
+uses is refused rather than taken over, and the switch gets each lab's ports, program and
+Thrift port (the one its guard lifts at the end)."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from bench import controller, lab
 from tests.dataplane import support, test_security
@@ -34,3 +40,17 @@ def test_switch_command_has_the_labs_ports_and_its_program() -> None:
     assert thrift_guard.thrift_port_of(["valgrind", *args]) == 2222
     empty = bmv2.command(ports, x.grpc_port, x.thrift_port, binary="ssg")
     assert "--no-p4" in empty[: empty.index("--")]
+
+
+def test_a_lab_whose_switch_runs_is_refused_and_left_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ran: list[Any] = []
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: ran.append(a))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        x = VethLab("p4lbx", ports=2, grpc_port=busy.getsockname()[1], thrift_port=1)
+        with pytest.raises(RuntimeError, match="in use"), x.veths():
+            pass
+    assert ran == []  # no veth of the running lab removed
