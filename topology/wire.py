@@ -6,6 +6,7 @@ veths, and its switch by the PID it started."""
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import shutil
 import socket
@@ -17,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topology import bmv2, thrift_guard
+
+# Each lab's lock while a run holds its veths (released when that run ends, or dies).
+LOCKS = Path("/run/p4lb")
 
 
 @dataclass(frozen=True)
@@ -41,24 +45,30 @@ class VethLab:
     @contextmanager
     def veths(self) -> Iterator[None]:
         """The veth pairs, up, IPv6 off (no stray router solicitations); any a run killed
-        hard left behind are removed first, and all at the end. A lab whose switch runs
-        (another test or bench on it) is refused, not taken over."""
-        if _listening(self.grpc_port):
-            raise RuntimeError(
-                f"the {self.prefix} lab is in use: a switch listens on 127.0.0.1:"
-                f"{self.grpc_port} (another run of this test or bench; wait for it to end)"
-            )
-        self.remove_veths()
-        try:
-            for p in range(1, self.ports + 1):
-                h, s = self.host_if(p), self.switch_if(p)
-                _run("ip", "link", "add", h, "type", "veth", "peer", "name", s)
-                for ifc in (h, s):
-                    _run("sysctl", "-qw", f"net.ipv6.conf.{ifc}.disable_ipv6=1")
-                    _run("ip", "link", "set", ifc, "up")
-            yield
-        finally:
+        hard left behind are removed first, and all at the end. A lab another run holds
+        (its lock in LOCKS), or whose switch still runs, is refused, not taken over."""
+        LOCKS.mkdir(parents=True, exist_ok=True)
+        with open(LOCKS / f"lab-{self.prefix}.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RuntimeError(f"the {self.prefix} lab is in use by another run") from None
+            if _listening(self.grpc_port):
+                raise RuntimeError(
+                    f"the {self.prefix} lab's port 127.0.0.1:{self.grpc_port} is taken (a "
+                    "switch of an earlier run still running?)"
+                )
             self.remove_veths()
+            try:
+                for p in range(1, self.ports + 1):
+                    h, s = self.host_if(p), self.switch_if(p)
+                    _run("ip", "link", "add", h, "type", "veth", "peer", "name", s)
+                    for ifc in (h, s):
+                        _run("sysctl", "-qw", f"net.ipv6.conf.{ifc}.disable_ipv6=1")
+                        _run("ip", "link", "set", ifc, "up")
+                yield
+            finally:
+                self.remove_veths()
 
     def remove_veths(self) -> None:
         for h in self.host_ifs():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 from bench import controller, lab
 from tests.dataplane import support, test_security
-from topology import bmv2, thrift_guard
+from topology import bmv2, thrift_guard, wire
 from topology.wire import VethLab
 
 LABS = [lab.LAB, controller.LAB, support.LAB, test_security.LAB]
@@ -42,15 +43,46 @@ def test_switch_command_has_the_labs_ports_and_its_program() -> None:
     assert "--no-p4" in empty[: empty.index("--")]
 
 
-def test_a_lab_whose_switch_runs_is_refused_and_left_alone(
-    monkeypatch: pytest.MonkeyPatch,
+def test_a_lab_another_run_holds_or_whose_switch_runs_is_refused_and_left_alone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     ran: list[Any] = []
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: ran.append(a))
-    with socket.socket() as busy:
+    monkeypatch.setattr(wire, "LOCKS", tmp_path)
+    x = VethLab("p4lbx", ports=2, grpc_port=free_port(), thrift_port=1)
+    held = subprocess.Popen(  # another run: holds the lab's lock until told to stop
+        [sys.executable, "-c", HOLD, str(tmp_path / "lab-p4lbx.lock")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert held.stdout is not None and held.stdout.readline() == b"held\n"
+        with pytest.raises(RuntimeError, match="in use by another run"), x.veths():
+            pass
+    finally:
+        held.communicate(b"")
+    with socket.socket() as busy:  # a switch of an earlier run, on the lab's port
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
-        x = VethLab("p4lbx", ports=2, grpc_port=busy.getsockname()[1], thrift_port=1)
-        with pytest.raises(RuntimeError, match="in use"), x.veths():
+        y = VethLab("p4lbx", ports=2, grpc_port=busy.getsockname()[1], thrift_port=1)
+        with pytest.raises(RuntimeError, match="is taken"), y.veths():
             pass
-    assert ran == []  # no veth of the running lab removed
+    assert ran == []  # no veth removed, none made
+    with x.veths():  # the other run ended: the lab is free again
+        pass
+    assert ran[0][0][:3] == ("ip", "link", "add")
+
+
+HOLD = """
+import fcntl, sys
+with open(sys.argv[1], "w") as f:
+    fcntl.flock(f, fcntl.LOCK_EX)
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
