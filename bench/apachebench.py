@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import outdir, provenance, templates
+from bench import figure, outdir, provenance, templates
 from bench.experiments.run import tcp_counters
 from p4lb.intent import reader
 from p4lb.pipeline.entries import Entry, Update
@@ -236,10 +236,7 @@ def summary(runs: list[Run]) -> str:
 
 
 def plots(runs: list[Run], out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = figure.pyplot()
 
     cases = sorted({r.case for r in runs if r.algorithm != "baseline"})
     for metric, label in (
@@ -260,9 +257,7 @@ def plots(runs: list[Run], out: Path) -> None:
         ax.set_ylabel(label)
         ax.legend()
         ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(out / f"{metric}.png", dpi=110)
-        plt.close(fig)
+        figure.save(fig, out / f"{metric}.png", 110)
     fig, ax = plt.subplots(figsize=(7, 4))
     for (case, conc), ratios in sorted(overhead(runs).items()):
         ax.plot(list(ratios), list(ratios.values()), marker="o", label=f"{case} -c {conc}")
@@ -272,9 +267,7 @@ def plots(runs: list[Run], out: Path) -> None:
     ax.set_ylim(0, 1.1)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out / "overhead.png", dpi=110)
-    plt.close(fig)
+    figure.save(fig, out / "overhead.png", 110)
     fig, ax = plt.subplots(figsize=(7, 4))
     biggest = max(r.n for r in runs)
     width = 0.8 / max(1, len(cases))
@@ -288,9 +281,7 @@ def plots(runs: list[Run], out: Path) -> None:
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(served))], list(served))
     ax.set_ylabel(f"requests served (n={biggest})")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "distribution.png", dpi=110)
-    plt.close(fig)
+    figure.save(fig, out / "distribution.png", 110)
 
 
 def main(argv: list[str] | None = None) -> int:

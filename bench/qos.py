@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, runner, templates
+from bench import figure, outdir, runner, templates
 from bench import provenance as pv
 from bench import qos_metrics as m
 from bench.experiments.run import switch_packets
@@ -261,10 +261,7 @@ def tiphon(prov: dict[str, Any], summary: dict[str, dict[str, Any]]) -> str:
 
 
 def plots(runs: list[dict[str, Any]], summary: dict[str, dict[str, Any]], out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = figure.pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for v in summary:
@@ -274,9 +271,7 @@ def plots(runs: list[dict[str, Any]], summary: dict[str, dict[str, Any]], out: P
     ax.set_xlabel("VoIP one-way delay p95 per run (ms, log)")
     ax.set_ylabel("fraction of runs")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "delay_cdf.png", dpi=120)
-    plt.close(fig)
+    figure.save(fig, out / "delay_cdf.png", 120)
 
     fig, ax = plt.subplots(figsize=(7, 4))
     names = list(summary)
@@ -293,9 +288,7 @@ def plots(runs: list[dict[str, Any]], summary: dict[str, dict[str, Any]], out: P
     ax.set_xticks(list(x), names, rotation=30, fontsize=7)
     ax.set_ylabel("goodput, Mbit/s (median)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "goodput.png", dpi=120)
-    plt.close(fig)
+    figure.save(fig, out / "goodput.png", 120)
 
 
 def provenance(reps: int, duration: float, binary: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, provenance, templates
+from bench import figure, outdir, provenance, templates
 from p4lb.models.hashing import Flow, flow_hash
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,10 +67,7 @@ templates.ENV.filters["describe"] = provenance.describe
 
 
 def plots(data: dict[str, Any], model: list[dict[str, float]], out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = figure.pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     live = [r["live"] for r in model]
@@ -90,9 +87,7 @@ def plots(data: dict[str, Any], model: list[dict[str, float]], out: Path) -> Non
     ax.set_xlabel("live connections")
     ax.set_ylabel("new flows finding no slot (%)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "collisions.png", dpi=120)
-    plt.close(fig)
+    figure.save(fig, out / "collisions.png", 120)
 
     builds = data.get("builds", {})
     if not builds:
@@ -115,18 +110,13 @@ def plots(data: dict[str, Any], model: list[dict[str, float]], out: Path) -> Non
     ax.set_xticks([x + width * (len(builds) - 1) / 2 for x in range(len(names))], names)
     ax.set_ylabel("zero-loss packets/s")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "zero_loss.png", dpi=120)
-    plt.close(fig)
+    figure.save(fig, out / "zero_loss.png", 120)
 
 
 def floor_plot(data: dict[str, Any], out: Path) -> None:
     """Each program's instructions per packet as a share of plain forwarding's, per build,
     with the overhead goal for that build."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = figure.pyplot()
 
     builds = data["builds"]
     names = [n for n in next(iter(builds.values()))["programs"] if n != "baseline"]
@@ -143,9 +133,7 @@ def floor_plot(data: dict[str, Any], out: Path) -> None:
     ax.set_ylabel("plain forwarding's instructions\n/ the program's (all threads)")
     ax.set_title("dashed: the goal for that build", fontsize=9)
     ax.legend(fontsize=8, loc="lower left")
-    fig.tight_layout()
-    fig.savefig(out / "floor.png", dpi=120)
-    plt.close(fig)
+    figure.save(fig, out / "floor.png", 120)
 
 
 def raw(out: Path, name: str) -> dict[str, Any]:

@@ -49,7 +49,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, provenance, runner, stats
+from bench import figure, outdir, provenance, runner, stats
 from bench.outdir import ROOT
 from bench.rate import process_cpu_s
 
@@ -394,10 +394,7 @@ def failover_panel(b: Any, doc: dict[str, Any]) -> None:
 
 
 def plot(doc: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = figure.pyplot()
 
     over = doc.get("overload")
     if "scaling" not in doc:  # --ha: the failover alone
@@ -406,8 +403,7 @@ def plot(doc: dict[str, Any], path: Path) -> None:
         b.set_title(
             f"Failover with a router pair and a standby controller (median of {doc['reps']})"
         )
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
+        figure.save(fig, path, 110)
         return
     fig, axes = plt.subplots(1, 3 if over else 2, figsize=(16.5 if over else 11, 4))
     a, b = axes[0], axes[1]
@@ -449,8 +445,7 @@ def plot(doc: dict[str, Any], path: Path) -> None:
             f"median of {doc['reps']})"
         )
         c.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    figure.save(fig, path, 110)
 
 
 def main(argv: list[str] | None = None) -> int:

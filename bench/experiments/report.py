@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import provenance, rawstore, stats, templates
+from bench import figure, provenance, rawstore, stats, templates
 from bench.experiments import breakpoint
 from bench.experiments import load as loadgen
 from p4lb.stats.fairness import jain, weighted_jain
@@ -540,10 +540,7 @@ def seed_figures(
 def plots(
     g: dict[Key, list[dict[str, Any]]], algorithms: list[str], out: Path, ceiling: float | None
 ) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = figure.pyplot()
 
     made: list[str] = []
     Series = list[tuple[str, list[tuple[float, float, float]]]]  # (label, a point per variant)
@@ -571,9 +568,7 @@ def plots(
         ax.legend(fontsize=7)
 
     def save(fig: Any, fname: str) -> None:
-        fig.tight_layout()
-        fig.savefig(out / fname, dpi=100)
-        plt.close(fig)
+        figure.save(fig, out / fname, 100)
         made.append(fname)
 
     for field, ylabel, fname in (
