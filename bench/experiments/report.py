@@ -98,14 +98,11 @@ def metrics(run_dir: Path) -> dict[str, Any]:
         m |= {"failed": failed, "complete": complete, "rps": complete / rec["elapsed_s"]}
         m["time_taken_s"] = rec["elapsed_s"]
     else:
-        first, last, total = float("inf"), 0.0, 0
         summaries = [json.loads(p.read_text()) for p in sorted(run_dir.glob("k6-*.json"))]
         for p in sorted(run_dir.glob("k6-*.csv.gz")):
-            d, f, t0, t1 = loadgen.k6_requests(p)
-            times += d
+            durations, f = loadgen.k6_requests(p)
+            times += durations
             failed += f
-            if d:
-                first, last = min(first, t0), max(last, t1)
         total = len(times)
         dur = max((s["state"]["testRunDurationMs"] for s in summaries), default=0.0) / 1000
         m |= {
