@@ -107,6 +107,11 @@ def floor_ratio(fl: dict[str, Any], build: str, name: str, kind: str = "all") ->
     return float(fl["builds"][build]["programs"][name][f"{kind}_vs_baseline_per_rep"]["median"])
 
 
+def floor_work(fl: dict[str, Any], build: str, name: str) -> float:
+    """A program's instructions per packet, all threads (median) in switch/floor.json."""
+    return float(fl["builds"][build]["programs"][name]["all"]["median"])
+
+
 def floor_table(root: Path) -> Slots:
     fl = load(root, "switch/floor.json")
     builds = ("standard", speed_build(fl["builds"]))
@@ -162,14 +167,7 @@ def floor_bullets(root: Path) -> Slots:
         for n in floor_order(progs)
         if "zero_loss_vs_baseline_per_rep" in progs[n]
     }
-    work = [
-        (
-            b,
-            fl["builds"][b]["programs"]["wrr"]["all"]["median"],
-            fl["builds"][b]["programs"]["floor-state"]["all"]["median"],
-        )
-        for b in (spd, std)
-    ]
+    work = [(b, floor_work(fl, b, "wrr"), floor_work(fl, b, "floor-state")) for b in (spd, std)]
     return {
         "speed": steps(spd),
         "standard": steps(std),
@@ -188,11 +186,7 @@ def switch_prose(root: Path) -> Slots:
         name: {k: floor_ratio(fl, b, "floor-state", k) for k in ("all", "busiest")}
         for name, b in (("standard", std), ("speed", spd))
     }
-    work = [
-        fl["builds"][b]["programs"]["wrr"]["all"]["median"]
-        / fl["builds"][b]["programs"]["floor-state"]["all"]["median"]
-        for b in (std, spd)
-    ]
+    work = [floor_work(fl, b, "wrr") / floor_work(fl, b, "floor-state") for b in (std, spd)]
 
     def ingress(c: dict[str, int]) -> dict[str, int]:  # older runs did not split the ingress
         return {k: c.get(f"ingress_{k}", c[k]) for k in ("tables", "conditions", "primitives")}

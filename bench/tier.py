@@ -45,6 +45,7 @@ import json
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,12 +85,9 @@ def tier_facts() -> dict[str, Any]:
     """What the tier's provenance holds besides the common one (bench.provenance): the
     routing daemons' versions and the load it ran."""
 
-    def version(*cmd: str) -> str:
-        return (provenance.version_line(list(cmd)) or "?").splitlines()[0]
-
     return {
-        "frr": version("/usr/lib/frr/bgpd", "--version"),
-        "gobgpd": version("gobgpd", "--version"),
+        "frr": provenance.version_line(["/usr/lib/frr/bgpd", "--version"]) or "?",
+        "gobgpd": provenance.version_line(["gobgpd", "--version"]) or "?",
         "else_running": "nothing else heavy (the tier's own processes only)",
         "load": "ab -c 4 batches of 200 (no keep-alive) plus 120 keep-alive connections asking "
         "every 0.2 s during failover; ab -c 20 for 10 s per scaling point; overload: "
@@ -243,11 +241,9 @@ def failover(t: Any, config: Path, reps: int, kinds: list[str] = KINDS) -> dict[
             while time.monotonic() < back_at + 2:
                 time.sleep(0.1)
         conns = result["connections"]
-        errors: dict[str, int] = {}
-        for c in conns:
-            if c["broken"]:
-                key = f"port {c['port']}: {c['broken']['error'][:40]}"
-                errors[key] = errors.get(key, 0) + 1
+        errors = Counter(
+            f"port {c['port']}: {c['broken']['error'][:40]}" for c in conns if c["broken"]
+        )
         # Routes converged: after the event's convergence until the balancer comes back,
         # and after it is back; the rest overlaps a route change.
         after, during = steady_batches(load, (converged, t1), (back_at, math.inf))
@@ -260,7 +256,7 @@ def failover(t: Any, config: Path, reps: int, kinds: list[str] = KINDS) -> dict[
             "connections": len(conns),
             "broken": sum(1 for c in conns if c["broken"]),
             "moved": sum(1 for c in conns if c["moved"]),
-            "broken_by": errors,
+            "broken_by": dict(errors),
             "drops": result.get("drops", {}),
             "ab_failed_across_route_changes": sum(b["failed"] for b in during),
             "ab_gave_up_across_route_changes": sum(1 for b in during if b["error"]),

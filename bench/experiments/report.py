@@ -510,7 +510,7 @@ def seed_figures(
         (
             n,
             [
-                (stat([{"s": 100 * r["shares"][0]} for r in rs], "s")[0], 3 * load_count(ld))
+                (statistics.median(100 * r["shares"][0] for r in rs), 3 * load_count(ld))
                 for ld in cl
                 if (rs := g.get(("clients", "1:2:2", n, ld)))
             ],
