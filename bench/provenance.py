@@ -303,14 +303,13 @@ class Run:
     limit: float
     marker: str | None = None
     shares: list[float] = field(default_factory=list)
-    adopted: set[int] = field(default_factory=set)
-    adopt_live: list[Callable[[], Iterable[int]]] = field(default_factory=list)
+    adopted: list[Callable[[], Iterable[int]]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     def _ours(self) -> set[int]:
-        pids = set(self.adopted)
-        for source in self.adopt_live:
+        pids: set[int] = set()
+        for source in self.adopted:
             with contextlib.suppress(RuntimeError):  # its dict changed while read: next time
                 pids |= set(source())
         return pids
@@ -322,14 +321,11 @@ class Run:
             self.shares.append(other_share(last, now))
             last = now
 
-    def adopt(self, pids: list[int] | Callable[[], Iterable[int]]) -> None:
-        """Count these processes (and their children) as the run's own: daemons it started
-        that left its process tree (FRR's). A callable is asked at every sample (a bench
-        that restarts its daemons: the tier's failover)."""
-        if callable(pids):
-            self.adopt_live.append(pids)
-        else:
-            self.adopted |= set(pids)
+    def adopt(self, pids: Callable[[], Iterable[int]]) -> None:
+        """Count the processes `pids()` names (and their children) as the run's own: daemons
+        it started that left its process tree (FRR's), asked at every sample (the tier's
+        failover restarts them)."""
+        self.adopted.append(pids)
 
     def finish(
         self, reps: int | dict[str, int], order: str | None = None, **more: Any
