@@ -405,7 +405,15 @@ def main(argv: list[str] | None = None) -> int:
     profile = "bench-cost" if cost else "bench-peers"
     committed = ["flows", "algorithms", "floor"]
     args = runner.command_line(
-        "bench-peers", __doc__, "switch", argv, options, committed, 3, builds=True, profile=profile
+        "bench-peers",
+        __doc__,
+        "switch",
+        argv,
+        options,
+        committed,
+        reps=3,
+        builds=True,
+        profile=profile,
     )
     runner.order_seed(args)
     if args.flows is None:

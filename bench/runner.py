@@ -237,8 +237,9 @@ def main(spec: Spec, argv: list[str] | None = None) -> int:
             help="keep what a stopped run with the same arguments measured (its .partial file)",
         )
 
+    committed = list(spec.committed)
     args = command_line(
-        spec.prog, spec.doc, spec.subdir, argv, options, list(spec.committed), spec.reps, True
+        spec.prog, spec.doc, spec.subdir, argv, options, committed, reps=spec.reps, builds=True
     )
     builds = builds_to_measure(spec.prog, args.build, list(spec.tools))
     if builds is None:
