@@ -28,13 +28,13 @@ from p4lb.switch.client import Switch
 from topology import ab
 from topology.net import (
     ROOT,
-    RUN_DIR,
     SERVER_PORT,
     SWITCH_MAC,
     VIP_ADDR,
     VIP_PORT,
     Lab,
     Options,
+    access_log,
     build,
     mac,
     p4lb_cmd,
@@ -141,8 +141,8 @@ def one_run(case: Case, n: int, c: int, raw_dir: Path) -> Run:
         result: list[ab.AbResult] = []
         t = threading.Thread(target=lambda: result.append(ab.run(client, url, n, c)))
         t.start()
+        logs = {s.name: str(access_log(s)) for s in lab.servers}
         if case.change:
-            logs = {s.name: str(RUN_DIR / "access" / f"{s.name}.log") for s in lab.servers}
             for _ in range(6000):  # bounded: at most ~5 min
                 if sum(ab.access_counts(logs).values()) >= n // 2 or not t.is_alive():
                     break
@@ -159,7 +159,6 @@ def one_run(case: Case, n: int, c: int, raw_dir: Path) -> Run:
         r = result[0]
         tcp1 = tcp_counters(client)
         (raw_dir / f"{case.name}-n{n}-c{c}.txt").write_text(r.raw)
-        logs = {s.name: str(RUN_DIR / "access" / f"{s.name}.log") for s in lab.servers}
         wait_servers_idle(lab)
         served = ab.access_counts(logs)
         conns = ab.access_counts(logs, connections=True)
