@@ -211,10 +211,6 @@ class Point:
         med, lo, hi = stat(self.runs, field)
         return (scale * med, scale * lo, scale * hi)
 
-    def fair(self, field: str) -> str:
-        """A fairness figure, or – without a load balancer (one server takes everything)."""
-        return "–" if self.n == "single" else fmt(self.stat(field), 3)
-
 
 SHAPES = ["average", "stress", "breakpoint"]
 
