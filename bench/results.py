@@ -63,6 +63,12 @@ def plan(
         argv = [python, "-m", module, *args, *profiles.arguments(prog, profile)]
         return Step(name, argv, **kw)
 
+    def generator(name: str, *args: str) -> Step:
+        """A step that reads the files written and starts no switch."""
+        return Step(name, [python, *args], switch=False)
+
+    experiments = str(results_dir / "experiments")
+
     # Each path's cost, as committed: the speed build, three algorithms (all of them on
     # both builds would add some four hours).
     paths = ["--path-instructions", "--path-builds", *[n for n in builds if n in SPEED]]
@@ -100,22 +106,10 @@ def plan(
             needs=CALLGRIND,
             skip=no_peer,
         ),
-        Step("algorithms", [python, "scripts/algorithms_figures.py"], switch=False),
-        Step(
-            "switch tables",
-            [python, "-m", "bench.report", "--dir", str(results_dir / "switch")],
-            False,
-        ),
-        Step(
-            "experiments tables",
-            [python, "-m", "bench.experiments.report", "--out", str(results_dir / "experiments")],
-            False,
-        ),
-        Step(
-            "README regions",
-            [python, "-m", "bench.readme_figures", "--results", str(results_dir)],
-            False,
-        ),
+        generator("algorithms", "scripts/algorithms_figures.py"),
+        generator("switch tables", "-m", "bench.report", "--dir", str(results_dir / "switch")),
+        generator("experiments tables", "-m", "bench.experiments.report", "--out", experiments),
+        generator("README regions", "-m", "bench.readme_figures", "--results", str(results_dir)),
     ]
     return steps
 
