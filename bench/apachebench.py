@@ -43,7 +43,6 @@ from topology.net import (
     wait_servers_idle,
 )
 
-RESULTS = ROOT / "results"
 COMPILED = ROOT / "p4src" / "compiled"
 PAPER_COUNTS = [20000, 40000, 60000, 80000, 100000]
 QUICK_COUNTS = [300, 600]

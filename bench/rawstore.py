@@ -30,12 +30,13 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from bench import outdir
+
 ARCHIVE = "raw.tar.xz"
 KEY = "raw_archive"  # meta.json's record of the archive
 SAMPLE = "raw-sample"  # one run of each experiment, unpacked, committed beside the archive
 COMMIT_LIMIT = 5_000_000  # bytes: a larger archive stays out of git, its checksum in
 XZ_PRESET = 9  # a 64 MiB dictionary: the full profile's tar (~48 MB) fits in one window
-REPO = Path(__file__).resolve().parents[1]
 
 
 class RawError(Exception):
@@ -183,7 +184,7 @@ def write_sample(root: Path, members: list[tuple[str, bytes]], rec: dict[str, An
 def shown(root: Path) -> str:
     """root as a reader types it: relative to the repository when inside it."""
     try:
-        return root.resolve().relative_to(REPO).as_posix()
+        return root.resolve().relative_to(outdir.ROOT).as_posix()
     except ValueError:
         return str(root)
 

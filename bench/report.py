@@ -14,8 +14,6 @@ from typing import Any
 from bench import figure, outdir, provenance, templates
 from p4lb.models.hashing import Flow, flow_hash
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "results" / "switch"
 LIVE_POINTS = (1_000, 5_000, 10_000, 20_000, 40_000, 60_000)
 MODEL_SEED = 7
 PROBE_FLOWS = 20_000

@@ -21,14 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import figure, provenance, rawstore, stats, templates
+from bench import figure, outdir, provenance, rawstore, stats, templates
 from bench.experiments import breakpoint
 from bench.experiments import load as loadgen
 from p4lb.stats.fairness import jain, weighted_jain
 from topology import ab as abparse
-
-ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "results" / "experiments"
 
 # Usman et al.'s Table 4 (throughput, kbit/s) and Table 5 / TIPHON (delay, ms) bands.
 THROUGHPUT_BANDS = [(338, "Bad"), (700, "Poor"), (1200, "Fair"), (2100, "Good")]
@@ -660,7 +657,7 @@ SCEN_CAP = [20.0, 40.0, 40.0]
 def switch_ceiling(results: Path | None = None) -> dict[str, Any]:
     """The standard build's measured zero-loss rate for wrr (switch/switch.json beside the
     experiments), its rate once overloaded, and when that file was measured."""
-    p = (results or ROOT / "results") / "switch" / "switch.json"
+    p = (results or outdir.RESULTS) / "switch" / "switch.json"
     try:
         d = json.loads(p.read_text())
         wrr = d["builds"]["standard"]["programs"]["wrr"]
@@ -825,7 +822,7 @@ def summary(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.experiments.report")
-    p.add_argument("--out", default=str(OUT))
+    p.add_argument("--out", default=str(outdir.RESULTS / "experiments"))
     a = p.parse_args(argv)
     root = Path(a.out)
     try:
