@@ -16,7 +16,7 @@ import json
 import re
 import statistics
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,7 +171,7 @@ def groups(runs: list[dict[str, Any]]) -> dict[Key, list[dict[str, Any]]]:
 
 def stat(rs: list[dict[str, Any]], field: str) -> tuple[float, float, float]:
     """(median, min, max) of a field over repetitions."""
-    xs = [float(r[field]) for r in rs if field in r]
+    xs = values(rs, field)
     if not xs:
         return (0.0, 0.0, 0.0)
     return (statistics.median(xs), min(xs), max(xs))
@@ -727,14 +727,9 @@ def parts_text(meta: dict[str, Any], recorded: int) -> str:
 
 def head(root: Path, runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """The paragraphs that say how the experiments were measured (from meta.json)."""
-    drops: dict[str, int] = defaultdict(int)
-    for r in runs:
-        for k, v in r["drop_reasons"].items():
-            drops[k] += v
+    drops = sum((Counter(r["drop_reasons"]) for r in runs), Counter[str]())
     bad = [r for r in runs if not r["switch_agrees"]]
-    mismatches: dict[str, int] = defaultdict(int)
-    for r in bad:
-        mismatches[f"{r['experiment']} {r['load']}"] += 1
+    mismatches = Counter(f"{r['experiment']} {r['load']}" for r in bad)
     pps = [r["switch_pps"] for r in runs]
     return templates.render(
         "experiments/head.md",
