@@ -34,17 +34,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import (
-    floor,
-    instructions,
-    lab,
-    outdir,
-    rate,
-    runner,
-    stats,
-    templates,
-    traffic,
-)
+from bench import floor, instructions, lab, outdir, rate, runner, stats, templates, traffic
 from bench.toolchain import compile_p4, p4c, p4c_problem, tool_version
 
 FLOWS = 200

@@ -111,11 +111,7 @@ def qos_drops(lab: Any) -> dict[str, int]:
 
 
 def place_flows(
-    rng: random.Random,
-    bulk_srcs: list[str],
-    voip_src: str,
-    dst: str,
-    voip_with: int | None = None,
+    rng: random.Random, bulk_srcs: list[str], voip_src: str, dst: str, voip_with: int | None = None
 ) -> dict[str, Any]:
     """Fresh source ports for the bulk flows (one per address in `bulk_srcs`, toward
     TCP_PORT) and the VoIP flow (toward VOIP_PORT) that give every flow a flow bucket of

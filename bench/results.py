@@ -45,11 +45,7 @@ CALLGRIND = ("valgrind", "callgrind_control", "callgrind_annotate", "tcpreplay")
 
 
 def plan(
-    profile: str,
-    results_dir: Path,
-    builds: dict[str, str],
-    python: str,
-    peer: str | None = None,
+    profile: str, results_dir: Path, builds: dict[str, str], python: str, peer: str | None = None
 ) -> list[Step]:
     """The commands `make results` runs, in order, for `profile`: measurements first, then
     the generators that read only the files the measurements wrote. `peer`: the course

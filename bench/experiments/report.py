@@ -442,14 +442,7 @@ def claims(
 
     ip_s, w_s = small_share("iphash"), small_share("wrr")
     if ip_s and w_s:
-        out.append(
-            claim(
-                "000-shares",
-                ip_s=ip_s,
-                w_s=w_s,
-                draws=draws(g, "1:2:2"),
-            )
-        )
+        out.append(claim("000-shares", ip_s=ip_s, w_s=w_s, draws=draws(g, "1:2:2")))
     eq = sorted({k[3] for k in g if k[:2] == ("clients", "equal")}, key=load_count)
     if eq and ("clients", "equal", "srchash", eq[0]) in g:
         few, many = eq[0], eq[-1]  # a partial run may lack iphash: its figure is left out
