@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import figure, outdir, provenance, templates
-from p4lb.models.hashing import Flow, flow_hash
+from p4lb.models.hashing import CONN_BUCKETS, CONN_WAYS, Flow, flow_hash
 
 LIVE_POINTS = (1_000, 5_000, 10_000, 20_000, 40_000, 60_000)
 MODEL_SEED = 7
@@ -49,16 +49,14 @@ def collision_model() -> list[dict[str, float]]:
         for _ in range(max(LIVE_POINTS) + PROBE_FLOWS)
     ]
     probes = flows[max(LIVE_POINTS) :]
-    rows = []
-    for n in LIVE_POINTS:
-        rows.append(
-            {
-                "live": n,
-                "before": turned_away(flows[:n], probes, 65536, 1),
-                "after": turned_away(flows[:n], probes, 131072, 4),
-            }
-        )
-    return rows
+    return [
+        {
+            "live": n,
+            "before": turned_away(flows[:n], probes, 65536, 1),
+            "after": turned_away(flows[:n], probes, CONN_BUCKETS, CONN_WAYS),
+        }
+        for n in LIVE_POINTS
+    ]
 
 
 templates.ENV.filters["describe"] = provenance.describe
