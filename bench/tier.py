@@ -51,7 +51,6 @@ from pathlib import Path
 from typing import Any
 
 from bench import figure, outdir, provenance, runner, stats
-from bench.outdir import ROOT
 from bench.rate import process_cpu_s
 
 OVERLOAD_CLIENTS = 3  # ab processes offering the overload, as the independent check ran
@@ -463,7 +462,6 @@ def main(argv: list[str] | None = None) -> int:
     if a.plot_only:
         plot(json.loads((a.out / f"{name}.json").read_text()), a.out / f"{name}.png")
         return 0
-    sys.path.insert(0, str(ROOT))
     from topology.bmv2 import switch_binary
     from topology.tier import RUN, missing_tools
     from topology.tier_load import start_tier
