@@ -36,6 +36,7 @@
 #include "include/affinity.p4"
 #include "include/nat.p4"
 #include "include/l3.p4"
+#include "include/ipv6.p4"
 #include "include/vip.p4"
 #include "include/qos.p4"
 #include "include/ingress.p4"

@@ -12,10 +12,13 @@ error {
     IPv4BadIHL,
     IPv4BadTotalLen,       // total length shorter than the IPv4 header
     IPv4TotalLenTooLong,   // total length longer than the frame carries
-    L4BadTotalLen,         // total length shorter than the IPv4 + TCP/UDP headers
+    L4BadTotalLen,         // IP total (IPv6: payload) length shorter than the TCP/UDP header
     MartianSource,
     TcpBadDataOffset,
-    TcpBadFlags
+    TcpBadFlags,
+    IPv6BadVersion,
+    IPv6PayloadLenTooLong, // payload length longer than the frame carries
+    NdBadHopLimit          // neighbour discovery with a hop limit other than 255
 }
 
 // What parse_ipv4 and parse_tcp check with an expression; the rest of their checks are
@@ -26,6 +29,10 @@ error {
     (hdr.ipv4.total_len >= ((bit<16>)hdr.ipv4.ihl) << 2 \
      && (bit<32>)hdr.ipv4.total_len + 14 <= std_meta.packet_length \
      && hdr.ipv4.src_addr != hdr.ipv4.dst_addr)
+// IPv6 has no header checksum, and its header has one length: the payload's.
+#define IPV6_LENGTHS_VALID \
+    ((bit<32>)hdr.ipv6.payload_len + 54 <= std_meta.packet_length \
+     && hdr.ipv6.src_addr != hdr.ipv6.dst_addr)
 #define TCP_LENGTH_VALID (meta.l4_len >= ((bit<16>)hdr.tcp.data_offset) << 2)
 #define UDP_LENGTH_VALID (meta.l4_len >= 8)
 // The transitions to ipv4_invalid ahead of the others: a martian source (the first three
@@ -42,6 +49,21 @@ error {
     (0, _, _, _, _, _, _):                         ipv4_invalid; \
     (_, _, 0 &&& 0xc, _, _, _, _):                 ipv4_invalid; /* IHL 0..3 */ \
     (_, _, 4, _, _, _, _):                         ipv4_invalid
+// The same for parse_ipv6 ahead of its others: a martian source (the loopback ::1,
+// IPv4-mapped ::ffff:0:0/96, which is never on the wire (RFC 4291 2.5.5.2), multicast
+// ff00::/8; the unspecified :: too, except for a neighbour solicitation, which duplicate
+// address detection sends from it (RFC 4862 5.4.2: ipv6_unspecified_source); the source
+// equal to the destination is in the expression), or a payload longer than the frame (a
+// version other than 6 falls through every other keyset to the default); the key is
+// (checks, version, src_addr, next_hdr).
+#define IPV6_INVALID_KEYSETS \
+    (0, _, _, _):                                  ipv6_invalid; \
+    (_, _, 1, _):                                  ipv6_invalid; \
+    (_, _, 0xffff00000000 &&& 0xffffffffffffffffffffffff00000000, _): ipv6_invalid; \
+    (_, _, 0xff000000000000000000000000000000 \
+           &&& 0xff000000000000000000000000000000, _): ipv6_invalid; \
+    (_, 6, 0, IP_PROTO_ICMPV6):                    ipv6_unspecified_source; \
+    (_, _, 0, _):                                  ipv6_invalid
 // The key is (checks, data_offset, flags): flag sets no TCP stack sends (SYN+FIN,
 // SYN+RST, none of the six: a null scan, FIN+PSH+URG: xmas), a data offset below 5, or
 // a header longer than the datagram.
@@ -97,6 +119,32 @@ error {
     PARSER_ERROR(ipv4_bad_total_len, IPv4BadTotalLen) \
     PARSER_ERROR(ipv4_total_len_too_long, IPv4TotalLenTooLong) \
     PARSER_ERROR(martian_source, MartianSource)
+
+// The same for parse_ipv6's checks: the version, the payload length against the frame,
+// then the source. Only a neighbour solicitation with the ND hop limit may come from ::.
+#define IPV6_INVALID_STATES \
+    state ipv6_invalid { \
+        transition select(hdr.ipv6.version) { \
+            6:       ipv6_check_frame_len; \
+            default: ipv6_bad_version; \
+        } \
+    } \
+    state ipv6_check_frame_len { \
+        meta.checks = (bit<1>)((bit<32>)hdr.ipv6.payload_len + 54 <= std_meta.packet_length); \
+        transition select(meta.checks) { \
+            0:       ipv6_payload_len_too_long; \
+            default: martian_source; \
+        } \
+    } \
+    state ipv6_unspecified_source { \
+        pkt.extract(hdr.icmpv6); \
+        transition select(hdr.ipv6.hop_limit, hdr.icmpv6.type) { \
+            (ND_HOP_LIMIT, ND_NEIGHBOR_SOLICIT): accept; \
+            default:                             martian_source; \
+        } \
+    } \
+    PARSER_ERROR(ipv6_bad_version, IPv6BadVersion) \
+    PARSER_ERROR(ipv6_payload_len_too_long, IPv6PayloadLenTooLong)
 
 // The same for parse_tcp's checks; and the error of a datagram shorter than its TCP or
 // UDP header.

@@ -4,6 +4,7 @@
 
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
+typedef bit<128> ipv6_addr_t;
 typedef bit<9>  port_id_t;
 // Ids are 32 bits wide although far fewer are used: a register or counter index is 32
 // bits, and a narrower id would cost a copy (a PHV field BMv2 resets per packet) at each use.
@@ -14,10 +15,22 @@ typedef bit<1>  version_t;      // which copy of a VIP's pool/slots is live
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_ARP  = 0x0806;
+const bit<16> ETHERTYPE_IPV6 = 0x86DD;
 const bit<16> ARP_OP_REQUEST = 1;
 const bit<16> ARP_OP_REPLY   = 2;
 const bit<8>  IP_PROTO_TCP   = 6;
 const bit<8>  IP_PROTO_UDP   = 17;
+const bit<8>  IP_PROTO_ICMPV6 = 58;
+
+// ICMPv6 neighbour discovery (RFC 4861): router solicitation and advertisement,
+// neighbour solicitation and advertisement, redirect. Its messages are sent with a hop
+// limit of 255, which no router can have forwarded; a receiver discards any other.
+const bit<8>  ND_ROUTER_SOLICIT   = 133;
+const bit<8>  ND_ROUTER_ADVERT    = 134;
+const bit<8>  ND_NEIGHBOR_SOLICIT = 135;
+const bit<8>  ND_NEIGHBOR_ADVERT  = 136;
+const bit<8>  ND_REDIRECT         = 137;
+const bit<8>  ND_HOP_LIMIT        = 255;
 
 const bit<8> TCP_FLAG_FIN = 0x01;
 const bit<8> TCP_FLAG_SYN = 0x02;
@@ -55,17 +68,20 @@ enum bit<8> Algorithm {
 // The controller reads the names from the P4Info (drop_table's key).
 enum bit<8> DropReason {
     NONE             = 0,
-    MALFORMED        = 1,   // parser error: truncated, bad version/IHL, bad TCP data offset
+    MALFORMED        = 1,   // parser error: truncated, bad version/IHL, bad TCP data
+                            // offset, neighbour discovery with a hop limit other than 255
     BAD_CHECKSUM     = 2,   // IPv4 header checksum does not verify
-    TTL_EXPIRED      = 3,
+    TTL_EXPIRED      = 3,   // IPv4 TTL or IPv6 hop limit 0 or 1
     VIP_PORT_UNKNOWN = 4,   // VIP address, but no VIP on that protocol/port
     NO_ROUTE         = 5,
     NO_BACKEND       = 6,   // VIP pool empty or backend unknown
     FRAGMENT         = 7,   // IP fragment sent to a VIP: no L4 header to balance on
-    UNSUPPORTED      = 8,   // neither IPv4 nor ARP
+    UNSUPPORTED      = 8,   // neither IPv4, IPv6 nor ARP
     BAD_TCP_FLAGS    = 9,   // flag sets no stack sends: SYN+FIN, SYN+RST, null, xmas
-    MARTIAN_SOURCE   = 10,  // source 0/8, 127/8, multicast, 240/4 (broadcast), a VIP, or dst
-    BAD_LENGTH       = 11,  // IPv4 total length longer than the frame or shorter than headers
+    MARTIAN_SOURCE   = 10,  // source 0/8, 127/8, multicast, 240/4 (broadcast), a VIP, or dst;
+                            // IPv6: ::, ::1, ::ffff:0:0/96, multicast ff00::/8, or dst
+    BAD_LENGTH       = 11,  // IPv4 total length or IPv6 payload length longer than the
+                            // frame, or shorter than the headers
     NO_STATE         = 12,  // mid-connection packet of a stateful VIP with no state to follow
     // QoS (qos.p4), on a port with a queueing discipline:
     QOS_TAIL         = 13,  // the port's, its flow's or its host's queue share is full

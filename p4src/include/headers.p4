@@ -42,6 +42,27 @@ header ipv4_options_t {
     varbit<320> options;
 }
 
+// The fixed IPv6 header (RFC 8200). What follows it (next_hdr): TCP, UDP or ICMPv6 is
+// parsed; an extension header, or anything else, is carried as it is (checks.p4).
+header ipv6_t {
+    bit<4>      version;
+    bit<8>      traffic_class;
+    bit<20>     flow_label;
+    bit<16>     payload_len;
+    bit<8>      next_hdr;
+    bit<8>      hop_limit;
+    ipv6_addr_t src_addr;
+    ipv6_addr_t dst_addr;
+}
+
+// The first four bytes of an ICMPv6 message right after the fixed IPv6 header: its type
+// says whether it is neighbour discovery (ND_*, defines.p4).
+header icmpv6_t {
+    bit<8>  type;
+    bit<8>  code;
+    bit<16> checksum;
+}
+
 // The transport ports, first in TCP and UDP alike: one header for both, so the stages
 // read them where the parser put them (a copy into metadata costs a parser operation and
 // a PHV field, reset for every packet). A table keyed on them sees 0 when neither

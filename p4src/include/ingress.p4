@@ -1,7 +1,7 @@
 /* The ingress pipeline: validation, VIP lookup with connection state (a known connection
  * needs nothing more), selection for new flows, reverse NAT and routing for everything
- * else, and drops counted by reason in one counter. NAT toward the backends runs in the
- * egress (egress.p4). */
+ * else (IPv6: routing, and neighbour discovery flooded), and drops counted by reason in
+ * one counter. NAT toward the backends runs in the egress (egress.p4). */
 #ifndef P4LB_INGRESS_P4
 #define P4LB_INGRESS_P4
 
@@ -10,6 +10,7 @@ control LbIngress(inout headers_t hdr,
                   inout standard_metadata_t std_meta) {
     VipLookup() vip_lookup;
     VipAddresses() vip_addresses;
+    Ipv6Forwarding() ipv6_forwarding;
     QosEnqueue() qos_enqueue;
 
     action count_drop() {
@@ -31,15 +32,19 @@ control LbIngress(inout headers_t hdr,
                 && std_meta.checksum_error == 0 && hdr.ipv4.ttl > 1) {
             // The VIP lookup takes it from here (vip.p4).
             vip_lookup.apply(hdr, meta, std_meta);
+        } else if (std_meta.parser_error == error.NoError && hdr.arp.isValid()) {
+            vip_addresses.apply(hdr, meta, std_meta);
+        } else if (std_meta.parser_error == error.NoError && hdr.ipv6.isValid()) {
+            // Routed, or flooded (neighbour discovery); its drops counted there (l3.p4).
+            ipv6_forwarding.apply(hdr, meta, std_meta);
         } else {
-            if (std_meta.parser_error == error.NoError && hdr.arp.isValid()) {
-                vip_addresses.apply(hdr, meta, std_meta);
-            } else if (std_meta.parser_error == error.TcpBadFlags) {
+            if (std_meta.parser_error == error.TcpBadFlags) {
                 meta.drop_reason = DropReason.BAD_TCP_FLAGS;
             } else if (std_meta.parser_error == error.MartianSource) {
                 meta.drop_reason = DropReason.MARTIAN_SOURCE;
             } else if (std_meta.parser_error == error.IPv4BadTotalLen
                        || std_meta.parser_error == error.IPv4TotalLenTooLong
+                       || std_meta.parser_error == error.IPv6PayloadLenTooLong
                        || std_meta.parser_error == error.L4BadTotalLen) {
                 meta.drop_reason = DropReason.BAD_LENGTH;
             } else if (std_meta.parser_error != error.NoError) {
@@ -51,9 +56,7 @@ control LbIngress(inout headers_t hdr,
             } else {
                 meta.drop_reason = DropReason.TTL_EXPIRED;
             }
-            if (meta.drop_reason != DropReason.NONE) {
-                drop_table.apply();
-            }
+            drop_table.apply();
         }
         qos_enqueue.apply(hdr, meta, std_meta);  // one miss unless the port has a discipline
     }

@@ -8,6 +8,8 @@ struct headers_t {
     arp_t           arp;
     ipv4_t          ipv4;
     ipv4_options_t  ipv4_options;
+    ipv6_t          ipv6;
+    icmpv6_t        icmpv6;
     l4_ports_t      l4;
     tcp_t           tcp;
     tcp_mss_t       tcp_mss;

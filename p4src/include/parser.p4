@@ -1,5 +1,6 @@
-/* Parser and deparser: Ethernet, ARP, IPv4 (with options), TCP (with the timestamp
- * option where Linux puts it), UDP. What makes a packet malformed is checks.p4's. */
+/* Parser and deparser: Ethernet, ARP, IPv4 (with options), IPv6 (the fixed header, and
+ * neighbour discovery's ICMPv6 messages), TCP (with the timestamp option where Linux puts
+ * it), UDP. What makes a packet malformed is checks.p4's. */
 #ifndef P4LB_PARSER_P4
 #define P4LB_PARSER_P4
 
@@ -12,6 +13,7 @@ parser LbParser(packet_in pkt,
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_IPV4: parse_ipv4;
             ETHERTYPE_ARP:  parse_arp;
+            ETHERTYPE_IPV6: parse_ipv6;
             default:        accept;
         }
     }
@@ -57,6 +59,48 @@ parser LbParser(packet_in pkt,
             default:                    accept;
         }
     }
+
+    // As for IPv4: the checks at once, one by one only when they fail (IPV6_INVALID_STATES).
+    // TCP, UDP or ICMPv6 right after the fixed header is taken apart. An extension header
+    // (hop-by-hop, routing, fragment, destination options, ...) or any other next header
+    // is carried as it is, with what follows it: the packet is routed on the fixed header
+    // alone, as RFC 8200 section 4 has a router do (no IPv6 VIP yet to need its ports).
+    state parse_ipv6 {
+        pkt.extract(hdr.ipv6);
+        meta.l4_len = hdr.ipv6.payload_len;
+        meta.checks = (bit<1>)IPV6_LENGTHS_VALID;
+        transition select(meta.checks, hdr.ipv6.version, hdr.ipv6.src_addr,
+                          hdr.ipv6.next_hdr) {
+            IPV6_INVALID_KEYSETS;
+            (_, 6, _, IP_PROTO_TCP):    parse_tcp;
+            (_, 6, _, IP_PROTO_UDP):    parse_udp;
+            (_, 6, _, IP_PROTO_ICMPV6): parse_icmpv6;
+            (_, 6, _, _):               accept;
+            default:                    ipv6_invalid;
+        }
+    }
+
+    IPV6_INVALID_STATES
+
+    // ICMPv6's type is read from its header, not a lookahead: p4c copies a lookahead, and
+    // a field beside it in the select, into fields of their own (reset for every packet,
+    // IPv4's included). Neighbour discovery (the ND_* types) must have the hop limit it is
+    // sent with (a receiver discards any other); the ingress floods it as it does ARP.
+    // Other ICMPv6 (echo, errors) is routed.
+    state parse_icmpv6 {
+        pkt.extract(hdr.icmpv6);
+        transition select(hdr.ipv6.hop_limit, hdr.icmpv6.type) {
+            (ND_HOP_LIMIT, _):        accept;
+            (_, ND_ROUTER_SOLICIT):   nd_bad_hop_limit;
+            (_, ND_ROUTER_ADVERT):    nd_bad_hop_limit;
+            (_, ND_NEIGHBOR_SOLICIT): nd_bad_hop_limit;
+            (_, ND_NEIGHBOR_ADVERT):  nd_bad_hop_limit;
+            (_, ND_REDIRECT):         nd_bad_hop_limit;
+            default:                  accept;
+        }
+    }
+
+    PARSER_ERROR(nd_bad_hop_limit, NdBadHopLimit)
 
     // As for IPv4: the checks at once, one by one only when they fail.
     state parse_tcp {
@@ -123,6 +167,8 @@ control LbDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.arp);
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.ipv4_options);
+        pkt.emit(hdr.ipv6);
+        pkt.emit(hdr.icmpv6);
         pkt.emit(hdr.l4);
         pkt.emit(hdr.tcp);
         pkt.emit(hdr.tcp_mss);

@@ -24,6 +24,7 @@ const bit<32> POOL_TABLE_SIZE = 8192;
 // Slots over all VIPs, two versions each: a WRR cycle is the sum of the weights (up to
 // 1000 each); a Maglev table is a prime >= 100 x the backends (307 for 3, 6421 for 64).
 const bit<32> SLOT_TABLE_SIZE = 262144;
+// Routes (hosts, prefixes, backends, VIP addresses): each of the IPv4 and IPv6 route tables.
 const bit<32> ROUTE_TABLE_SIZE = 1024;
 // Controller-installed entries for flows the state buckets could not hold (collisions)
 // and, in a tier, for the connections other balancers opened.

@@ -319,8 +319,8 @@ DROP_CASES = [
     ("total length 20 with a TCP header", lambda: _total_len(20), "bad_length", 0),
     ("total length 30 cuts the TCP header", lambda: _total_len(30), "bad_length", 0),
     (
-        "IPv6 frame",
-        lambda: Ether(src=host_mac(1), dst=SWITCH_MAC, type=0x86DD) / (b"\x60" + bytes(39)),
+        "neither IPv4, IPv6 nor ARP",
+        lambda: Ether(src=host_mac(1), dst=SWITCH_MAC, type=0x88B5) / bytes(46),
         "unsupported",
         0,
     ),
