@@ -60,13 +60,32 @@ class MetricsSettings:
 
 @dataclass(frozen=True)
 class Host:
-    """A machine the switch routes to that is not a backend (a client, a router)."""
+    """A machine the switch routes to that is not a backend (a client, a router). Its
+    address is IPv4 or IPv6; `prefix_len` is at most the address's width, and by default
+    that width (FULL_PREFIX: 32, or 128)."""
 
     name: str
     address: str
     mac: str
     switch_port: int
-    prefix_len: int = 32
+    prefix_len: int = -1
+
+    def __post_init__(self) -> None:
+        if self.prefix_len == FULL_PREFIX:
+            object.__setattr__(self, "prefix_len", self.address_bits)
+
+    @property
+    def address_bits(self) -> int:
+        """32 for an IPv4 address, 128 for an IPv6 one."""
+        return address_bits(self.address)
+
+
+FULL_PREFIX = -1  # Host.prefix_len's default: the whole address
+
+
+def address_bits(address: str) -> int:
+    """The width of an address the reader accepted: 128 for IPv6 (it has a colon), else 32."""
+    return 128 if ":" in address else 32
 
 
 @dataclass(frozen=True)

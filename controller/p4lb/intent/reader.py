@@ -33,6 +33,7 @@ from p4lb.intent.model import (
     SwitchConfig,
     TlsSettings,
     Vip,
+    address_bits,
     switch_configs,
 )
 from p4lb.intent.validate import validate
@@ -334,7 +335,29 @@ def _ipv4(value: str, src: str, where: str) -> str:
     try:
         return str(ipaddress.IPv4Address(value))
     except ValueError:
-        raise ConfigError(f"{src}: {where}: not an IPv4 address: {value!r}") from None
+        pass
+    if _is_ipv6(value):
+        raise ConfigError(
+            f"{src}: {where}: {value!r} is an IPv6 address: only a host's address may be "
+            "IPv6 so far (IPv6 VIPs and backends are not supported yet)"
+        )
+    raise ConfigError(f"{src}: {where}: not an IPv4 address: {value!r}")
+
+
+def _ip(value: str, src: str, where: str) -> str:
+    """An IPv4 or IPv6 address, in its canonical text (IPv6 compressed, lower case)."""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise ConfigError(f"{src}: {where}: not an IPv4 or IPv6 address: {value!r}") from None
+
+
+def _is_ipv6(value: str) -> bool:
+    try:
+        ipaddress.IPv6Address(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _mac(value: str, src: str, where: str) -> str:
@@ -385,16 +408,19 @@ def _switch(t: Any, src: str, where: str) -> SwitchConfig:
 
 
 def parse_host(t: dict[str, Any], src: str, where: str) -> Host:
+    """A host's table: its address IPv4 or IPv6, its prefix at most that address's width."""
     _only(t, HOST_KEYS, src, where)
+    address = _ip(_get(t, "address", str, src, where), src, f"{where}.address")
+    bits = address_bits(address)
     return Host(
         name=_name(_get(t, "name", str, src, where), src, f"{where}.name"),
-        address=_ipv4(_get(t, "address", str, src, where), src, f"{where}.address"),
+        address=address,
         mac=_mac(_get(t, "mac", str, src, where), src, f"{where}.mac"),
         switch_port=_range(
             _get(t, "switch_port", int, src, where), 0, 510, src, f"{where}.switch_port"
         ),
         prefix_len=_range(
-            _get(t, "prefix_len", int, src, where, 32), 0, 32, src, f"{where}.prefix_len"
+            _get(t, "prefix_len", int, src, where, bits), 0, bits, src, f"{where}.prefix_len"
         ),
     )
 

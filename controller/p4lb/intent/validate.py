@@ -87,7 +87,7 @@ def _direct_server_return(cfg: Config, v: Vip) -> None:
             f"{src}: {where}: algorithm leasttime needs the backends' replies, which a "
             "dsr VIP never sees (use leastconn or leastpkt)"
         )
-    gateways = {h.mac.lower(): h.name for h in cfg.hosts if h.prefix_len < 32}
+    gateways = {h.mac.lower(): h.name for h in cfg.hosts if h.prefix_len < h.address_bits}
     for b in v.backends:
         bwhere = f"{where}.backend {b.name!r}"
         if b.port != v.port:

@@ -304,7 +304,7 @@ def _host_table(h: Host) -> Table:
     t = tomlkit.table()
     for f in fields(h):
         value = getattr(h, f.name)
-        if f.name != "prefix_len" or value != 32:
+        if f.name != "prefix_len" or value != h.address_bits:
             t[f.name] = value
     return t
 

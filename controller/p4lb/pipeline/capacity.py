@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from p4lb.intent.model import Config, ConfigError
+from p4lb.intent.model import Config, ConfigError, address_bits
 from p4lb.intent.reader import load as load_intent
 from p4lb.pipeline.p4info import Limits, compiled_limits
 from p4lb.pipeline.slots import slot_count
@@ -64,10 +64,13 @@ def check(cfg: Config, limits: Limits) -> Config:
             f"VIP), the switch holds {limits.pool_table_size}"
         )
     routes = {h.address for h in cfg.hosts} | {b.address for v in cfg.vips for b in v.backends}
-    if len(routes) > limits.route_table_size:
-        raise ConfigError(
-            f"{src}: {len(routes)} routes, the switch holds {limits.route_table_size}"
-        )
+    ipv6 = {a for a in routes if address_bits(a) == 128}
+    for n, room, family in (
+        (len(routes) - len(ipv6), limits.route_table_size, "IPv4"),
+        (len(ipv6), limits.ipv6_route_table_size, "IPv6"),
+    ):
+        if n > room:
+            raise ConfigError(f"{src}: {n} {family} routes, the switch holds {room}")
     if cfg.qos is not None and len(cfg.qos.ports) > limits.qos_ports:
         raise ConfigError(
             f"{src}: qos.port: {len(cfg.qos.ports)} ports with a discipline, the switch "

@@ -24,6 +24,9 @@ from p4lb.pipeline.ids import Ids, assign_ids, backend_key, ids_on_switch, vip_k
 from p4lb.pipeline.p4info import schema
 from p4lb.pipeline.slots import member_slot, pool_members, wrr_slots
 
+# A host's route by its address's IP version: the table and the action that forwards.
+ROUTES = {4: ("ipv4_route_table", "forward"), 6: ("ipv6_route_table", "forward_ipv6")}
+
 
 def _pool_entries(table: str, sid: int, version: int, slots: list[Slot]) -> list[Entry]:
     index = "index" if table == "pool_table" else "slot"
@@ -37,13 +40,14 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
     """Everything but the versioned pool/slot tables and the VIP flip entries."""
     out: list[Entry] = []
     sw_mac = mac(cfg.switch.mac)
-    routes: dict[tuple[int, int], Entry] = {}
+    routes: dict[tuple[str, int, int], Entry] = {}
     for h in cfg.hosts:
-        net = ipaddress.IPv4Network(f"{h.address}/{h.prefix_len}", strict=False)
-        routes[(int(net.network_address), h.prefix_len)] = Entry(
-            "ipv4_route_table",
+        net = ipaddress.ip_network(f"{h.address}/{h.prefix_len}", strict=False)
+        table, action = ROUTES[net.version]
+        routes[(table, int(net.network_address), h.prefix_len)] = Entry(
+            table,
             (("dst_addr", (int(net.network_address), h.prefix_len)),),
-            "forward",
+            action,
             (("port", h.switch_port), ("src_mac", sw_mac), ("dst_mac", mac(h.mac))),
         )
     for v in cfg.vips:
@@ -52,7 +56,7 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
         for b in v.backends:
             bid = ids.backends[backend_key(v, b.address, b.port)]
             routes.setdefault(
-                (ip(b.address), 32),
+                ("ipv4_route_table", ip(b.address), 32),
                 Entry(
                     "ipv4_route_table",
                     (("dst_addr", (ip(b.address), 32)),),

@@ -18,6 +18,7 @@ FLOOD_GROUP = 1
 # Tables the reconcile loop owns; conn_table belongs to the digest handler.
 OWNED_TABLES = (
     "ipv4_route_table",
+    "ipv6_route_table",
     "backend_table",
     "backend_port_table",
     "reverse_nat_table",

@@ -43,6 +43,7 @@ class Limits:
     pool_table_size: int
     wrr_table_size: int
     route_table_size: int
+    ipv6_route_table_size: int
     max_slots_per_vip: int
     # Candidates a least-* slot has room for (set_candidates' candidate_k parameters).
     max_candidates: int
@@ -172,6 +173,7 @@ class Schema:
             pool_table_size=self.table("pool_table").size,
             wrr_table_size=self.table("slot_table").size,
             route_table_size=self.table("ipv4_route_table").size,
+            ipv6_route_table_size=self.table("ipv6_route_table").size,
             max_slots_per_vip=(1 << self.param("set_vip", "slot_count").bitwidth) - 1,
             max_candidates=sum(
                 1 for p in self.action("set_candidates").params if p.name.startswith("candidate_")

@@ -10,7 +10,14 @@ from p4lb.pipeline.entries import MULTICAST, OWNED_TABLES, Entry, Update
 # succeeded. Things are created bottom-up (routes and backends before the pools that name
 # them, pools before the VIP entry that flips to them) and removed top-down.
 _CREATE_STAGES = (
-    ("ipv4_route_table", "backend_table", "backend_port_table", "reverse_nat_table", MULTICAST),
+    (
+        "ipv4_route_table",
+        "ipv6_route_table",
+        "backend_table",
+        "backend_port_table",
+        "reverse_nat_table",
+        MULTICAST,
+    ),
     ("qos_egress_table", "qos_port_table"),
     ("pool_table", "slot_table", "cookie_table"),
     ("vip_table", "vip_address_table", "vip_source_table", "conn_share_table"),
@@ -18,7 +25,14 @@ _CREATE_STAGES = (
 _DELETE_STAGES = (
     ("vip_table", "vip_address_table", "vip_source_table", "conn_share_table"),
     ("pool_table", "slot_table", "cookie_table"),
-    ("ipv4_route_table", "backend_table", "backend_port_table", "reverse_nat_table", MULTICAST),
+    (
+        "ipv4_route_table",
+        "ipv6_route_table",
+        "backend_table",
+        "backend_port_table",
+        "reverse_nat_table",
+        MULTICAST,
+    ),
     ("qos_port_table", "qos_egress_table"),
 )
 

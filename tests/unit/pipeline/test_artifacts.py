@@ -46,6 +46,7 @@ TABLES = {
         ("dst_port", 16, EXACT),
     ],
     "ipv4_route_table": [("dst_addr", 32, LPM)],
+    "ipv6_route_table": [("dst_addr", 128, LPM)],
     "conn_share_table": [("service_id", 32, EXACT)],
     "cookie_table": [("service_id", 32, EXACT), ("cookie", 10, EXACT)],
 }
@@ -86,6 +87,7 @@ ACTIONS = {
     "share_connection": [],
     "use_cookie": [("backend_id", 32)],
     "forward": [("port", 9), ("src_mac", 48), ("dst_mac", 48)],
+    "forward_ipv6": [("port", 9), ("src_mac", 48), ("dst_mac", 48)],
     "refuse_vip_packet": [],
     "vip_source": [],
 }
@@ -190,6 +192,7 @@ def test_counters_and_sizes(schema: Schema) -> None:
     assert limits.pool_table_size == raw["tables"]["pool_table"]
     assert limits.wrr_table_size == raw["tables"]["slot_table"]
     assert limits.route_table_size == raw["tables"]["ipv4_route_table"]
+    assert limits.ipv6_route_table_size == raw["tables"]["ipv6_route_table"]
 
 
 def test_every_entry_of_the_default_config_encodes_and_decodes(schema: Schema) -> None:
