@@ -106,3 +106,20 @@ def test_ipv6_routes_count_against_the_ipv6_table() -> None:
     capacity.check(cfg, replace(limits, ipv6_route_table_size=2))
     with pytest.raises(ConfigError, match="2 IPv6 routes, the switch holds 1"):
         capacity.check(cfg, replace(limits, ipv6_route_table_size=1))
+
+
+def test_the_dual_stack_example_in_the_docs_is_read_as_two_routes() -> None:
+    design = (DEFAULT_CONFIG.parents[1] / "docs" / "design.md").read_text()
+    block = design.split("A dual-stack client", 1)[1].split("```toml", 1)[1].split("```", 1)[0]
+    example = tomllib.loads(block)["host"]
+    data = tomllib.loads(DEFAULT_CONFIG.read_text())
+    data["host"] = example
+    cfg = reader.parse(data, "lb.toml")
+    _, entries = desired_entries(cfg, [])
+    ports = {
+        (e.table, e.m("dst_addr")): e.p("port")
+        for e in entries
+        if e.table.endswith("route_table") and e.action.startswith("forward")
+    }
+    assert ports[("ipv4_route_table", (0x0A000001, 32))] == 1
+    assert ports[("ipv6_route_table", (0x20010DB8000000000000000000000001, 128))] == 1
