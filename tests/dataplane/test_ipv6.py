@@ -27,15 +27,21 @@ from scapy.layers.inet6 import (
 from scapy.layers.l2 import Ether
 
 from p4lb.intent.model import Host
+from p4lb.models.hashing import Flow
 from p4lb.pipeline.entries import mac
 from tests.dataplane import support
 from tests.dataplane.support import (
     N_PORTS,
     SWITCH_MAC,
+    VIP,
+    WEB_SERVICE_ID,
     Bmv2,
     Wire,
+    backend_of,
     drop_reasons,
+    flow_syn,
     flush,
+    host_ip,
     host_mac,
 )
 
@@ -291,3 +297,16 @@ def test_ipv6_drops_are_counted_by_reason_and_nothing_leaves(
     assert lab6.wait_counter("drops", index, before + 1) == before + 1
     flush(wire6)  # anything the dropped packet made would be out by now
     assert wire6.got == []
+
+
+def test_the_ipv4_vip_still_balances_beside_ipv6(lab6: Bmv2, wire6: Wire) -> None:
+    """IPv4 and IPv6 through one switch at once: a SYN to the IPv4 VIP reaches one of
+    its backends, rewritten, while an IPv6 packet from the same client is routed."""
+    wire6.send(1, flow_syn(Flow(host_ip(1), VIP, 6, 45000, 80, WEB_SERVICE_ID)))
+    assert backend_of(wire6, 45000) in (2, 3, 4)
+    wire6.clear()
+    pkt = tcp6(sport=45000)
+    wire6.send(1, pkt)
+    wire6.expect(1)
+    flush(wire6)
+    assert wire6.got == [(3, routed(pkt, 3))]
