@@ -68,12 +68,9 @@ def lab6(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bmv2]:
     the IPv6 hosts added to the test config by the controller."""
     if not support.have_artifacts():
         pytest.skip("dataplane layer skipped: missing p4src/compiled artifacts (make artifacts)")
-    b = support.start(tmp_path_factory.mktemp("ipv6") / "switch")
-    try:
+    with support.running(tmp_path_factory.mktemp("ipv6") / "switch") as b:
         b.apply(dataclasses.replace(b.cfg, hosts=b.cfg.hosts + HOSTS6))
         yield b
-    finally:
-        support.stop(b)
 
 
 @pytest.fixture
