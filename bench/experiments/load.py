@@ -4,6 +4,7 @@ run's directory; parsing lives here too so the report reads the same files."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import os
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.experiments.plan import K6Shape
 from topology import ab
 
 HERE = Path(__file__).resolve().parent
@@ -104,22 +106,15 @@ def unpacked(out: Path, name: str = SOURCES_TAR) -> dict[str, bytes]:
         }
 
 
-def k6_env(shape: Any, url: str, summary: Path) -> dict[str, str]:
-    return {
-        "SHAPE": shape.name,
-        "VUS": str(shape.vus),
-        "RAMP_S": str(shape.ramp_s),
-        "HOLD_S": str(shape.hold_s),
-        "DOWN_S": str(shape.down_s),
-        "RATE": str(shape.rate),
-        "P95_BOUND_MS": str(shape.p95_bound_ms),
-        "URL": url,
-        "SUMMARY": str(summary),
-    }
+def k6_env(shape: K6Shape, url: str, summary: Path) -> dict[str, str]:
+    """What shapes.js reads: the shape's name and fields (VUS, RAMP_S, ...), the URL and
+    where k6 writes its summary."""
+    fields = {k.upper(): str(v) for k, v in dataclasses.asdict(shape).items() if k != "name"}
+    return {"SHAPE": shape.name, **fields, "URL": url, "SUMMARY": str(summary)}
 
 
 def run_k6(
-    k6: str, sources: dict[Any, list[str]], shape: Any, url: str, out: Path, timeout_s: float
+    k6: str, sources: dict[Any, list[str]], shape: K6Shape, url: str, out: Path, timeout_s: float
 ) -> None:
     """One k6 per client host, at once, its VUs spread over the host's source addresses
     (--local-ips); per host a JSON summary and every request's duration (CSV, gzip)."""
