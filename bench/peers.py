@@ -273,15 +273,11 @@ def phases(dumps: list[Path]) -> dict[str, int]:
     out = dict.fromkeys(PHASES, 0)
     total = 0
     for d in dumps:
-        c = (
-            {k: annotate(d).get(f, 0) for k, f in PHASE_FUNCTIONS.items()}
-            if d.stat().st_size
-            else {}
-        )
-        thread_total = sum(instructions.callgrind_totals([d]))
-        total += thread_total
-        if not c:
+        total += sum(instructions.callgrind_totals([d]))
+        if not d.stat().st_size:
             continue
+        costs = annotate(d)  # one callgrind_annotate a dump
+        c = {k: costs.get(f, 0) for k, f in PHASE_FUNCTIONS.items()}
         out["parser"] += c["parser"] - c["verify_checksum"]
         out["verify_checksum"] += c["verify_checksum"]
         out["ingress" if c["ingress_thread"] else "egress"] += c["pipeline"]
