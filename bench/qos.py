@@ -361,11 +361,10 @@ def main(argv: list[str] | None = None) -> int:
     prov["seed"] = args.seed
     (args.out / "runs.json").write_text(json.dumps({"provenance": prov, "runs": runs}, indent=1))
     with open(args.out / "runs.csv", "w", newline="") as f:
-        w = csv.writer(f)
         cols = [k for k, v in runs[0].items() if isinstance(v, (int, float, str))]
-        w.writerow(cols)
-        for r in runs:
-            w.writerow([r[c] for c in cols])
+        w = csv.DictWriter(f, cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(runs)
     (args.out / "summary.json").write_text(
         json.dumps({"provenance": prov, "summary": summary}, indent=1)
     )
