@@ -112,7 +112,7 @@ def read_meta(root: Path) -> dict[str, Any]:
 
 
 def write_meta(root: Path, meta: dict[str, Any]) -> None:
-    (root / "meta.json").write_text(json.dumps(meta, indent=1))  # as bench.experiments.run
+    (root / "meta.json").write_text(json.dumps(meta, indent=1))
 
 
 def record(root: Path) -> dict[str, Any] | None:

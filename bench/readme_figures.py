@@ -402,10 +402,9 @@ def experiments_dir(root: Path) -> Path:
     """The experiments the READMEs quote: the full profile's once every run of its plan is
     recorded (it runs in parts, `--resume`), the quick profile's until then."""
     full = root / "experiments-full"
-    if (full / "meta.json").exists():
-        planned = json.loads((full / "meta.json").read_text()).get("runs_planned")
-        if isinstance(planned, int) and rawstore.run_count(full) >= planned:
-            return full
+    planned = rawstore.read_meta(full).get("runs_planned")
+    if isinstance(planned, int) and rawstore.run_count(full) >= planned:
+        return full
     return root / "experiments"
 
 

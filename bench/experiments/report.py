@@ -766,7 +766,7 @@ class Block:
 def loaded(root: Path) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
     """Every run's figures under `root`, its meta.json, and the algorithms it compared."""
     runs = load_runs(root)
-    meta = json.loads((root / "meta.json").read_text()) if (root / "meta.json").exists() else {}
+    meta = rawstore.read_meta(root)
     return runs, meta, meta.get("algorithms") or sorted({r["variant"] for r in runs})
 
 

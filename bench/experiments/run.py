@@ -622,8 +622,8 @@ def main(argv: list[str] | None = None) -> int:
         "order_seed": seed,
         "order": [[j.scenario.name, j.rep, j.variant.name, j.load.name] for j in todo],
     }
-    if keep and (root / "meta.json").exists():
-        meta = chained(meta, json.loads((root / "meta.json").read_text()))
+    if keep and (earlier := rawstore.read_meta(root)):
+        meta = chained(meta, earlier)
     if a.resume:
         before = len(todo)
         todo = pending(todo, root)
@@ -631,7 +631,7 @@ def main(argv: list[str] | None = None) -> int:
     # Written now as well, so a run stopped any way leaves its order seed for --resume and
     # its facts (the load sampled while it runs comes with run.finish at the end).
     meta["provenance"] = run.facts | {"load": {}, "repetitions": profile.reps}
-    (root / "meta.json").write_text(json.dumps(meta, indent=1))
+    rawstore.write_meta(root, meta)
     print(f"{len(todo)} runs ({profile.name} profile, algorithms {', '.join(algs)})", flush=True)
     started = time.monotonic()
     failures: list[str] = []
@@ -650,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
         "failures": failures,
     }
     meta["provenance"] = run.finish(profile.reps, order="meta.json's `order`", order_seed=seed)
-    (root / "meta.json").write_text(json.dumps(meta, indent=1))
+    rawstore.write_meta(root, meta)
     print(outdir.said(root))
     left = pending(todo, root)
     print(
