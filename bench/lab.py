@@ -203,14 +203,6 @@ def running(
         yield proc.pid
 
 
-def start_program(
-    prog: Program, binary: str, workdir: Path, log: Path | None, wrap: list[str] | None = None
-) -> tuple[Any, int]:
-    """`running` entered by hand (bench/peers.py's way): the caller ends it with __exit__."""
-    cm = running(prog, binary, workdir, log, wrap or ())
-    return cm, cm.__enter__()
-
-
 def p4lb_stats(workdir: Path) -> dict[str, Any]:
     """`p4lb stats --json --lifetime` on the lab's config (workdir/lb.toml), read."""
     p4lb = shutil.which("p4lb") or str(Path(sys.executable).with_name("p4lb"))

@@ -299,8 +299,7 @@ def breakdown_once(
     wrap = instructions.callgrind_wrap(out_file)
     sent = dict.fromkeys(PATHS, 0)
     dumps: dict[str, list[int]] = {path: [] for path in PATHS}
-    cm, pid = lab.start_program(prog, binary, workdir, None, wrap)
-    try:
+    with lab.running(prog, binary, workdir, None, wrap) as pid:
         for group in groups:
             for path in PATHS:
                 pcap_path, port = group[path]
@@ -314,8 +313,6 @@ def breakdown_once(
                     raise RuntimeError(f"breakdown: {prog.name} lost {n - got} of {n} {path}")
                 sent[path] += n
                 dumps[path].append(sum(len(v) for v in dumps.values()) + 1)
-    finally:
-        cm.__exit__(None, None, None)
     res = {}
     for path in PATHS:
         files = [f for k in dumps[path] for f in sorted(workdir.glob(f"bd-{prog.name}.{k}-*"))]
