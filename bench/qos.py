@@ -24,7 +24,6 @@ import csv
 import json
 import random
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from bench.rate import process_cpu_s
 from bench.stats import percentile_interpolated
 from p4lb.models.hashing import qos_flow_bucket
 from p4lb.stats.fairness import jain
+from topology import wire
 
 PORT = 4  # the server's switch port: the bottleneck
 RATE_PPS = 1000
@@ -88,17 +88,12 @@ def _host_py(host: Any, args: str) -> None:
 
 
 def thrift_register(name: str, index: int, thrift_port: int = 9090) -> int:
-    """One register cell over Thrift, on 127.0.0.1 (the CLI's Python has the modules)."""
-    cli = shutil.which("simple_switch_CLI") or "simple_switch_CLI"
-    out = subprocess.run(
-        ["/usr/bin/python3", cli, "--thrift-port", str(thrift_port)],
-        input=f"register_read {name} {index}\n",
-        capture_output=True,
-        text=True,
-        timeout=30,
-    ).stdout
+    """One register cell over Thrift, on 127.0.0.1; a cell the CLI did not print raises."""
+    out = wire.thrift_cli(thrift_port, [f"register_read {name} {index}"])
     found = re.search(rf"{re.escape(name)}\[{index}\]\s*=\s*(\d+)", out)
-    return int(found.group(1)) if found else 0
+    if found is None:
+        raise RuntimeError(f"register_read {name} {index}: no value in {out[-200:]!r}")
+    return int(found.group(1))
 
 
 def qos_drops(lab: Any) -> dict[str, int]:
