@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, rate, runner, stats
+from bench import figure, outdir, rate, runner, stats
 from topology import ab
 
 SIZES = {"1KB": 1024, "100KB": 100 * 1024}
@@ -189,13 +189,8 @@ SPEC = runner.Spec(
 def plot(out: Path) -> None:
     """dsr.png beside dsr.json: the switch's CPU per request, NAT and DSR, per build, single
     switch and tier, and response size (medians, min–max as error bars)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     d = json.loads((out / "dsr.json").read_text())
-    fig, axes = plt.subplots(1, len(SIZES), figsize=(9, 3.4))
+    fig, axes = figure.pyplot().subplots(1, len(SIZES), figsize=(9, 3.4))
     for ax, size in zip(axes, SIZES, strict=True):
         groups = [(b, where) for b in d["builds"] for where in ("single", "tier")]
         for i, mode in enumerate(MODES):
@@ -214,9 +209,7 @@ def plot(out: Path) -> None:
         ax.set_title(f"{size} responses", fontsize=9)
         ax.set_ylabel("switch CPU ms per request")
     axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "dsr.png", dpi=120)
-    plt.close(fig)
+    figure.save(fig, out / "dsr.png", dpi=120)
 
 
 def main(argv: list[str] | None = None) -> int:
