@@ -246,9 +246,13 @@ control ConnectionState(inout headers_t hdr,
             ADD_ACTIVE(meta.index, 0, 1);
         } else {
             collisions.count(meta.service_id);
-            digest<conn_digest_t>((bit<32>)1,
-                { hdr.ipv4.src_addr ++ hdr.ipv4.dst_addr ++ hdr.ipv4.protocol
-                  ++ hdr.l4.src_port ++ hdr.l4.dst_port ++ meta.backend_id });
+            // conn_table holds IPv4 5-tuples: an IPv6 flow (a hashing VIP's) is
+            // never pinned, its algorithm recomputes its choice for every packet.
+            if (hdr.ipv4.isValid()) {
+                digest<conn_digest_t>((bit<32>)1,
+                    { hdr.ipv4.src_addr ++ hdr.ipv4.dst_addr ++ hdr.ipv4.protocol
+                      ++ hdr.l4.src_port ++ hdr.l4.dst_port ++ meta.backend_id });
+            }
         }
     }
 
@@ -457,8 +461,8 @@ control ConnectionState(inout headers_t hdr,
     (SLOT_AWAITING(meta.slot) == 1 && SLOT_STATE(meta.slot) == CONN_ESTABLISHED \
      && (meta.tcp_flags & TCP_FLAG_PSH) != 0)
 
-#define REPLY_STATE(service_id) \
-    CONN_LOOKUP(hdr.ipv4.dst_addr, hdr.l4.dst_port, service_id); \
+#define REPLY_STATE(client, service_id) \
+    CONN_LOOKUP(client, hdr.l4.dst_port, service_id); \
     if (CONN_HIT && SLOT_LIVE(meta.slot, NOW)) { \
         meta.next_state = SLOT_STATE(meta.slot); \
         if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) { \

@@ -21,6 +21,16 @@ const bit<16> ARP_OP_REPLY   = 2;
 const bit<8>  IP_PROTO_TCP   = 6;
 const bit<8>  IP_PROTO_UDP   = 17;
 const bit<8>  IP_PROTO_ICMPV6 = 58;
+// IPv6 extension headers (RFC 8200 4, RFC 7045): hop-by-hop options, routing, fragment,
+// destination options, authentication, mobility, HIP, shim6.
+const bit<8>  IPV6_HOP_BY_HOP = 0;
+const bit<8>  IPV6_ROUTING    = 43;
+const bit<8>  IPV6_FRAGMENT   = 44;
+const bit<8>  IPV6_DEST_OPTS  = 60;
+const bit<8>  IPV6_AUTH       = 51;
+const bit<8>  IPV6_MOBILITY   = 135;
+const bit<8>  IPV6_HIP        = 139;
+const bit<8>  IPV6_SHIM6      = 140;
 
 // ICMPv6 neighbour discovery (RFC 4861): router solicitation and advertisement,
 // neighbour solicitation and advertisement, redirect. Its messages are sent with a hop
@@ -31,6 +41,9 @@ const bit<8>  ND_NEIGHBOR_SOLICIT = 135;
 const bit<8>  ND_NEIGHBOR_ADVERT  = 136;
 const bit<8>  ND_REDIRECT         = 137;
 const bit<8>  ND_HOP_LIMIT        = 255;
+const bit<8>  ND_OPT_SOURCE_LLADDR = 1;
+const bit<8>  ND_OPT_TARGET_LLADDR = 2;
+const bit<32> ND_FLAGS_SOLICITED_OVERRIDE = 0x60000000;  // an advertisement's S and O
 
 const bit<8> TCP_FLAG_FIN = 0x01;
 const bit<8> TCP_FLAG_SYN = 0x02;
@@ -79,14 +92,16 @@ enum bit<8> DropReason {
     UNSUPPORTED      = 8,   // neither IPv4, IPv6 nor ARP
     BAD_TCP_FLAGS    = 9,   // flag sets no stack sends: SYN+FIN, SYN+RST, null, xmas
     MARTIAN_SOURCE   = 10,  // source 0/8, 127/8, multicast, 240/4 (broadcast), a VIP, or dst;
-                            // IPv6: ::, ::1, ::ffff:0:0/96, multicast ff00::/8, or dst
+                            // IPv6: ::, ::1, ::ffff:0:0/96, multicast ff00::/8, or dst;
+                            // toward a VIP: a VIP, or link-local fe80::/10
     BAD_LENGTH       = 11,  // IPv4 total length or IPv6 payload length longer than the
                             // frame, or shorter than the headers
     NO_STATE         = 12,  // mid-connection packet of a stateful VIP with no state to follow
     // QoS (qos.p4), on a port with a queueing discipline:
     QOS_TAIL         = 13,  // the port's, its flow's or its host's queue share is full
     QOS_AQM          = 14,  // CoDel dropped it at dequeue (sojourn above target too long)
-    QOS_METER        = 15   // its class is over its rate (PCQ's per-address meter)
+    QOS_METER        = 15,  // its class is over its rate (PCQ's per-address meter)
+    EXTENSION_HEADER = 16   // IPv6 to a VIP with an extension header before its TCP/UDP
 }
 
 // A connection event digest's event (its top 8 bits: metadata.p4's conn_opened_t and the others).

@@ -63,6 +63,21 @@ header icmpv6_t {
     bit<16> checksum;
 }
 
+// A neighbour solicitation after its ICMPv6 header (RFC 4861 4.3): the address asked for.
+// Parsed only to answer for a VIP (ipv6.p4), as is the option after it.
+header nd_solicit_t {
+    bit<32>     reserved;     // an advertisement's flags (R, S, O) in the first 3 bits
+    ipv6_addr_t target;
+}
+
+// A link-layer address option (RFC 4861 4.6.1): the solicitation's source (type 1), turned
+// in place into the advertisement's target link-layer address (type 2).
+header nd_lladdr_t {
+    bit<8>     type;
+    bit<8>     length;        // in units of 8 bytes: 1 for Ethernet
+    mac_addr_t addr;
+}
+
 // The transport ports, first in TCP and UDP alike: one header for both, so the stages
 // read them where the parser put them (a copy into metadata costs a parser operation and
 // a PHV field, reset for every packet). A table keyed on them sees 0 when neither

@@ -1,6 +1,6 @@
 /* The ingress pipeline: validation, VIP lookup with connection state (a known connection
  * needs nothing more), selection for new flows, reverse NAT and routing for everything
- * else (IPv6: routing, and neighbour discovery flooded), and drops counted by reason in
+ * else (IPv6 alike, and neighbour discovery flooded), and drops counted by reason in
  * one counter. NAT toward the backends runs in the egress (egress.p4). */
 #ifndef P4LB_INGRESS_P4
 #define P4LB_INGRESS_P4
@@ -9,6 +9,7 @@ control LbIngress(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t std_meta) {
     VipLookup() vip_lookup;
+    ConnectionState() connection_state;
     VipAddresses() vip_addresses;
     Ipv6Forwarding() ipv6_forwarding;
     QosEnqueue() qos_enqueue;
@@ -35,7 +36,8 @@ control LbIngress(inout headers_t hdr,
         } else if (std_meta.parser_error == error.NoError && hdr.arp.isValid()) {
             vip_addresses.apply(hdr, meta, std_meta);
         } else if (std_meta.parser_error == error.NoError && hdr.ipv6.isValid()) {
-            // Routed, or flooded (neighbour discovery); its drops counted there (l3.p4).
+            // An IPv6 VIP's packet, a reply, routed, or flooded (neighbour discovery); its
+            // drops counted there (ipv6.p4).
             ipv6_forwarding.apply(hdr, meta, std_meta);
         } else {
             if (std_meta.parser_error == error.TcpBadFlags) {
@@ -57,6 +59,15 @@ control LbIngress(inout headers_t hdr,
                 meta.drop_reason = DropReason.TTL_EXPIRED;
             }
             drop_table.apply();
+        }
+        // A flow of a VIP (either family) its state does not know gets its backend and
+        // port here (or is dropped, counted). Applied from one place: p4c's BMv2 back end
+        // refuses a table with two successors.
+        if (meta.service_id != 0 && meta.flow_status == FLOW_UNKNOWN) {
+            connection_state.apply(hdr, meta, std_meta);
+            if (meta.drop_reason != DropReason.NONE) {
+                count_drop();
+            }
         }
         qos_enqueue.apply(hdr, meta, std_meta);  // one miss unless the port has a discipline
     }

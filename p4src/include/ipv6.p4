@@ -1,14 +1,81 @@
-/* IPv6, for every IPv6 packet the parser accepted (ingress.p4): there is no IPv6 VIP
- * yet, so each is forwarded as a packet to no VIP is. Neighbour discovery is flooded, as
- * ARP for an address that is not a VIP is (vip.p4): hosts resolve each other. The rest is
- * routed on its destination, its hop limit decremented, or dropped (and counted) when the
- * hop limit is 0 or 1, as the IPv4 routes do with the TTL (l3.p4). */
+/* IPv6, for every IPv6 packet the parser accepted (ingress.p4): a packet to an IPv6 VIP
+ * is balanced as an IPv4 VIP's is (its connection's state in the same buckets, the
+ * client's 128-bit address hashed, never stored; a new flow's backend chosen by the
+ * ingress's ConnectionState), a backend's reply becomes the VIP's (nat.p4's
+ * FromBackend6). A neighbour solicitation for a VIP is answered, as ARP for an IPv4 VIP
+ * is (vip.p4); the rest of neighbour discovery is flooded: hosts resolve each other. The rest is routed on its destination, its hop
+ * limit decremented, or dropped (and counted) when the hop limit is 0 or 1, as the IPv4
+ * routes do with the TTL (l3.p4). */
 #ifndef P4LB_IPV6_P4
 #define P4LB_IPV6_P4
 
 control Ipv6Forwarding(inout headers_t hdr,
                        inout metadata_t meta,
                        inout standard_metadata_t std_meta) {
+    FromBackend6() from_backend6;
+
+    // An IPv6 VIP's flip entry, as vip.p4's set_vip: the flow's state looked up (the
+    // client's address hashed with its port and the service id), a known flow sent on.
+    // No tier shares an IPv6 VIP's connections (shared 0).
+    @name(".set_vip6")
+    action set_vip6(service_id_t service_id, Algorithm algorithm, version_t version,
+                    bit<16> pool_size, bit<16> slot_count) {
+        meta.service_id = service_id;
+        meta.algorithm = algorithm;
+        CONN_LOOKUP(hdr.ipv6.src_addr, hdr.l4.src_port, service_id);
+        CONN_REFRESH(1w0)
+        if (meta.flow_status == FLOW_UNKNOWN) {
+            meta.version = version;
+            if (algorithm == Algorithm.IPHASH) {
+                meta.size = (bit<32>)pool_size;
+            } else {
+                meta.size = (bit<32>)slot_count;
+            }
+        }
+    }
+
+    // Matches (IPv6 VIP address, next header, port). Hit: the packet is load-balanced.
+    // Miss: a reply or routed (a VIP's address otherwise has a route that refuses it).
+    // The controller writes one entry per IPv6 VIP and modifies it to flip versions.
+    @name(".vip6_table")
+    table vip6_table {
+        key = {
+            hdr.ipv6.dst_addr: exact @name("addr");
+            hdr.ipv6.next_hdr: exact @name("protocol");
+            hdr.l4.dst_port:   exact @name("port");
+        }
+        actions = { set_vip6; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = MAX_SERVICES;
+    }
+
+    // A new flow from a source no client sends from: dropped, counted, and marked known
+    // so the ingress's ConnectionState passes it by.
+    @name(".vip6_source")
+    action vip6_source() {
+        meta.drop_reason = DropReason.MARTIAN_SOURCE;
+        COUNT_DROP();
+        meta.flow_status = FLOW_KNOWN;
+    }
+
+    // A link-local source (fe80::/10) is a neighbour's on its own link: never a client
+    // of a VIP, which is not on-link. The condition in the action, not around the table.
+    action link_local_source() {
+        if (hdr.ipv6.src_addr[127:118] == 0x3fa) {
+            vip6_source();
+        }
+    }
+
+    // Matches a new flow's source. Hit: an IPv6 VIP's address. Miss: link_local_source.
+    // The controller writes one entry per IPv6 VIP address.
+    @name(".vip6_source_table")
+    table vip6_source_table {
+        key = { hdr.ipv6.src_addr: exact @name("addr"); }
+        actions = { vip6_source; @defaultonly link_local_source; }
+        const default_action = link_local_source();
+        size = MAX_SERVICES;
+    }
+
     @name(".forward_ipv6")
     action forward_ipv6(port_id_t port, mac_addr_t src_mac, mac_addr_t dst_mac) {
         std_meta.egress_spec = port;
@@ -23,6 +90,24 @@ control Ipv6Forwarding(inout headers_t hdr,
         COUNT_DROP();
     }
 
+    // An IPv6 VIP's address with no VIP on its next header and port: a fragment (no
+    // ports to balance on), an extension header before the TCP/UDP one (the parser takes
+    // none apart), or a port no VIP serves. The controller gives every IPv6 VIP address
+    // this route.
+    @name(".refuse_vip6_packet")
+    action refuse_vip6_packet() {
+        meta.drop_reason = DropReason.VIP_PORT_UNKNOWN;
+        if (hdr.ipv6.next_hdr == IPV6_FRAGMENT) {
+            meta.drop_reason = DropReason.FRAGMENT;
+        } else if (hdr.ipv6.next_hdr == IPV6_HOP_BY_HOP || hdr.ipv6.next_hdr == IPV6_ROUTING
+                   || hdr.ipv6.next_hdr == IPV6_DEST_OPTS || hdr.ipv6.next_hdr == IPV6_AUTH
+                   || hdr.ipv6.next_hdr == IPV6_MOBILITY || hdr.ipv6.next_hdr == IPV6_HIP
+                   || hdr.ipv6.next_hdr == IPV6_SHIM6) {
+            meta.drop_reason = DropReason.EXTENSION_HEADER;
+        }
+        COUNT_DROP();
+    }
+
     action hop_limit_expired() {
         meta.drop_reason = DropReason.TTL_EXPIRED;
         COUNT_DROP();
@@ -33,22 +118,84 @@ control Ipv6Forwarding(inout headers_t hdr,
         std_meta.mcast_grp = FLOOD_MCAST_GROUP;
     }
 
-    // Longest-prefix match on the destination. Hit: out of a port, with the next hop's
-    // MAC. Miss: dropped, counted. The controller writes one route per IPv6 host or prefix.
+    // Answer a neighbour solicitation for an IPv6 VIP with an advertisement, in place, as
+    // ARP is answered for an IPv4 VIP (vip.p4): back out of its port, from the VIP to the
+    // asker, solicited and override set, the option turned into the target's link-layer
+    // address, the VIP's MAC. The ICMPv6 checksum follows the words that changed (RFC 1624,
+    // as nat.p4's L4_CHECKSUM_ADD): the type (+0x0100), the flags, the option's type
+    // (+0x0100) and address, and in the pseudo-header the destination, which becomes the
+    // source (the target) while the source becomes the destination. No local variables:
+    // meta.index and meta.window, free here, hold the sum.
+    @name(".vip6_address")
+    action vip6_address(mac_addr_t vip_mac) {
+        meta.window = (bit<64>)(~hdr.icmpv6.checksum) + 0x0100 + 0x0100
+            + (bit<64>)ND_FLAGS_SOLICITED_OVERRIDE[31:16]
+            + (bit<64>)(~hdr.nd_lladdr.addr[47:32]) + (bit<64>)(~hdr.nd_lladdr.addr[31:16])
+            + (bit<64>)(~hdr.nd_lladdr.addr[15:0])
+            + (bit<64>)vip_mac[47:32] + (bit<64>)vip_mac[31:16] + (bit<64>)vip_mac[15:0]
+            + (bit<64>)(~hdr.ipv6.dst_addr[127:112]) + (bit<64>)(~hdr.ipv6.dst_addr[111:96])
+            + (bit<64>)(~hdr.ipv6.dst_addr[95:80]) + (bit<64>)(~hdr.ipv6.dst_addr[79:64])
+            + (bit<64>)(~hdr.ipv6.dst_addr[63:48]) + (bit<64>)(~hdr.ipv6.dst_addr[47:32])
+            + (bit<64>)(~hdr.ipv6.dst_addr[31:16]) + (bit<64>)(~hdr.ipv6.dst_addr[15:0])
+            + (bit<64>)hdr.nd_solicit.target[127:112] + (bit<64>)hdr.nd_solicit.target[111:96]
+            + (bit<64>)hdr.nd_solicit.target[95:80] + (bit<64>)hdr.nd_solicit.target[79:64]
+            + (bit<64>)hdr.nd_solicit.target[63:48] + (bit<64>)hdr.nd_solicit.target[47:32]
+            + (bit<64>)hdr.nd_solicit.target[31:16] + (bit<64>)hdr.nd_solicit.target[15:0];
+        // 26 words of 16 bits: the sum fits 21 bits; two folds bring it to 16.
+        meta.index = (bit<32>)meta.window[15:0] + (bit<32>)meta.window[31:16];
+        meta.index = (bit<32>)meta.index[15:0] + (bit<32>)meta.index[31:16];
+        hdr.icmpv6.checksum = ~meta.index[15:0];
+        hdr.icmpv6.type = ND_NEIGHBOR_ADVERT;
+        hdr.nd_solicit.reserved = ND_FLAGS_SOLICITED_OVERRIDE;
+        hdr.nd_lladdr.type = ND_OPT_TARGET_LLADDR;
+        hdr.ethernet.dst_addr = hdr.nd_lladdr.addr;
+        hdr.nd_lladdr.addr = vip_mac;
+        hdr.ethernet.src_addr = vip_mac;
+        hdr.ipv6.dst_addr = hdr.ipv6.src_addr;
+        hdr.ipv6.src_addr = hdr.nd_solicit.target;
+        std_meta.egress_spec = std_meta.ingress_port;
+    }
+
+    // Matches a neighbour solicitation's target (one with the asker's link-layer address).
+    // Hit: an IPv6 VIP's address, answered with vip_mac. Miss: flooded. The controller
+    // writes one entry per IPv6 VIP address.
+    @name(".vip6_address_table")
+    table vip6_address_table {
+        key = { hdr.nd_solicit.target: exact @name("addr"); }
+        actions = { vip6_address; @defaultonly flood; }
+        const default_action = flood();
+        size = MAX_SERVICES;
+    }
+
+    // Longest-prefix match on the (possibly rewritten) destination. Hit: out of a port,
+    // with the next hop's MAC, or (an IPv6 VIP's address) refused. Miss: dropped,
+    // counted. The controller writes one route per IPv6 host, backend or prefix.
     @name(".ipv6_route_table")
     table ipv6_route_table {
         key = { hdr.ipv6.dst_addr: lpm @name("dst_addr"); }
-        actions = { forward_ipv6; @defaultonly no_route_ipv6; }
+        actions = { forward_ipv6; refuse_vip6_packet; @defaultonly no_route_ipv6; }
         const default_action = no_route_ipv6();
         size = ROUTE_TABLE_SIZE;
     }
 
     apply {
-        if (hdr.icmpv6.isValid() && hdr.icmpv6.type >= ND_ROUTER_SOLICIT
+        if (hdr.nd_lladdr.isValid()) {
+            vip6_address_table.apply();
+        } else if (hdr.icmpv6.isValid() && hdr.icmpv6.type >= ND_ROUTER_SOLICIT
                 && hdr.icmpv6.type <= ND_REDIRECT) {
             flood();
         } else if (hdr.ipv6.hop_limit > 1) {
-            ipv6_route_table.apply();
+            switch (vip6_table.apply().action_run) {
+                set_vip6: {
+                    if (meta.flow_status == FLOW_UNKNOWN) {
+                        vip6_source_table.apply();
+                    }
+                }
+                default: {
+                    from_backend6.apply(hdr, meta, std_meta);
+                    ipv6_route_table.apply();
+                }
+            }
         } else {
             hop_limit_expired();
         }

@@ -4,6 +4,23 @@
 #ifndef P4LB_NAT_P4
 #define P4LB_NAT_P4
 
+// An IPv6 TCP or UDP checksum after a rewrite of its addresses and ports: `delta`, the
+// ones'-complement sum of what the rewrite changes (the old words' complements and the
+// new words, over the pseudo-header and the port), is a constant per backend the
+// controller computes, added as RFC 1624's eqn. 3 does: HC' = ~(~HC + delta), the carry
+// folded back once. A checksum calculation of its own (checksums.p4) would cost every
+// packet its condition. UDP over IPv6 always has a checksum, and a computed 0 is sent as
+// 0xffff (RFC 8200 8.1). meta.index is free by then: no field of its own.
+#define L4_CHECKSUM_ADD(delta) \
+    if (hdr.tcp.isValid()) { \
+        meta.index = (bit<32>)(~hdr.tcp.checksum) + (bit<32>)(delta); \
+        hdr.tcp.checksum = ~(meta.index[15:0] + (bit<16>)meta.index[16:16]); \
+    } else { \
+        meta.index = (bit<32>)(~hdr.udp.checksum) + (bit<32>)(delta); \
+        hdr.udp.checksum = ~(meta.index[15:0] + (bit<16>)meta.index[16:16]); \
+        if (hdr.udp.checksum == 0) { hdr.udp.checksum = 0xffff; } \
+    }
+
 // In the egress, for every packet: the ingress chose the backend and its port; the
 // rewrite runs here, in a thread of its own in BMv2.
 control ToBackend(inout headers_t hdr,
@@ -24,6 +41,20 @@ control ToBackend(inout headers_t hdr,
         hdr.ethernet.src_addr = src_mac;
         hdr.ethernet.dst_addr = dst_mac;
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        CONNECTION_EVENTS();
+    }
+
+    // The same for an IPv6 VIP's backend: the hop limit as the TTL, and the TCP/UDP
+    // checksum by the backend's constant delta (L4_CHECKSUM_ADD).
+    @name(".set_backend_ipv6")
+    action set_backend_ipv6(ipv6_addr_t addr, bit<16> port, mac_addr_t src_mac,
+                            mac_addr_t dst_mac, bit<16> csum_delta) {
+        hdr.ipv6.dst_addr = addr;
+        hdr.l4.dst_port = port;
+        L4_CHECKSUM_ADD(csum_delta)
+        hdr.ethernet.src_addr = src_mac;
+        hdr.ethernet.dst_addr = dst_mac;
+        hdr.ipv6.hop_limit = hdr.ipv6.hop_limit - 1;
         CONNECTION_EVENTS();
     }
 
@@ -65,7 +96,7 @@ control ToBackend(inout headers_t hdr,
     @name(".backend_table")
     table backend_table {
         key = { meta.backend_id: exact @name("backend_id"); }
-        actions = { set_backend; set_backend_dsr; @defaultonly unknown_backend; }
+        actions = { set_backend; set_backend_ipv6; set_backend_dsr; @defaultonly unknown_backend; }
         const default_action = unknown_backend();
         counters = backend_tx;
         size = MAX_BACKENDS;
@@ -109,7 +140,7 @@ control FromBackend(inout headers_t hdr,
         // Most replies carry none of the three flags: one test for them.
         if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST | TCP_FLAG_PSH)) != 0) {
             if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0 || track_time == 1) {
-                REPLY_STATE(service_id)
+                REPLY_STATE(hdr.ipv4.dst_addr, service_id)
             }
         }
     }
@@ -132,6 +163,52 @@ control FromBackend(inout headers_t hdr,
 
     apply {
         reverse_nat_table.apply();
+    }
+}
+
+// A reply from an IPv6 VIP's backend: the source becomes the VIP, its checksum follows
+// (the backend's delta's complement, L4_CHECKSUM_ADD), and the connection's state learns
+// of a backend's FIN or RST, as set_vip_source does (an IPv6 VIP balances by hash: no
+// response times, no cookies). Applied by the IPv6 lookup (ipv6.p4).
+control FromBackend6(inout headers_t hdr,
+                     inout metadata_t meta,
+                     inout standard_metadata_t std_meta) {
+    // Per backend entry: packets and bytes of its replies.
+    @name(".backend_rx6")
+    direct_counter(CounterType.packets_and_bytes) backend_rx6;
+
+    @name(".set_vip6_source")
+    action set_vip6_source(ipv6_addr_t vip_addr, bit<16> vip_port, service_id_t service_id,
+                           backend_id_t backend_id, bit<16> csum_delta) {
+        hdr.ipv6.src_addr = vip_addr;
+        hdr.l4.src_port = vip_port;
+        L4_CHECKSUM_ADD(csum_delta)
+        if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) {
+            // backend_id is for a restarted controller, which recovers its ids from the
+            // entry; p4c refuses an unused parameter, so it is written where only a FIN
+            // or RST pays for it (REPLY_STATE overwrites meta.index).
+            meta.index = (bit<32>)backend_id;
+            REPLY_STATE(hdr.ipv6.dst_addr, service_id)
+        }
+    }
+
+    // Matches an IPv6 backend's (address, next header, port) as the source of a reply.
+    // Hit: the source becomes the VIP. The controller writes one entry per IPv6 backend.
+    @name(".reverse_nat6_table")
+    table reverse_nat6_table {
+        key = {
+            hdr.ipv6.src_addr: exact @name("addr");
+            hdr.ipv6.next_hdr: exact @name("protocol");
+            hdr.l4.src_port:   exact @name("port");
+        }
+        actions = { set_vip6_source; @defaultonly NoAction; }
+        default_action = NoAction();
+        counters = backend_rx6;
+        size = MAX_BACKENDS;
+    }
+
+    apply {
+        reverse_nat6_table.apply();
     }
 }
 

@@ -1,5 +1,5 @@
 /* Parser and deparser: Ethernet, ARP, IPv4 (with options), IPv6 (the fixed header, and
- * neighbour discovery's ICMPv6 messages), TCP (with the timestamp option where Linux puts
+ * neighbour discovery's ICMPv6 messages, a solicitation's target and option), TCP (with the timestamp option where Linux puts
  * it), UDP. What makes a packet malformed is checks.p4's. */
 #ifndef P4LB_PARSER_P4
 #define P4LB_PARSER_P4
@@ -64,7 +64,8 @@ parser LbParser(packet_in pkt,
     // TCP, UDP or ICMPv6 right after the fixed header is taken apart. An extension header
     // (hop-by-hop, routing, fragment, destination options, ...) or any other next header
     // is carried as it is, with what follows it: the packet is routed on the fixed header
-    // alone, as RFC 8200 section 4 has a router do (no IPv6 VIP yet to need its ports).
+    // alone, as RFC 8200 section 4 has a router do; to an IPv6 VIP it is refused, counted
+    // (ipv6.p4's refuse_vip6_packet: without its ports there is nothing to balance on).
     state parse_ipv6 {
         pkt.extract(hdr.ipv6);
         meta.l4_len = hdr.ipv6.payload_len;
@@ -90,6 +91,7 @@ parser LbParser(packet_in pkt,
     state parse_icmpv6 {
         pkt.extract(hdr.icmpv6);
         transition select(hdr.ipv6.hop_limit, hdr.icmpv6.type) {
+            (ND_HOP_LIMIT, ND_NEIGHBOR_SOLICIT): parse_nd_solicit;
             (ND_HOP_LIMIT, _):        accept;
             (_, ND_ROUTER_SOLICIT):   nd_bad_hop_limit;
             (_, ND_ROUTER_ADVERT):    nd_bad_hop_limit;
@@ -101,6 +103,22 @@ parser LbParser(packet_in pkt,
     }
 
     PARSER_ERROR(nd_bad_hop_limit, NdBadHopLimit)
+
+    // A neighbour solicitation: its target, and the asker's link-layer address when its
+    // first option is one (a solicitation from ::, duplicate address detection, has none:
+    // the ingress floods those). The select is on the lookahead alone (parse_tcp_options).
+    state parse_nd_solicit {
+        pkt.extract(hdr.nd_solicit);
+        transition select(pkt.lookahead<bit<16>>()) {
+            ND_OPT_SOURCE_LLADDR ++ 8w1: parse_nd_lladdr;
+            default:                     accept;
+        }
+    }
+
+    state parse_nd_lladdr {
+        pkt.extract(hdr.nd_lladdr);
+        transition accept;
+    }
 
     // As for IPv4: the checks at once, one by one only when they fail.
     state parse_tcp {
@@ -169,6 +187,8 @@ control LbDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.ipv4_options);
         pkt.emit(hdr.ipv6);
         pkt.emit(hdr.icmpv6);
+        pkt.emit(hdr.nd_solicit);
+        pkt.emit(hdr.nd_lladdr);
         pkt.emit(hdr.l4);
         pkt.emit(hdr.tcp);
         pkt.emit(hdr.tcp_mss);

@@ -31,8 +31,8 @@ const bit<32> ROUTE_TABLE_SIZE = 1024;
 const bit<32> CONN_TABLE_SIZE = 16384;
 
 // Drop reasons (DropReason, defines.p4) per service in the drop counter: room for more
-// reasons without changing the counter's layout.
-const bit<32> NUM_DROP_REASONS = 16;
+// reasons without changing the counter's layout (DropReason uses 17 of 32).
+const bit<32> NUM_DROP_REASONS = 32;
 const bit<32> DROP_COUNTER_SIZE = MAX_SERVICES * NUM_DROP_REASONS;
 
 // Per-connection state: CONN_BUCKETS buckets of CONN_WAYS slots, one register entry per

@@ -6,13 +6,8 @@
 control VipLookup(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t std_meta) {
-    ConnectionState() connection_state;
     FromBackend() from_backend;
     Routing() routing;
-
-    action count_drop() {
-        COUNT_DROP();
-    }
 
     // The per-VIP "flip" entry: which service, algorithm and version of the pool and
     // slot tables is live. Changing a pool means writing the other version's entries and
@@ -61,21 +56,12 @@ control VipLookup(inout headers_t hdr,
     }
 
     // Which branch a packet takes is the action the table ran: BMv2 goes straight to the
-    // branch, where a condition after the table costs an evaluation. Drops are counted
-    // where they can happen (the routes count their own), so a known connection's packet,
-    // the commonest, evaluates one condition here.
+    // branch, where a condition after the table costs an evaluation. A VIP's packet is
+    // done here: a known connection has its backend and port, an unknown flow gets them
+    // from the ingress's ConnectionState, which both families' lookups share.
     apply {
         switch (vip_table.apply().action_run) {
-            set_vip: {
-                // To a VIP: a known connection already has its backend and port; an
-                // unknown flow gets them here (or is dropped).
-                if (meta.flow_status == FLOW_UNKNOWN) {
-                    connection_state.apply(hdr, meta, std_meta);
-                    if (meta.drop_reason != DropReason.NONE) {
-                        count_drop();
-                    }
-                }
-            }
+            set_vip: {}
             default: {
                 // A backend's reply becomes the VIP's; then everything is routed.
                 from_backend.apply(hdr, meta, std_meta);

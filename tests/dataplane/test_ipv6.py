@@ -1,7 +1,7 @@
 """IPv6 on a real simple_switch_grpc: routed on its destination (the hop limit decremented,
 nothing else changed), neighbour discovery flooded as ARP is, and every validation's drop
-counted by reason. No IPv6 VIP yet: every IPv6 packet is forwarded as a packet to no VIP.
-IPv4 alongside is test_packets.py's."""
+counted by reason: IPv6 to no VIP, forwarded as IPv4 to no VIP is. IPv6 VIPs are
+test_ipv6_vip.py's, IPv4 alongside test_packets.py's."""
 
 from __future__ import annotations
 
@@ -172,7 +172,7 @@ FORWARDED = [
         3,
     ),
     (
-        "fragment (no IPv6 VIP to refuse it)",
+        "fragment to a host (not a VIP)",
         lambda: (
             frame()
             / IPv6(src=host_ip6(1), dst=host_ip6(3))

@@ -336,11 +336,6 @@ def _ipv4(value: str, src: str, where: str) -> str:
         return str(ipaddress.IPv4Address(value))
     except ValueError:
         pass
-    if _is_ipv6(value):
-        raise ConfigError(
-            f"{src}: {where}: {value!r} is an IPv6 address: only a host's address may be "
-            "IPv6 so far (IPv6 VIPs and backends are not supported yet)"
-        )
     raise ConfigError(f"{src}: {where}: not an IPv4 address: {value!r}")
 
 
@@ -350,14 +345,6 @@ def _ip(value: str, src: str, where: str) -> str:
         return str(ipaddress.ip_address(value))
     except ValueError:
         raise ConfigError(f"{src}: {where}: not an IPv4 or IPv6 address: {value!r}") from None
-
-
-def _is_ipv6(value: str) -> bool:
-    try:
-        ipaddress.IPv6Address(value)
-    except ValueError:
-        return False
-    return True
 
 
 def _mac(value: str, src: str, where: str) -> str:
@@ -445,7 +432,7 @@ def parse_vip(name: str, t: Any, src: str, default_mac: str) -> Vip:
     )
     return Vip(
         name=name,
-        address=_ipv4(_get(t, "address", str, src, where), src, f"{where}.address"),
+        address=_ip(_get(t, "address", str, src, where), src, f"{where}.address"),
         protocol=protocol,
         port=_range(_get(t, "port", int, src, where), 1, 65535, src, f"{where}.port"),
         algorithm=algorithm,
@@ -483,7 +470,7 @@ def _health(t: dict[str, Any], src: str, where: str) -> HealthSettings | None:
 
 def parse_backend(t: dict[str, Any], src: str, where: str) -> Backend:
     _only(t, BACKEND_KEYS, src, where)
-    address = _ipv4(_get(t, "address", str, src, where), src, f"{where}.address")
+    address = _ip(_get(t, "address", str, src, where), src, f"{where}.address")
     return Backend(
         name=_name(_get(t, "name", str, src, where, address), src, f"{where}.name"),
         address=address,

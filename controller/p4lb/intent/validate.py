@@ -4,7 +4,11 @@ program can hold the intent is p4lb.pipeline.capacity's question."""
 
 from __future__ import annotations
 
-from p4lb.intent.model import Config, ConfigError, Vip
+from p4lb.intent.model import Config, ConfigError, Vip, address_bits
+
+# What an IPv6 VIP may ask for: the algorithms that recompute a flow's choice from its
+# packets (the switch pins no IPv6 flow in conn_table), and NAT on one switch.
+IPV6_ALGORITHMS = ("iphash", "maglev")
 
 
 def validate(cfg: Config) -> None:
@@ -51,6 +55,11 @@ def validate(cfg: Config) -> None:
             if (b.address, b.port) in baddrs:
                 raise ConfigError(f"{src}: {bwhere}: duplicate backend {b.address}:{b.port}")
             baddrs.add((b.address, b.port))
+            if address_bits(v.address) == 32 and address_bits(b.address) == 128:
+                raise ConfigError(
+                    f"{src}: {bwhere}: {b.address} is IPv6, the VIP {v.address} IPv4: a "
+                    "VIP's backends are of its family (no NAT64)"
+                )
             if b.address in vip_addresses:
                 raise ConfigError(f"{src}: {bwhere}: {b.address} is a VIP address")
             bkey = (b.address, v.protocol, b.port)
@@ -67,11 +76,34 @@ def validate(cfg: Config) -> None:
                     f"in {routes[b.address][2]}"
                 )
             routes.setdefault(b.address, (b.mac, b.switch_port, bwhere))
+        if address_bits(v.address) == 128:
+            _ipv6_vip(cfg, v)
         if v.mode == "dsr":
             _direct_server_return(cfg, v)
         if sum(b.weight for b in v.backends) == 0:
             raise ConfigError(
                 f"{src}: {where}: total weight is 0 (at least one backend needs a weight above 0)"
+            )
+
+
+def _ipv6_vip(cfg: Config, v: Vip) -> None:
+    """What an IPv6 VIP needs: backends of its own family (no NAT64), a hashing algorithm
+    (IPV6_ALGORITHMS), NAT, and one switch (the tier announces IPv4 routes)."""
+    src, where = cfg.source, f"vip.{v.name}"
+    if v.algorithm not in IPV6_ALGORITHMS:
+        raise ConfigError(
+            f"{src}: {where}.algorithm: {v.algorithm} is not supported for an IPv6 VIP "
+            f"(supported: {', '.join(IPV6_ALGORITHMS)})"
+        )
+    if v.mode != "nat":
+        raise ConfigError(f"{src}: {where}.mode: an IPv6 VIP supports mode nat only")
+    if cfg.tier or cfg.shared:
+        raise ConfigError(f"{src}: {where}.address: a [tier] serves IPv4 VIPs only")
+    for b in v.backends:
+        if address_bits(b.address) != 128:
+            raise ConfigError(
+                f"{src}: {where}.backend {b.name!r}: {b.address} is IPv4, the VIP "
+                f"{v.address} IPv6: a VIP's backends are of its family (no NAT64)"
             )
 
 

@@ -36,7 +36,7 @@ class Flow:
     def client_key(self) -> bytes:
         """{src_addr ++ src_port}, what hash() sees: the VIP (its address, protocol and
         port) stands for the rest of the 5-tuple."""
-        return ipaddress.IPv4Address(self.src).packed + self.sport.to_bytes(2, "big")
+        return ipaddress.ip_address(self.src).packed + self.sport.to_bytes(2, "big")
 
 
 def flow_hash(flow: Flow) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Mapping
 
-from p4lb.intent.model import Backend, Config, Vip
+from p4lb.intent.model import Backend, Config, Vip, address_bits
 from p4lb.pipeline import qos
 from p4lb.pipeline.entries import (
     COOKIE_TABLE,
@@ -18,14 +18,30 @@ from p4lb.pipeline.entries import (
     Entry,
     Slot,
     ip,
+    l4_checksum_delta,
     mac,
 )
-from p4lb.pipeline.ids import Ids, assign_ids, backend_key, ids_on_switch, vip_key
+from p4lb.pipeline.ids import VIP_TABLES, Ids, assign_ids, backend_key, ids_on_switch, vip_key
 from p4lb.pipeline.p4info import schema
 from p4lb.pipeline.slots import member_slot, pool_members, wrr_slots
 
 # A host's route by its address's IP version: the table and the action that forwards.
 ROUTES = {4: ("ipv4_route_table", "forward"), 6: ("ipv6_route_table", "forward_ipv6")}
+# What stands for a VIP's address, by its width: the table answering for it (ARP, or
+# neighbour discovery) and its action, the table refusing it as a client's source and its
+# action, and the route refusing what no VIP on it serves.
+VIP_ADDRESS_ENTRIES = {
+    32: (
+        ("vip_address_table", "vip_address"),
+        ("vip_source_table", "vip_source"),
+        ("ipv4_route_table", "refuse_vip_packet"),
+    ),
+    128: (
+        ("vip6_address_table", "vip6_address"),
+        ("vip6_source_table", "vip6_source"),
+        ("ipv6_route_table", "refuse_vip6_packet"),
+    ),
+}
 
 
 def _pool_entries(table: str, sid: int, version: int, slots: list[Slot]) -> list[Entry]:
@@ -55,12 +71,14 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
         shared = is_shared(cfg, v)
         for b in v.backends:
             bid = ids.backends[backend_key(v, b.address, b.port)]
+            bits = address_bits(b.address)
+            table, action = ROUTES[4 if bits == 32 else 6]
             routes.setdefault(
-                ("ipv4_route_table", ip(b.address), 32),
+                (table, ip(b.address), bits),
                 Entry(
-                    "ipv4_route_table",
-                    (("dst_addr", (ip(b.address), 32)),),
-                    "forward",
+                    table,
+                    (("dst_addr", (ip(b.address), bits)),),
+                    action,
                     (("port", b.switch_port), ("src_mac", sw_mac), ("dst_mac", mac(b.mac))),
                 ),
             )
@@ -73,6 +91,9 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
                     (("switch_port", b.switch_port),),
                 )
             )
+            if bits == 128:
+                out.append(reverse_nat6_entry(v, b, ids.services[vip_key(v)], bid))
+                continue
             out.append(
                 Entry(
                     "reverse_nat_table",
@@ -100,17 +121,16 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
                     )
                 )
     out.extend(routes.values())
-    addresses: dict[int, int] = {}
+    addresses: dict[tuple[int, int], int] = {}
     for v in cfg.vips:
-        addresses.setdefault(ip(v.address), mac(v.mac))
-    for addr, vmac in addresses.items():
-        out.append(
-            Entry("vip_address_table", (("addr", addr),), "vip_address", (("vip_mac", vmac),))
-        )
+        addresses.setdefault((ip(v.address), address_bits(v.address)), mac(v.mac))
+    for (addr, bits), vmac in addresses.items():
+        (answers, answer), (sources, martian), (routes_table, refuse) = VIP_ADDRESS_ENTRIES[bits]
+        out.append(Entry(answers, (("addr", addr),), answer, (("vip_mac", vmac),)))
         # No client sends from a VIP's address: a new flow from one is dropped as martian.
-        out.append(Entry("vip_source_table", (("addr", addr),), "vip_source", ()))
+        out.append(Entry(sources, (("addr", addr),), martian, ()))
         # The VIP's address on a port no VIP serves (or a fragment) is refused, counted.
-        out.append(Entry("ipv4_route_table", (("dst_addr", (addr, 32)),), "refuse_vip_packet", ()))
+        out.append(Entry(routes_table, (("dst_addr", (addr, bits)),), refuse, ()))
     ports = cfg.switch.ports or sorted(
         {h.switch_port for h in cfg.hosts} | {b.switch_port for v in cfg.vips for b in v.backends}
     )
@@ -135,11 +155,36 @@ def backend_entry(v: Vip, b: Backend, bid: int, sw_mac: int) -> Entry:
     macs = (("src_mac", sw_mac), ("dst_mac", mac(b.mac)))
     if v.mode == "dsr":
         return Entry("backend_table", (("backend_id", bid),), "set_backend_dsr", macs)
+    if address_bits(v.address) == 128:
+        delta = l4_checksum_delta(v.address, v.port, b.address, b.port)
+        return Entry(
+            "backend_table",
+            (("backend_id", bid),),
+            "set_backend_ipv6",
+            (("addr", ip(b.address)), ("port", b.port), *macs, ("csum_delta", delta)),
+        )
     return Entry(
         "backend_table",
         (("backend_id", bid),),
         "set_backend",
         (("addr", ip(b.address)), ("port", b.port), *macs),
+    )
+
+
+def reverse_nat6_entry(v: Vip, b: Backend, sid: int, bid: int) -> Entry:
+    """An IPv6 backend's replies: their source becomes the VIP, their checksum follows
+    by the constant the rewrite adds."""
+    return Entry(
+        "reverse_nat6_table",
+        (("addr", ip(b.address)), ("protocol", PROTOCOL_CODES[v.protocol]), ("port", b.port)),
+        "set_vip6_source",
+        (
+            ("vip_addr", ip(v.address)),
+            ("vip_port", v.port),
+            ("service_id", sid),
+            ("backend_id", bid),
+            ("csum_delta", l4_checksum_delta(b.address, b.port, v.address, v.port)),
+        ),
     )
 
 
@@ -158,19 +203,17 @@ def vip_entry(
     algorithm_code: int,
     shared: bool = False,
 ) -> Entry:
-    return Entry(
-        "vip_table",
-        (("addr", ip(v.address)), ("protocol", PROTOCOL_CODES[v.protocol]), ("port", v.port)),
-        "set_vip",
-        (
-            ("service_id", sid),
-            ("algorithm", algorithm_code),
-            ("version", version),
-            ("pool_size", pool_size),
-            ("slot_count", slot_count),
-            ("shared", int(shared)),
-        ),
+    key = (("addr", ip(v.address)), ("protocol", PROTOCOL_CODES[v.protocol]), ("port", v.port))
+    common = (
+        ("service_id", sid),
+        ("algorithm", algorithm_code),
+        ("version", version),
+        ("pool_size", pool_size),
+        ("slot_count", slot_count),
     )
+    if address_bits(v.address) == 128:
+        return Entry("vip6_table", key, "set_vip6", common)
+    return Entry("vip_table", key, "set_vip", (*common, ("shared", int(shared))))
 
 
 def _members_by_pool(current: Iterable[Entry]) -> dict[tuple[str, int, int], list[Slot]]:
@@ -197,7 +240,7 @@ def maglev_tables(entries: Iterable[Entry], maglev_code: int | None) -> dict[int
     return {
         e.p("service_id"): members.get(("slot_table", e.p("service_id"), e.p("version")), [])
         for e in entries
-        if e.table == "vip_table" and maglev_code is not None and e.p("algorithm") == maglev_code
+        if e.table in VIP_TABLES and maglev_code is not None and e.p("algorithm") == maglev_code
     }
 
 
@@ -221,7 +264,7 @@ def desired_entries(
     if ids is None:
         ids = assign_ids(cfg, ids_on_switch(current))
     live_by_key = {
-        (e.m("addr"), e.m("protocol"), e.m("port")): e for e in current if e.table == "vip_table"
+        (e.m("addr"), e.m("protocol"), e.m("port")): e for e in current if e.table in VIP_TABLES
     }
     members = _members_by_pool(current)
     out = static_entries(cfg, ids)

@@ -25,8 +25,12 @@ OWNED_TABLES = (
     "pool_table",
     "slot_table",
     "vip_table",
+    "vip6_table",
     "vip_address_table",
+    "vip6_address_table",
     "vip_source_table",
+    "vip6_source_table",
+    "reverse_nat6_table",
     "conn_share_table",
     "cookie_table",
     "qos_port_table",
@@ -73,7 +77,23 @@ class Update:
 @functools.lru_cache(maxsize=65536)
 def ip(addr: str) -> int:
     # Cached: a large config names the same addresses in several tables, on every apply.
-    return int(ipaddress.IPv4Address(addr))
+    return int(ipaddress.ip_address(addr))
+
+
+def l4_checksum_delta(old_addr: str, old_port: int, new_addr: str, new_port: int) -> int:
+    """What a TCP/UDP checksum gains when a packet's IPv6 address (in the pseudo-header)
+    and port go from old to new: the ones'-complement sum of the old 16-bit words'
+    complements and the new words (RFC 1624), which the switch adds to the checksum
+    (nat.p4's L4_CHECKSUM_ADD). Within 16 bits, never 0 (0xffff is the same zero)."""
+    old = (int(ipaddress.ip_address(old_addr)) << 16) | old_port
+    new = (int(ipaddress.ip_address(new_addr)) << 16) | new_port
+    total = 0
+    for i in range(9):  # 128 + 16 bits
+        total += (~old >> (16 * i)) & 0xFFFF
+        total += (new >> (16 * i)) & 0xFFFF
+    while total > 0xFFFF:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total or 0xFFFF
 
 
 def mac(text: str) -> int:

@@ -13,6 +13,9 @@ from p4lb.pipeline.entries import PROTOCOL_CODES, Entry, ip
 K = TypeVar("K")
 VipKey = tuple[int, int, int]  # (address, protocol code, port)
 BackendKey = tuple[VipKey, int, int]  # (vip, backend address, backend port)
+# The tables a service's and a backend's id are recovered from, one per address family.
+VIP_TABLES = ("vip_table", "vip6_table")
+REVERSE_NAT_TABLES = ("reverse_nat_table", "reverse_nat6_table")
 
 
 @dataclass(frozen=True)
@@ -37,10 +40,10 @@ def ids_on_switch(current: Iterable[Entry]) -> Ids:
     services: dict[VipKey, int] = {}
     backends: dict[BackendKey, int] = {}
     for e in current:
-        if e.table == "vip_table":
+        if e.table in VIP_TABLES:
             k = (e.exact("addr"), e.exact("protocol"), e.exact("port"))
             services[k] = e.p("service_id")
-        elif e.table == "reverse_nat_table":
+        elif e.table in REVERSE_NAT_TABLES:
             proto = e.exact("protocol")
             vk = (e.p("vip_addr"), proto, e.p("vip_port"))
             bk = (vk, e.exact("addr"), e.exact("port"))

@@ -12,7 +12,14 @@ from p4lb.intent.model import Config
 from p4lb.pipeline import qos
 from p4lb.pipeline.desired import desired_entries
 from p4lb.pipeline.entries import Slot, Update
-from p4lb.pipeline.ids import Ids, assign_ids, backend_key, ids_on_switch
+from p4lb.pipeline.ids import (
+    REVERSE_NAT_TABLES,
+    VIP_TABLES,
+    Ids,
+    assign_ids,
+    backend_key,
+    ids_on_switch,
+)
 from p4lb.pipeline.plan import plan
 from p4lb.stats.counters import DropLayout, Stats, compute
 from p4lb.switch import queues
@@ -143,8 +150,12 @@ def qos_on_switch(sw: Switch, cfg: Config) -> dict[int, str]:
 
 def read_stats(sw: Switch, cfg: Config) -> Stats:
     """Lifetime counter totals for the VIPs and backends of `cfg`."""
-    ids = ids_on_switch(sw.read_entries(("vip_table", "reverse_nat_table")))
+    ids = ids_on_switch(sw.read_entries(VIP_TABLES + REVERSE_NAT_TABLES))
     counters = {name: _cells(sw, name) for name in STATS_COUNTERS}
+    # An IPv6 backend's replies are counted on its own table's entries: same backend ids.
+    for bid, (packets, nbytes) in _cells(sw, "backend_rx6").items():
+        old = counters["backend_rx"].get(bid, (0, 0))
+        counters["backend_rx"][bid] = (old[0] + packets, old[1] + nbytes)
     layout = DropLayout(sw.schema.drop_reasons(), sw.schema.drop_counter_stride())
     return compute(cfg, ids, counters, layout)
 
@@ -155,7 +166,7 @@ def active_connections(sw: Switch, cfg: Config, vip: str, backend: str) -> int:
     the switch does not hold has none."""
     v = cfg.vip(vip)
     b = v.backend(backend)
-    ids = ids_on_switch(sw.read_entries(("reverse_nat_table",)))
+    ids = ids_on_switch(sw.read_entries(REVERSE_NAT_TABLES))
     bid = ids.backends.get(backend_key(v, b.address, b.port))
     if bid is None:
         return 0
@@ -167,7 +178,7 @@ def active_connections(sw: Switch, cfg: Config, vip: str, backend: str) -> int:
 
 def _cells(sw: Switch, name: str) -> dict[int, tuple[int, int]]:
     """A counter's cells as {index: (packets, bytes)}. A direct counter (on backend_table or
-    reverse_nat_table) is indexed by the backend id its entries match or set."""
+    reverse NAT table) is indexed by the backend id its entries match or set."""
     if name in sw.schema.counters:
         return {i: (c.packets, c.bytes) for i, c in sw.read_counter(name).items()}
     out: dict[int, tuple[int, int]] = {}

@@ -1,6 +1,6 @@
 """IPv6 hosts: the reader takes an IPv6 address (and its prefix up to 128) wherever a host's
-address goes, the controller routes it in the IPv6 table, and the rest of the intent stays
-IPv4 with one line saying so."""
+address goes, and the controller routes it in the IPv6 table. IPv6 VIPs:
+test_ipv6_vips.py."""
 
 from __future__ import annotations
 
@@ -86,18 +86,6 @@ def test_a_bad_host_address_or_prefix_is_one_line(
     with pytest.raises(ConfigError) as err:
         reader.parse(with_hosts(host), "lb.toml")
     assert needle in str(err.value) and "\n" not in str(err.value)
-
-
-@pytest.mark.parametrize("key", ["vip", "backend"])
-def test_an_ipv6_vip_or_backend_says_it_is_not_supported_yet(key: str) -> None:
-    data = with_hosts()
-    web = data["vip"]["web"]
-    (web if key == "vip" else web["backend"][0])["address"] = "2001:db8::100"
-    with pytest.raises(ConfigError) as err:
-        reader.parse(data, "lb.toml")
-    msg = str(err.value)
-    assert msg.startswith("lb.toml: vip.web.")
-    assert "'2001:db8::100' is an IPv6 address" in msg and "not supported yet" in msg
 
 
 def test_ipv6_routes_count_against_the_ipv6_table() -> None:
