@@ -39,12 +39,17 @@ def _since(h: Mapping[str, Any]) -> str:
     return " since " + time.strftime("%H:%M:%S", time.localtime(at))
 
 
+def endpoint(address: str, port: int) -> str:
+    """ADDRESS:PORT, an IPv6 address in brackets (RFC 3986) so its port stands apart."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
 def render_stats(stats: Stats) -> str:
     """`p4lb stats` as a table for people."""
     lines = []
     for v in stats.vips:
         lines.append(
-            f"VIP {v.name} {v.address}:{v.port}/{v.protocol} algorithm={v.algorithm} "
+            f"VIP {v.name} {endpoint(v.address, v.port)}/{v.protocol} algorithm={v.algorithm} "
             f"jain={v.jain:.4f} weighted_jain={v.weighted_jain:.4f} "
             f"collisions={v.collisions} ({_when(v)})"
         )
@@ -58,7 +63,7 @@ def render_stats(stats: Stats) -> str:
         )
         for r in v.backends:
             lines.append(
-                f"  {r.name:<12} {r.address + ':' + str(r.port):<21} {r.weight:>6} "
+                f"  {r.name:<12} {endpoint(r.address, r.port):<21} {r.weight:>6} "
                 f"{r.connections:>8} {r.active:>7} {r.share:>7.2%} {r.wanted_share:>7.2%} "
                 f"{r.packets:>9} {r.bytes:>11}"
                 + (f" {r.connections_per_s or 0.0:>8.1f}" if rates else "")

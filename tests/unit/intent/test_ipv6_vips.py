@@ -147,3 +147,15 @@ def test_an_ipv6_vip_is_written_to_the_ipv6_tables() -> None:
         (vip, "vip6_address")
     ]
     assert all(e.m("addr") != vip for e in by_table["vip_address_table"])
+
+
+def test_stats_show_an_ipv6_vip_as_an_ipv4_one_its_addresses_bracketed() -> None:
+    from p4lb.cli.output import render_stats
+    from p4lb.stats.counters import BackendStats, Stats, VipStats, with_shares
+
+    rows = [BackendStats(f"b{i}", f"2001:db8::{i}", 8080, 1, 5, 50, 5000, 40, 4000) for i in (2, 3)]
+    v = with_shares(VipStats("web6", VIP6, 80, "tcp", "maglev", (), 1.0, 1.0, 0, {}), rows)
+    lines = render_stats(Stats((v,), {})).splitlines()
+    assert lines[0].startswith("VIP web6 [2001:db8::100]:80/tcp algorithm=maglev jain=1.0000")
+    assert lines[2].split()[:3] == ["b2", "[2001:db8::2]:8080", "1"]
+    assert lines[3].split()[5:7] == ["50.00%", "50.00%"]
