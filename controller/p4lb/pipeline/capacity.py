@@ -63,7 +63,13 @@ def check(cfg: Config, limits: Limits) -> Config:
             f"{src}: vip: {total_pool} pool members (+{max_pool} to change one "
             f"VIP), the switch holds {limits.pool_table_size}"
         )
-    routes = {h.address for h in cfg.hosts} | {b.address for v in cfg.vips for b in v.backends}
+    # A route per host, per backend and per VIP address (the one refusing what no VIP on
+    # it serves), each in its family's table.
+    routes = (
+        {h.address for h in cfg.hosts}
+        | {b.address for v in cfg.vips for b in v.backends}
+        | {v.address for v in cfg.vips}
+    )
     ipv6 = {a for a in routes if address_bits(a) == 128}
     for n, room, family in (
         (len(routes) - len(ipv6), limits.route_table_size, "IPv4"),

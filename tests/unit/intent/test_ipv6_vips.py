@@ -159,3 +159,17 @@ def test_stats_show_an_ipv6_vip_as_an_ipv4_one_its_addresses_bracketed() -> None
     assert lines[0].startswith("VIP web6 [2001:db8::100]:80/tcp algorithm=maglev jain=1.0000")
     assert lines[2].split()[:3] == ["b2", "[2001:db8::2]:8080", "1"]
     assert lines[3].split()[5:7] == ["50.00%", "50.00%"]
+
+
+def test_an_ipv6_vips_routes_count_against_the_ipv6_table() -> None:
+    """The VIP's address and its two backends: three IPv6 routes."""
+    from dataclasses import replace
+
+    from p4lb.pipeline import capacity
+    from p4lb.pipeline.p4info import compiled_limits
+
+    cfg = reader.parse(with_vip6(), "lb.toml")
+    limits = compiled_limits()
+    capacity.check(cfg, replace(limits, ipv6_route_table_size=3))
+    with pytest.raises(ConfigError, match="3 IPv6 routes, the switch holds 2"):
+        capacity.check(cfg, replace(limits, ipv6_route_table_size=2))
