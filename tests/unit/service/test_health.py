@@ -414,3 +414,39 @@ def test_a_namespace_that_does_not_exist_is_a_failure_here() -> None:
     r = namespace_probe(real(free_port(), namespace="/nonexistent/ns"))
     assert not r.ok and "cannot enter namespace /nonexistent/ns" in r.reason
     assert this_thread_netns() == home
+
+
+def test_an_ipv6_backend_is_checked_over_http_with_its_address_in_brackets() -> None:
+    """An IPv6 VIP's backend: the probe connects over IPv6 and names the host as HTTP
+    wants an IPv6 literal, [address]:port."""
+    hosts: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hosts.append(self.headers["Host"])
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    class Server(ThreadingHTTPServer):
+        address_family = socket.AF_INET6
+        daemon_threads = True
+
+    try:
+        srv = Server(("::1", 0), Handler)
+    except OSError as e:
+        pytest.skip(f"no IPv6 loopback here: {e}")
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        port = srv.server_address[1]
+        target = Target("web6", "b2", "::1", port, HealthSettings(http_path="/health"))
+        assert tcp_probe(target) == ProbeResult(True, "HTTP status 200")
+        assert hosts == [f"[::1]:{port}"]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=5)

@@ -31,8 +31,9 @@ def probe(
         with socket.create_connection((host, port), timeout=timeout_s) as s:
             if not http_path:
                 return True, "tcp connect ok"
+            authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"  # RFC 3986
             request = (
-                f"GET {http_path} HTTP/1.0\r\nHost: {host}:{port}\r\n"
+                f"GET {http_path} HTTP/1.0\r\nHost: {authority}\r\n"
                 "User-Agent: p4lb-health\r\nConnection: close\r\n\r\n"
             )
             s.sendall(request.encode())
