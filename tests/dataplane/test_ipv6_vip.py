@@ -424,3 +424,31 @@ def test_a_neighbour_solicitation_for_a_vip_is_answered_with_its_mac(
     )
     flush(wire)
     assert wire.got == [(1, bytes(na))]
+
+
+def test_a_connection_is_counted_open_then_closed_by_the_backends_fin(
+    lab: Bmv2, wire: Wire
+) -> None:
+    """The state follows an IPv6 connection as an IPv4 one: the client's first ACK
+    establishes it, the backend's FIN (through the reverse NAT) closes it, each counted
+    once for its backend."""
+    from p4lb.pipeline.ids import backend_key
+
+    sport = 46000
+    f = Flow(CLIENT6, VIP6, 6, sport, 80, sid_of(lab, "web6"))
+    baddr, bport, swport = predicted(lab, "web6", f)
+    bid = ids_on_switch(lab.sw.read_entries()).backends[
+        backend_key(lab.cfg.vip("web6"), baddr, bport)
+    ]
+    established = lab.counter("backend_established", bid)
+    closes = lab.counter("backend_closes", bid)
+    wire.send(1, client_pkt(VIP6, TCP(sport=sport, dport=80, flags="S", seq=1)))
+    wire.send(1, client_pkt(VIP6, TCP(sport=sport, dport=80, flags="A", seq=2, ack=11)))
+    assert lab.wait_counter("backend_established", bid, established + 1) == established + 1
+    fin = TCP(sport=bport, dport=sport, flags="FA", seq=11, ack=2)
+    wire.send(
+        swport, Ether(src=host_mac(swport), dst=SWITCH_MAC) / IPv6(src=baddr, dst=CLIENT6) / fin
+    )
+    assert lab.wait_counter("backend_closes", bid, closes + 1) == closes + 1
+    flush(wire)
+    assert lab.counter("backend_closes", bid) == closes + 1
