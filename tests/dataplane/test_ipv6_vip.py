@@ -452,3 +452,18 @@ def test_a_connection_is_counted_open_then_closed_by_the_backends_fin(
     assert lab.wait_counter("backend_closes", bid, closes + 1) == closes + 1
     flush(wire)
     assert lab.counter("backend_closes", bid) == closes + 1
+
+
+def test_a_udp_checksum_that_comes_out_zero_is_sent_as_ffff(lab: Bmv2, wire: Wire) -> None:
+    """The payload is chosen so that the rewritten datagram's sum is all ones: its
+    checksum computes to 0, which UDP over IPv6 sends as 0xffff (0 would mean none)."""
+    sport = 47000
+    f = Flow(CLIENT6, DNS6, 17, sport, 53, sid_of(lab, "dns6"))
+    baddr, bport, swport = predicted(lab, "dns6", f)
+    probe = IPv6(src=CLIENT6, dst=baddr) / UDP(sport=sport, dport=bport) / b"\x00\x00"
+    word = IPv6(bytes(probe))[UDP].chksum  # the complement of the sum without the word
+    pkt = client_pkt(DNS6, UDP(sport=sport, dport=53) / word.to_bytes(2, "big"))
+    wire.send(1, pkt)
+    want = rewritten(pkt, ether_src=SWITCH_MAC, ether_dst=host_mac(swport), dst=baddr, dport=bport)
+    assert Ether(want)[UDP].chksum == 0xFFFF
+    assert out_of(wire, swport) == [want]
