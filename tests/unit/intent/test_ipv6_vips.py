@@ -173,3 +173,18 @@ def test_an_ipv6_vips_routes_count_against_the_ipv6_table() -> None:
     capacity.check(cfg, replace(limits, ipv6_route_table_size=3))
     with pytest.raises(ConfigError, match="3 IPv6 routes, the switch holds 2"):
         capacity.check(cfg, replace(limits, ipv6_route_table_size=2))
+
+
+def test_run_time_changes_to_an_ipv6_vip_are_checked_as_the_file_is() -> None:
+    """`p4lb algorithm set` and `p4lb backend add` go through the same checks."""
+    from p4lb.intent import edits
+    from p4lb.intent.model import Backend
+
+    cfg = reader.parse(with_vip6(), "lb.toml")
+    assert edits.set_algorithm(cfg, "web6", "iphash").vip("web6").algorithm == "iphash"
+    with pytest.raises(ConfigError, match="wrr is not supported for an IPv6 VIP") as err:
+        edits.set_algorithm(cfg, "web6", "wrr")
+    assert "\n" not in str(err.value)
+    v4 = Backend("b9", "10.0.0.9", 8080, 1, "00:00:00:00:00:09", 4)
+    with pytest.raises(ConfigError, match="10.0.0.9 is IPv4, the VIP 2001:db8::100 IPv6"):
+        edits.add_backend(cfg, "web6", v4)
