@@ -63,19 +63,17 @@ header icmpv6_t {
     bit<16> checksum;
 }
 
-// A neighbour solicitation after its ICMPv6 header (RFC 4861 4.3): the address asked for.
-// Parsed only to answer for a VIP (ipv6.p4), as is the option after it.
+// A neighbour solicitation after its ICMPv6 header (RFC 4861 4.3) with one option, the
+// asker's link-layer address (4.6.1), as a host sends one: the address asked for, and the
+// option, which an answer for a VIP (ipv6.p4) turns in place into the advertisement's
+// target link-layer address. One header, not two: BMv2 resets each header of the program
+// for every packet.
 header nd_solicit_t {
     bit<32>     reserved;     // an advertisement's flags (R, S, O) in the first 3 bits
     ipv6_addr_t target;
-}
-
-// A link-layer address option (RFC 4861 4.6.1): the solicitation's source (type 1), turned
-// in place into the advertisement's target link-layer address (type 2).
-header nd_lladdr_t {
-    bit<8>     type;
-    bit<8>     length;        // in units of 8 bytes: 1 for Ethernet
-    mac_addr_t addr;
+    bit<8>      opt_type;     // ND_OPT_SOURCE_LLADDR, to answer; ND_OPT_TARGET_LLADDR
+    bit<8>      opt_length;   // in units of 8 bytes: 1 for Ethernet
+    mac_addr_t  lladdr;
 }
 
 // The transport ports, first in TCP and UDP alike: one header for both, so the stages

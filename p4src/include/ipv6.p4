@@ -3,9 +3,9 @@
  * client's 128-bit address hashed, never stored; a new flow's backend chosen by the
  * ingress's ConnectionState), a backend's reply becomes the VIP's (nat.p4's
  * FromBackend6). A neighbour solicitation for a VIP is answered, as ARP for an IPv4 VIP
- * is (vip.p4); the rest of neighbour discovery is flooded: hosts resolve each other. The rest is routed on its destination, its hop
- * limit decremented, or dropped (and counted) when the hop limit is 0 or 1, as the IPv4
- * routes do with the TTL (l3.p4). */
+ * is (vip.p4); the rest of neighbour discovery is flooded: hosts resolve each other. The
+ * rest is routed on its destination, its hop limit decremented, or dropped (and counted)
+ * when the hop limit is 0 or 1, as the IPv4 routes do with the TTL (l3.p4). */
 #ifndef P4LB_IPV6_P4
 #define P4LB_IPV6_P4
 
@@ -128,36 +128,43 @@ control Ipv6Forwarding(inout headers_t hdr,
     // meta.index and meta.window, free here, hold the sum.
     @name(".vip6_address")
     action vip6_address(mac_addr_t vip_mac) {
-        meta.window = (bit<64>)(~hdr.icmpv6.checksum) + 0x0100 + 0x0100
-            + (bit<64>)ND_FLAGS_SOLICITED_OVERRIDE[31:16]
-            + (bit<64>)(~hdr.nd_lladdr.addr[47:32]) + (bit<64>)(~hdr.nd_lladdr.addr[31:16])
-            + (bit<64>)(~hdr.nd_lladdr.addr[15:0])
-            + (bit<64>)vip_mac[47:32] + (bit<64>)vip_mac[31:16] + (bit<64>)vip_mac[15:0]
-            + (bit<64>)(~hdr.ipv6.dst_addr[127:112]) + (bit<64>)(~hdr.ipv6.dst_addr[111:96])
-            + (bit<64>)(~hdr.ipv6.dst_addr[95:80]) + (bit<64>)(~hdr.ipv6.dst_addr[79:64])
-            + (bit<64>)(~hdr.ipv6.dst_addr[63:48]) + (bit<64>)(~hdr.ipv6.dst_addr[47:32])
-            + (bit<64>)(~hdr.ipv6.dst_addr[31:16]) + (bit<64>)(~hdr.ipv6.dst_addr[15:0])
-            + (bit<64>)hdr.nd_solicit.target[127:112] + (bit<64>)hdr.nd_solicit.target[111:96]
-            + (bit<64>)hdr.nd_solicit.target[95:80] + (bit<64>)hdr.nd_solicit.target[79:64]
-            + (bit<64>)hdr.nd_solicit.target[63:48] + (bit<64>)hdr.nd_solicit.target[47:32]
-            + (bit<64>)hdr.nd_solicit.target[31:16] + (bit<64>)hdr.nd_solicit.target[15:0];
-        // 26 words of 16 bits: the sum fits 21 bits; two folds bring it to 16.
-        meta.index = (bit<32>)meta.window[15:0] + (bit<32>)meta.window[31:16];
-        meta.index = (bit<32>)meta.index[15:0] + (bit<32>)meta.index[31:16];
-        hdr.icmpv6.checksum = ~meta.index[15:0];
-        hdr.icmpv6.type = ND_NEIGHBOR_ADVERT;
-        hdr.nd_solicit.reserved = ND_FLAGS_SOLICITED_OVERRIDE;
-        hdr.nd_lladdr.type = ND_OPT_TARGET_LLADDR;
-        hdr.ethernet.dst_addr = hdr.nd_lladdr.addr;
-        hdr.nd_lladdr.addr = vip_mac;
-        hdr.ethernet.src_addr = vip_mac;
-        hdr.ipv6.dst_addr = hdr.ipv6.src_addr;
-        hdr.ipv6.src_addr = hdr.nd_solicit.target;
-        std_meta.egress_spec = std_meta.ingress_port;
+        if (hdr.nd_solicit.opt_type != ND_OPT_SOURCE_LLADDR
+                || hdr.nd_solicit.opt_length != 1) {
+            flood();
+        } else {
+            meta.window = (bit<64>)(~hdr.icmpv6.checksum) + 0x0100 + 0x0100
+                + (bit<64>)ND_FLAGS_SOLICITED_OVERRIDE[31:16]
+                + (bit<64>)(~hdr.nd_solicit.lladdr[47:32])
+                + (bit<64>)(~hdr.nd_solicit.lladdr[31:16])
+                + (bit<64>)(~hdr.nd_solicit.lladdr[15:0])
+                + (bit<64>)vip_mac[47:32] + (bit<64>)vip_mac[31:16] + (bit<64>)vip_mac[15:0]
+                + (bit<64>)(~hdr.ipv6.dst_addr[127:112]) + (bit<64>)(~hdr.ipv6.dst_addr[111:96])
+                + (bit<64>)(~hdr.ipv6.dst_addr[95:80]) + (bit<64>)(~hdr.ipv6.dst_addr[79:64])
+                + (bit<64>)(~hdr.ipv6.dst_addr[63:48]) + (bit<64>)(~hdr.ipv6.dst_addr[47:32])
+                + (bit<64>)(~hdr.ipv6.dst_addr[31:16]) + (bit<64>)(~hdr.ipv6.dst_addr[15:0])
+                + (bit<64>)hdr.nd_solicit.target[127:112] + (bit<64>)hdr.nd_solicit.target[111:96]
+                + (bit<64>)hdr.nd_solicit.target[95:80] + (bit<64>)hdr.nd_solicit.target[79:64]
+                + (bit<64>)hdr.nd_solicit.target[63:48] + (bit<64>)hdr.nd_solicit.target[47:32]
+                + (bit<64>)hdr.nd_solicit.target[31:16] + (bit<64>)hdr.nd_solicit.target[15:0];
+            // 26 words of 16 bits: the sum fits 21 bits; two folds bring it to 16.
+            meta.index = (bit<32>)meta.window[15:0] + (bit<32>)meta.window[31:16];
+            meta.index = (bit<32>)meta.index[15:0] + (bit<32>)meta.index[31:16];
+            hdr.icmpv6.checksum = ~meta.index[15:0];
+            hdr.icmpv6.type = ND_NEIGHBOR_ADVERT;
+            hdr.nd_solicit.reserved = ND_FLAGS_SOLICITED_OVERRIDE;
+            hdr.nd_solicit.opt_type = ND_OPT_TARGET_LLADDR;
+            hdr.ethernet.dst_addr = hdr.nd_solicit.lladdr;
+            hdr.nd_solicit.lladdr = vip_mac;
+            hdr.ethernet.src_addr = vip_mac;
+            hdr.ipv6.dst_addr = hdr.ipv6.src_addr;
+            hdr.ipv6.src_addr = hdr.nd_solicit.target;
+            std_meta.egress_spec = std_meta.ingress_port;
+        }
     }
 
-    // Matches a neighbour solicitation's target (one with the asker's link-layer address).
-    // Hit: an IPv6 VIP's address, answered with vip_mac. Miss: flooded. The controller
+    // Matches a neighbour solicitation's target. Hit: an IPv6 VIP's address, answered with
+    // vip_mac (a solicitation whose option is not the asker's link-layer address: flooded).
+    // Miss: flooded. The controller
     // writes one entry per IPv6 VIP address.
     @name(".vip6_address_table")
     table vip6_address_table {
@@ -179,7 +186,7 @@ control Ipv6Forwarding(inout headers_t hdr,
     }
 
     apply {
-        if (hdr.nd_lladdr.isValid()) {
+        if (hdr.nd_solicit.isValid()) {
             vip6_address_table.apply();
         } else if (hdr.icmpv6.isValid() && hdr.icmpv6.type >= ND_ROUTER_SOLICIT
                 && hdr.icmpv6.type <= ND_REDIRECT) {

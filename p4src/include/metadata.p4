@@ -11,7 +11,6 @@ struct headers_t {
     ipv6_t          ipv6;
     icmpv6_t        icmpv6;
     nd_solicit_t    nd_solicit;
-    nd_lladdr_t     nd_lladdr;
     l4_ports_t      l4;
     tcp_t           tcp;
     tcp_mss_t       tcp_mss;

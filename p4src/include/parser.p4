@@ -1,6 +1,7 @@
 /* Parser and deparser: Ethernet, ARP, IPv4 (with options), IPv6 (the fixed header, and
- * neighbour discovery's ICMPv6 messages, a solicitation's target and option), TCP (with the timestamp option where Linux puts
- * it), UDP. What makes a packet malformed is checks.p4's. */
+ * neighbour discovery's ICMPv6 messages, a solicitation's target and option), TCP (with
+ * the timestamp option where Linux puts it), UDP. What makes a packet malformed is
+ * checks.p4's. */
 #ifndef P4LB_PARSER_P4
 #define P4LB_PARSER_P4
 
@@ -104,19 +105,19 @@ parser LbParser(packet_in pkt,
 
     PARSER_ERROR(nd_bad_hop_limit, NdBadHopLimit)
 
-    // A neighbour solicitation: its target, and the asker's link-layer address when its
-    // first option is one (a solicitation from ::, duplicate address detection, has none:
-    // the ingress floods those). The select is on the lookahead alone (parse_tcp_options).
+    // A neighbour solicitation of the length a host's has (the ICMPv6 header, the target
+    // and one 8-byte option: 32 bytes) is taken apart; which option it is, the answer
+    // checks (ipv6.p4). Any other (duplicate address detection's, from ::, has no option)
+    // is flooded as it is.
     state parse_nd_solicit {
-        pkt.extract(hdr.nd_solicit);
-        transition select(pkt.lookahead<bit<16>>()) {
-            ND_OPT_SOURCE_LLADDR ++ 8w1: parse_nd_lladdr;
-            default:                     accept;
+        transition select(hdr.ipv6.payload_len) {
+            32:      parse_nd_solicit_option;
+            default: accept;
         }
     }
 
-    state parse_nd_lladdr {
-        pkt.extract(hdr.nd_lladdr);
+    state parse_nd_solicit_option {
+        pkt.extract(hdr.nd_solicit);
         transition accept;
     }
 
@@ -188,7 +189,6 @@ control LbDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.ipv6);
         pkt.emit(hdr.icmpv6);
         pkt.emit(hdr.nd_solicit);
-        pkt.emit(hdr.nd_lladdr);
         pkt.emit(hdr.l4);
         pkt.emit(hdr.tcp);
         pkt.emit(hdr.tcp_mss);
