@@ -185,13 +185,11 @@ control Ipv6Forwarding(inout headers_t hdr,
         size = ROUTE_TABLE_SIZE;
     }
 
+    // TCP or UDP to a VIP, the commonest, evaluates one condition: neighbour discovery
+    // (which the parser let through only with hop limit 255) is the rest.
     apply {
-        if (hdr.nd_solicit.isValid()) {
-            vip6_address_table.apply();
-        } else if (hdr.icmpv6.isValid() && hdr.icmpv6.type >= ND_ROUTER_SOLICIT
-                && hdr.icmpv6.type <= ND_REDIRECT) {
-            flood();
-        } else if (hdr.ipv6.hop_limit > 1) {
+        if (hdr.ipv6.hop_limit > 1 && !(hdr.icmpv6.isValid()
+                && hdr.icmpv6.type >= ND_ROUTER_SOLICIT && hdr.icmpv6.type <= ND_REDIRECT)) {
             switch (vip6_table.apply().action_run) {
                 set_vip6: {
                     if (meta.flow_status == FLOW_UNKNOWN) {
@@ -203,6 +201,11 @@ control Ipv6Forwarding(inout headers_t hdr,
                     ipv6_route_table.apply();
                 }
             }
+        } else if (hdr.nd_solicit.isValid()) {
+            vip6_address_table.apply();
+        } else if (hdr.icmpv6.isValid() && hdr.icmpv6.type >= ND_ROUTER_SOLICIT
+                && hdr.icmpv6.type <= ND_REDIRECT) {
+            flood();
         } else {
             hop_limit_expired();
         }
