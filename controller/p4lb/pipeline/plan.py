@@ -9,50 +9,28 @@ from p4lb.pipeline.entries import MULTICAST, OWNED_TABLES, Entry, Update
 # Write order. Each stage is one batch; a later stage is sent only after the earlier one
 # succeeded. Things are created bottom-up (routes and backends before the pools that name
 # them, pools before the VIP entry that flips to them) and removed top-down.
-_CREATE_STAGES = (
-    (
-        "ipv4_route_table",
-        "ipv6_route_table",
-        "backend_table",
-        "backend_port_table",
-        "reverse_nat_table",
-        "reverse_nat6_table",
-        MULTICAST,
-    ),
-    ("qos_egress_table", "qos_port_table"),
-    ("pool_table", "slot_table", "cookie_table"),
-    (
-        "vip_table",
-        "vip6_table",
-        "vip_address_table",
-        "vip6_address_table",
-        "vip_source_table",
-        "vip6_source_table",
-        "conn_share_table",
-    ),
+_ROUTES = (
+    "ipv4_route_table",
+    "ipv6_route_table",
+    "backend_table",
+    "backend_port_table",
+    "reverse_nat_table",
+    "reverse_nat6_table",
+    MULTICAST,
 )
-_DELETE_STAGES = (
-    (
-        "vip_table",
-        "vip6_table",
-        "vip_address_table",
-        "vip6_address_table",
-        "vip_source_table",
-        "vip6_source_table",
-        "conn_share_table",
-    ),
-    ("pool_table", "slot_table", "cookie_table"),
-    (
-        "ipv4_route_table",
-        "ipv6_route_table",
-        "backend_table",
-        "backend_port_table",
-        "reverse_nat_table",
-        "reverse_nat6_table",
-        MULTICAST,
-    ),
-    ("qos_port_table", "qos_egress_table"),
+_QOS = ("qos_egress_table", "qos_port_table")  # a port's entry names its discipline's
+_POOLS = ("pool_table", "slot_table", "cookie_table")
+_VIPS = (
+    "vip_table",
+    "vip6_table",
+    "vip_address_table",
+    "vip6_address_table",
+    "vip_source_table",
+    "vip6_source_table",
+    "conn_share_table",
 )
+_CREATE_STAGES = (_ROUTES, _QOS, _POOLS, _VIPS)
+_DELETE_STAGES = (_VIPS, _POOLS, _ROUTES, _QOS[::-1])
 
 
 def plan(desired: list[Entry], current: list[Entry]) -> list[list[Update]]:

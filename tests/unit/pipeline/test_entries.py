@@ -10,7 +10,7 @@ import pytest
 from p4lb.intent import edits
 from p4lb.intent.model import Backend, Config
 from p4lb.pipeline.desired import desired_entries
-from p4lb.pipeline.entries import COOKIE_TABLE, MULTICAST, Entry, Update
+from p4lb.pipeline.entries import COOKIE_TABLE, MULTICAST, OWNED_TABLES, Entry, Update
 from p4lb.pipeline.ids import assign_ids, ids_on_switch
 from p4lb.pipeline.plan import plan
 from tests.unit.support import default_config
@@ -215,3 +215,12 @@ def test_dsr_vip_rewrites_only_the_frame_and_keeps_the_ids_record() -> None:
     # The same VIP in NAT mode on a tier's balancer does stamp cookies.
     _, desired = desired_entries(replace(nat, shared=True), [])
     assert [e for e in desired if e.table == COOKIE_TABLE]
+
+
+def test_every_owned_table_has_a_place_in_the_write_order() -> None:
+    """A table the controller owns but the plan does not order would never be written."""
+    from p4lb.pipeline import plan
+
+    for stages in (plan._CREATE_STAGES, plan._DELETE_STAGES):
+        ordered = [t for stage in stages for t in stage if t != MULTICAST]
+        assert sorted(ordered) == sorted(OWNED_TABLES)
