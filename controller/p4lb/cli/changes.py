@@ -47,8 +47,10 @@ def runtime_change(edit: Edit) -> Handler:
             with operations.connect(new, one_shot=True, wait_s=args.wait) as sw:
                 # DOWN backends stay at weight 0 while `p4lb run` checks them.
                 result = operations.apply(sw, overlay_from_file(new, path))
-                _save(new, path)  # only after the switch took it
+                # The window before the file: whoever reads the new weights (after the
+                # file) also reads the window they started.
                 _record_baselines(sw, new, vips, path)
+                _save(new, path)  # only after the switch took it
         print(f"{path}: {' '.join(args.path)} done, {result.writes} entries written")
         return 0
 
@@ -76,8 +78,8 @@ def _tier_change(args: argparse.Namespace, new: Config, vips: tuple[str, ...]) -
             with operations.connect(scfg, one_shot=True, wait_s=args.wait) as sw:
                 result = operations.apply(sw, overlay_from_file(scfg, path))
                 if not took:
-                    _save(new, path)
                     _record_baselines(sw, scfg, vips, path)
+                    _save(new, path)
             took.append(name)
             print(f"{path}: {name}: {' '.join(args.path)} done, {result.writes} entries written")
         except SwitchError as e:

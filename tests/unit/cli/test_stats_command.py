@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from p4lb.cli.main import main
-from p4lb.intent import reader
+from p4lb.intent import reader, writer
 from p4lb.pipeline.ids import ids_on_switch
 from p4lb.stats import baselines
 from tests.unit.fake_switch import FakeSwitch
@@ -65,6 +65,26 @@ def test_stats_after_a_weight_change_over_grpc(
     first, second = stats_json(fake_cfg, "--watch", "0.01", "--count", "2", capsys=capsys)
     assert first["vips"][0]["backends"][0]["connections_per_s"] is None
     assert second["vips"][0]["backends"][0]["connections_per_s"] == 0.0
+
+
+def test_the_window_is_stored_before_the_file_shows_the_change(
+    fake: FakeSwitch, fake_cfg: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader (the stats page) that reads the new weights from the file also reads the
+    window they started: the window is stored first."""
+    assert main(["-c", str(fake_cfg), "apply"]) == 0
+    set_conns(fake, {"h2": 10, "h3": 10, "h4": 10})
+    seen: list[dict[str, Any]] = []
+    save = writer.save
+
+    def save_and_look(cfg: Any, path: Any) -> None:
+        seen.append(baselines.load_baselines(path))
+        save(cfg, path)
+
+    monkeypatch.setattr(writer, "save", save_and_look)
+    assert main(["-c", str(fake_cfg), "weight", "set", "web", "h2", "3"]) == 0
+    (before_the_file,) = seen
+    assert before_the_file["web"] == baselines.load_baselines(fake_cfg)["web"]
 
 
 ADD_H5 = ["--address", "10.0.0.5", "--port", "8000", "--mac", "00:00:00:00:00:05"]
