@@ -39,6 +39,7 @@ def uses_timestamps(sock: socket.socket) -> bool:
 
 def ask(sock: socket.socket, host: str) -> bytes:
     """One GET on a keep-alive connection; the whole response."""
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address
     sock.sendall(f"GET / HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
     data = b""
     while b"\r\n\r\n" not in data:

@@ -42,6 +42,10 @@ SERVER_PORT = 8000
 RETURN_NET = "10.0.9"  # dsr: the return path's /24, host hN at RETURN_NET.N
 SWITCH_MAC = "00:00:00:00:01:00"
 VIP_MAC = "00:00:00:00:01:64"
+# `ipv6`: the IPv6 VIP web6 beside web, host hN also at host6(N) in NET6::/64.
+VIP6_ADDR = "fd00::100"
+VIP6_MAC = "00:00:00:00:01:66"
+NET6 = "fd00:"
 
 
 QDISCS = ("tbf", "htb", "netem", "fq_codel", "cake", "sfq")
@@ -88,6 +92,11 @@ class Options:
     mode: str = "nat"
     # Bytes of each response's body (0: the servers' short page).
     body_bytes: int = 0
+    # HTTP/1.1 servers: a client may keep its connection for many requests (topology.holder).
+    keep_alive: bool = False
+    # The IPv6 VIP web6 (VIP6_ADDR, port VIP_PORT, maglev) over the same servers, every host
+    # with an IPv6 address too (host6); a nat lab only.
+    ipv6: bool = False
 
     @property
     def server_port(self) -> int:
@@ -121,6 +130,11 @@ class Lab:
 
 def mac(n: int) -> str:
     return f"00:00:00:00:00:{n:02x}"
+
+
+def host6(n: int) -> str:
+    """Host hN's IPv6 address (the `ipv6` lab's)."""
+    return f"{NET6}:{n:x}"
 
 
 def client_net(index: int) -> str:
@@ -218,12 +232,31 @@ def checksum_offload_off(host: Any) -> None:
         raise RuntimeError(f"{host.name}: could not turn checksum offload off: {out.strip()}")
 
 
+def quiet_ipv6(host: Any, address: str) -> None:
+    """`address`/64 on the host's switch interface, announced to nobody: no duplicate
+    address detection (the lab gives each address once), no router solicitation or
+    advertisement (the switch is no IPv6 router that sends them)."""
+    intf = host.defaultIntf()
+    for key, value in (
+        ("accept_dad", 0),
+        ("dad_transmits", 0),
+        ("router_solicitations", 0),
+        ("accept_ra", 0),
+    ):
+        for scope in ("all", "default", str(intf)):
+            host.cmd(f"sysctl -qw net.ipv6.conf.{scope}.{key}={value}")
+    out = host.cmd(f"ip -6 addr add {address}/64 dev {intf} nodad 2>&1; echo rc=$?")
+    if not out.strip().endswith("rc=0"):
+        raise RuntimeError(f"{host.name}: ip -6 addr add {address}/64: {out.strip()}")
+
+
 def lab_config(
     opts: Options, clients: list[Any], servers: list[Any], tls: TlsSettings | None
 ) -> tuple[Config, dict[str, list[str]]]:
-    """The p4lb config that matches the network (one VIP over the server hosts, a route to
-    each client), checked against the compiled program's limits, and each client's source
-    addresses (its secondary ones added to its interface when it has more than one)."""
+    """The p4lb config that matches the network (the VIP web over the server hosts, with
+    `ipv6` the VIP web6 too; a route to each client), checked against the compiled
+    program's limits, and each client's source addresses (its secondary ones added to its
+    interface when it has more than one)."""
     weights = opts.weights or [1] * opts.servers
     sources = {c.name: [c.IP()] for c in clients}
     cfg_hosts = [CfgHost(c.name, c.IP(), mac(i + 1), i + 1) for i, c in enumerate(clients)]
@@ -235,33 +268,47 @@ def lab_config(
             cfg_hosts.append(CfgHost(f"{c.name}-net", client_net(i), mac(i), i, prefix_len=16))
         for s in servers:  # replies to those addresses: on-link, the switch floods the ARP
             s.cmd(f"ip route add 10.0.0.0/8 dev {s.defaultIntf()}")
+    backends = [
+        (s.name, s.IP(), host6(opts.clients + j + 1), w, opts.clients + j + 1)
+        for j, (s, w) in enumerate(zip(servers, weights, strict=True))
+    ]
+    vips = [
+        Vip(
+            name="web",
+            address=VIP_ADDR,
+            protocol="tcp",
+            port=VIP_PORT,
+            algorithm=opts.algorithm,
+            mac=VIP_MAC,
+            mode=opts.mode,
+            backends=tuple(
+                Backend(name, v4, opts.server_port, w, mac(n), n) for name, v4, _, w, n in backends
+            ),
+        )
+    ]
+    if opts.ipv6:
+        cfg_hosts += [
+            CfgHost(f"{c.name}-v6", host6(i + 1), mac(i + 1), i + 1) for i, c in enumerate(clients)
+        ]
+        vips.append(
+            Vip(
+                name="web6",
+                address=VIP6_ADDR,
+                protocol="tcp",
+                port=VIP_PORT,
+                algorithm="maglev",
+                mac=VIP6_MAC,
+                backends=tuple(
+                    Backend(name, v6, SERVER_PORT, w, mac(n), n) for name, _, v6, w, n in backends
+                ),
+            )
+        )
     cfg = Config(
         switch=SwitchConfig(
             address=f"127.0.0.1:{GRPC_PORT}", device_id=0, election_id=10, mac=SWITCH_MAC, tls=tls
         ),
         hosts=tuple(cfg_hosts),
-        vips=(
-            Vip(
-                name="web",
-                address=VIP_ADDR,
-                protocol="tcp",
-                port=VIP_PORT,
-                algorithm=opts.algorithm,
-                mac=VIP_MAC,
-                mode=opts.mode,
-                backends=tuple(
-                    Backend(
-                        s.name,
-                        s.IP(),
-                        opts.server_port,
-                        w,
-                        mac(opts.clients + j + 1),
-                        opts.clients + j + 1,
-                    )
-                    for j, (s, w) in enumerate(zip(servers, weights, strict=True))
-                ),
-            ),
-        ),
+        vips=tuple(vips),
         source=str(RUN_DIR / "lb.toml"),
     )
     validate(cfg)
@@ -271,7 +318,7 @@ def lab_config(
 
 def build(opts: Options) -> Lab:
     """The network of `opts` started (SingleSwitchTopo), its hosts configured (no checksum
-    offload, no IPv6, shaped servers) and its p4lb config written to run/lb.toml."""
+    offload, IPv6 off unless `ipv6`, shaped servers) and its p4lb config written to run/lb.toml."""
     RUN_DIR.mkdir(exist_ok=True)
     link_opts: dict[str, Any] = {}
     if opts.bw:
@@ -295,9 +342,12 @@ def build(opts: Options) -> Lab:
     net = Mininet(topo=topo, controller=None, link=TCLink if link_opts else Link, autoSetMacs=False)
     net.start()
     hosts = [net.get(f"h{i}") for i in range(1, opts.clients + opts.servers + 1)]
-    for h in hosts:
+    for n, h in enumerate(hosts, start=1):
         checksum_offload_off(h)
-        h.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
+        if opts.ipv6:
+            quiet_ipv6(h, host6(n))
+        else:
+            h.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
     clients, servers = hosts[: opts.clients], hosts[opts.clients :]
     cfg, sources = lab_config(opts, clients, servers, tls)
     if opts.mode == "dsr":
@@ -341,6 +391,7 @@ def start_server(
         + (f" --workers {cap.workers} --service-ms {cap.service_ms:g}" if cap.workers else "")
         + (f" --idle-timeout {idle_timeout_s:g}" if idle_timeout_s is not None else "")
         + (f" --body-bytes {lab.options.body_bytes}" if lab.options.body_bytes else "")
+        + (" --keep-alive" if lab.options.keep_alive else "")
     )
     # One simple command in the background, so $! is the server's own PID (with
     # `cd ... && cmd &` it would be a subshell's, and stopping it would orphan the server).

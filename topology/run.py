@@ -18,6 +18,7 @@ from p4lb.intent.running import clear_pointer, pointer_path, write_pointer
 from p4lb.pipeline.p4info import schema
 from topology.net import (
     RUN_DIR,
+    VIP6_ADDR,
     VIP_ADDR,
     VIP_PORT,
     Lab,
@@ -30,8 +31,8 @@ from topology.net import (
 )
 
 BANNER = """
-p4lb is running: VIP {vip}:{port} over {servers} ({algorithm}).
-  mininet> h1 curl -s http://{vip}:{port}/ | head -c 80        # one request through the VIP
+p4lb is running: VIP {vip}:{port} over {servers} ({algorithm}).{vip6}
+  mininet> h1 curl -s http://{vip}:{port}/ | head -c 80        # one request through the VIP{curl6}
   mininet> h1 ab -n 300 -c 10 http://{vip}:{port}/              # load
   mininet> p4lb weight set web h2 3                            # a runtime change
   mininet> p4lb stats                                          # shares, Jain's index, health
@@ -118,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             threaded=a.threaded,
             switch_log=a.switch_log,
             mode=a.mode,
+            ipv6=a.mode == "nat",  # a dsr VIP is IPv4 only
         )
     )
     try:
@@ -125,7 +127,10 @@ def main(argv: list[str] | None = None) -> int:
             # p4lb run probes each server with an HTTP GET from the server's own host.
             namespace = name_server_namespaces(lab)
             with open(lab.config_path, "a") as f:
-                f.write(f'\n[vip.web.health]\nhttp_path = "/"\nnamespace = "{namespace}"\n')
+                for vip in lab.config.vips:
+                    f.write(
+                        f'\n[vip.{vip.name}.health]\nhttp_path = "/"\nnamespace = "{namespace}"\n'
+                    )
         if not a.no_metrics:
             # The listener has no authentication: loopback, unless --metrics names another
             # address on purpose (in the VM, for the forwarded port that reaches only this
@@ -153,15 +158,25 @@ def main(argv: list[str] | None = None) -> int:
         write_pointer(lab.config_path)  # `sudo p4lb stats` from anywhere finds this config
         client = lab.clients[0]
         if a.no_cli:
-            out = client.cmd(f"curl -s -m 5 http://{VIP_ADDR}:{VIP_PORT}/")
-            print(out[:200])
-            return 0 if "p4lb backend" in out else 1
+            urls = [f"http://{VIP_ADDR}:{VIP_PORT}/"]
+            urls += [f"http://[{VIP6_ADDR}]:{VIP_PORT}/"] if lab.options.ipv6 else []
+            outs = [client.cmd(f"curl -s -m 5 {url}") for url in urls]
+            for out in outs:
+                print(out[:200])
+            return 0 if all("p4lb backend" in out for out in outs) else 1
         print(
             BANNER.format(
                 vip=VIP_ADDR,
                 port=VIP_PORT,
                 algorithm=a.algorithm,
                 servers=", ".join(s.name for s in lab.servers),
+                vip6=f"\n                 VIP [{VIP6_ADDR}]:{VIP_PORT} over them too (maglev)."
+                if lab.options.ipv6
+                else "",
+                curl6=f"\n  mininet> h1 curl -s http://[{VIP6_ADDR}]/ | head -c 80"
+                "         # over IPv6"
+                if lab.options.ipv6
+                else "",
                 pointer=pointer_path(),
                 log=log,
                 metrics=""

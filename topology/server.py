@@ -7,7 +7,8 @@ whatever the machine, and the server rather than the switch is the bottleneck.
 The access log has one line per accepted TCP connection, `client_ip client_port status`:
 status 200 for a served request, `-` for a connection closed before it sent one (ab opens
 a few of those at the end of a run). So the log counts both what the switch counts (new
-connections) and what ab counts (requests).
+connections) and what ab counts (requests). It listens on IPv6 and IPv4 at once; an IPv4
+client is logged by its IPv4 address.
 
 A connection that sends no request for `--idle-timeout` seconds (default 5, as Apache's
 KeepAliveTimeout) is closed and logged `-`. Without it a one-at-a-time server that accepted
@@ -33,7 +34,23 @@ DOCUMENT = (
 ).encode()
 
 
-class PoolServer(HTTPServer):
+class DualStack(HTTPServer):
+    """Listens on `::` for IPv6 and IPv4 clients alike (as `python -m http.server` does)."""
+
+    address_family = socket.AF_INET6
+
+    def server_bind(self) -> None:
+        with contextlib.suppress(OSError):  # the kernel's default may already be dual
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
+
+
+def client(address: tuple[Any, ...]) -> str:
+    """The client's address as logged: an IPv4 client as IPv4, not as ::ffff:a.b.c.d."""
+    return str(address[0]).removeprefix("::ffff:")
+
+
+class PoolServer(DualStack):
     """Accepts every connection at once and hands it to one of `workers` threads in arrival
     order; a connection waits in the queue while all workers are busy."""
 
@@ -114,29 +131,29 @@ def main(argv: list[str] | None = None) -> int:
             self.end_headers()
             self.wfile.write(body)
             self.logged = True
-            log.write(f"{self.client_address[0]} {self.client_address[1]} 200\n")
+            log.write(f"{client(self.client_address)} {self.client_address[1]} 200\n")
 
         def handle(self) -> None:
             self.logged = False
             super().handle()
             if not self.logged:
-                log.write(f"{self.client_address[0]} {self.client_address[1]} -\n")
+                log.write(f"{client(self.client_address)} {self.client_address[1]} -\n")
 
         def log_message(self, format: str, *a: object) -> None:  # noqa: A002
             pass
 
     base = ThreadingHTTPServer if args.threaded else HTTPServer
 
-    class Server(base):  # type: ignore[valid-type,misc]
+    class Server(DualStack, base):  # type: ignore[valid-type,misc]
         # A deep accept queue: with socketserver's default of 5, a burst of SYNs (ab -c 10)
         # overflows it and the kernel drops SYNs the switch has already balanced and counted.
         request_queue_size = 1024
 
     server: HTTPServer
     if args.workers:
-        server = PoolServer(("0.0.0.0", args.port), Handler, args.workers)
+        server = PoolServer(("::", args.port), Handler, args.workers)
     else:
-        server = Server(("0.0.0.0", args.port), Handler)
+        server = Server(("::", args.port), Handler)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
     return 0

@@ -52,7 +52,9 @@ error {
 // The same for parse_ipv6 ahead of its others: a martian source (the loopback ::1,
 // IPv4-mapped ::ffff:0:0/96, which is never on the wire (RFC 4291 2.5.5.2), multicast
 // ff00::/8; the unspecified :: too, except for a neighbour solicitation, which duplicate
-// address detection sends from it (RFC 4862 5.4.2: ipv6_unspecified_source); the source
+// address detection sends from it (RFC 4862 5.4.2: ipv6_unspecified_source), and a
+// multicast listener report to the link, sent from it before the interface has an address
+// (RFC 3810 5.2.13: ipv6_unspecified_listener, behind its hop-by-hop header); the source
 // equal to the destination is in the expression), or a payload longer than the frame (a
 // version other than 6 falls through every other keyset to the default); the key is
 // (checks, version, src_addr, next_hdr).
@@ -63,6 +65,7 @@ error {
     (_, _, 0xff000000000000000000000000000000 \
            &&& 0xff000000000000000000000000000000, _): ipv6_invalid; \
     (_, 6, 0, IP_PROTO_ICMPV6):                    ipv6_unspecified_source; \
+    (_, 6, 0, IPV6_HOP_BY_HOP):                    ipv6_unspecified_listener; \
     (_, _, 0, _):                                  ipv6_invalid
 // The key is (checks, data_offset, flags): flag sets no TCP stack sends (SYN+FIN,
 // SYN+RST, none of the six: a null scan, FIN+PSH+URG: xmas), a data offset below 5, or
@@ -141,6 +144,13 @@ error {
         transition select(hdr.ipv6.hop_limit, hdr.icmpv6.type) { \
             (ND_HOP_LIMIT, ND_NEIGHBOR_SOLICIT): accept; \
             default:                             martian_source; \
+        } \
+    } \
+    state ipv6_unspecified_listener { \
+        transition select(hdr.ipv6.hop_limit, hdr.ipv6.dst_addr) { \
+            (1, (bit<128>)IPV6_LINK_SCOPE_MULTICAST << 112 \
+                &&& 0xffff0000000000000000000000000000): accept; \
+            default:                                     martian_source; \
         } \
     } \
     PARSER_ERROR(ipv6_bad_version, IPv6BadVersion) \

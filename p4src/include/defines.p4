@@ -44,6 +44,9 @@ const bit<8>  ND_HOP_LIMIT        = 255;
 const bit<8>  ND_OPT_SOURCE_LLADDR = 1;
 const bit<8>  ND_OPT_TARGET_LLADDR = 2;
 const bit<32> ND_FLAGS_SOLICITED_OVERRIDE = 0x60000000;  // an advertisement's S and O
+// Link-scope multicast, ff02::/16 (RFC 4291 2.7): the link's own traffic (multicast
+// listener reports, RFC 3810, are sent to it with hop limit 1), flooded, never routed.
+const bit<16> IPV6_LINK_SCOPE_MULTICAST = 0xff02;
 
 const bit<8> TCP_FLAG_FIN = 0x01;
 const bit<8> TCP_FLAG_SYN = 0x02;

@@ -3,7 +3,8 @@
  * client's 128-bit address hashed, never stored; a new flow's backend chosen by the
  * ingress's ConnectionState), a backend's reply becomes the VIP's (nat.p4's
  * FromBackend6). A neighbour solicitation for a VIP is answered, as ARP for an IPv4 VIP
- * is (vip.p4); the rest of neighbour discovery is flooded: hosts resolve each other. The
+ * is (vip.p4); the rest of neighbour discovery is flooded: hosts resolve each other, and
+ * so is what is sent to the link with hop limit 1 (multicast listener reports). The
  * rest is routed on its destination, its hop limit decremented, or dropped (and counted)
  * when the hop limit is 0 or 1, as the IPv4 routes do with the TTL (l3.p4). */
 #ifndef P4LB_IPV6_P4
@@ -206,6 +207,8 @@ control Ipv6Forwarding(inout headers_t hdr,
         } else if (hdr.icmpv6.isValid() && hdr.icmpv6.type >= ND_ROUTER_SOLICIT
                 && hdr.icmpv6.type <= ND_REDIRECT) {
             flood();
+        } else if (hdr.ipv6.dst_addr[127:112] == IPV6_LINK_SCOPE_MULTICAST) {
+            flood();  // the link's: multicast listener reports
         } else {
             hop_limit_expired();
         }

@@ -1,5 +1,6 @@
 """IPv6 on a real simple_switch_grpc: routed on its destination (the hop limit decremented,
-nothing else changed), neighbour discovery flooded as ARP is, and every validation's drop
+nothing else changed), neighbour discovery and the link's multicast listener reports
+flooded as ARP is, and every validation's drop
 counted by reason: IPv6 to no VIP, forwarded as IPv4 to no VIP is. IPv6 VIPs are
 test_ipv6_vip.py's, IPv4 alongside test_packets.py's."""
 
@@ -14,6 +15,7 @@ import pytest
 from scapy.layers.inet import TCP, UDP
 from scapy.layers.inet6 import (
     ICMPv6EchoRequest,
+    ICMPv6MLReport2,
     ICMPv6ND_NA,
     ICMPv6ND_NS,
     ICMPv6ND_RS,
@@ -23,6 +25,7 @@ from scapy.layers.inet6 import (
     IPv6ExtHdrFragment,
     IPv6ExtHdrHopByHop,
     IPv6ExtHdrRouting,
+    RouterAlert,
 )
 from scapy.layers.l2 import Ether
 
@@ -210,7 +213,20 @@ def _ns(src: str, hlim: int = 255) -> Any:
     return pkt / ICMPv6NDOptSrcLLAddr(lladdr=host_mac(1)) if src != "::" else pkt
 
 
+def _listener_report(src: str, dst: str = "ff02::16", hlim: int = 1) -> Any:
+    """A multicast listener report (MLDv2), as a host sends one for each group it joins:
+    behind a hop-by-hop header with the router alert, hop limit 1."""
+    return (
+        Ether(src=host_mac(1), dst="33:33:00:00:00:16")
+        / IPv6(src=src, dst=dst, hlim=hlim)
+        / IPv6ExtHdrHopByHop(options=[RouterAlert()])
+        / ICMPv6MLReport2()
+    )
+
+
 NEIGHBOUR_DISCOVERY = [
+    ("multicast listener report", lambda: _listener_report("fe80::1")),
+    ("multicast listener report before an address (from ::)", lambda: _listener_report("::")),
     ("neighbour solicitation", lambda: _ns(host_ip6(1))),
     ("duplicate address detection (from ::)", lambda: _ns("::")),
     (
@@ -235,7 +251,7 @@ NEIGHBOUR_DISCOVERY = [
 @pytest.mark.parametrize(
     ("desc", "make"), NEIGHBOUR_DISCOVERY, ids=[c[0] for c in NEIGHBOUR_DISCOVERY]
 )
-def test_neighbour_discovery_is_flooded_unchanged_like_arp(
+def test_the_links_own_traffic_is_flooded_unchanged_like_arp(
     lab6: Bmv2, wire6: Wire, desc: str, make: Any
 ) -> None:
     pkt = make()
@@ -277,6 +293,21 @@ DROP_CASES = [
     ("source :: (TCP)", lambda: tcp6(src="::"), "martian_source"),
     ("source :: (ND, hop limit 64)", lambda: _ns("::", hlim=64), "martian_source"),
     ("multicast source", lambda: tcp6(src="ff02::1"), "martian_source"),
+    (
+        "source :: (hop-by-hop, to a host)",
+        lambda: _listener_report("::", dst=host_ip6(3), hlim=64),
+        "martian_source",
+    ),
+    (
+        "source :: (report to a site's group)",
+        lambda: _listener_report("::", dst="ff05::16"),
+        "martian_source",
+    ),
+    (
+        "hop limit 1 to a site's group",
+        lambda: _listener_report("fe80::1", dst="ff05::16"),
+        "ttl_expired",
+    ),
     ("IPv4-mapped source", lambda: tcp6(src="::ffff:10.0.0.1"), "martian_source"),
     ("source is the destination", lambda: tcp6(src=host_ip6(3)), "martian_source"),
     ("no route", lambda: tcp6(dst="2001:db8:99::1"), "no_route"),

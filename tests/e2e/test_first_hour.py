@@ -91,12 +91,13 @@ def needs() -> list[str]:
     return missing
 
 
-def backend_rows(stats: str) -> dict[str, dict[str, str]]:
-    """`p4lb stats`'s table for the VIP: backend name -> column -> value (by its header)."""
+def backend_rows(stats: str, vip: str = "web") -> dict[str, dict[str, str]]:
+    """`p4lb stats`'s table for `vip`: backend name -> column -> value (by its header)."""
     lines = stats.splitlines()
-    heads = [i for i, ln in enumerate(lines) if ln.split()[:2] == ["backend", "address"]]
-    assert len(heads) == 1, f"not one backend table in p4lb stats:\n{stats}"
-    head = heads[0]
+    starts = [i for i, ln in enumerate(lines) if ln.split()[:2] == ["VIP", vip]]
+    assert len(starts) == 1, f"not one VIP {vip} in p4lb stats:\n{stats}"
+    head = starts[0] + 1
+    assert lines[head].split()[:2] == ["backend", "address"], stats
     columns = lines[head].split()
     rows = {}
     for ln in lines[head + 1 :]:
@@ -125,7 +126,7 @@ def assert_shares_follow_weights(stats: str) -> None:
 def check_mininet_command(cmd: DocCommand, out: str) -> None:
     """What the README's mininet> command must have done, judged from its output."""
     text = out.removesuffix(PROMPT)
-    if cmd.command.startswith("h1 curl"):
+    if cmd.command.startswith("h1 curl"):  # over IPv4 or IPv6
         assert re.search(r"p4lb backend h[234]\b", text), text
     elif cmd.command.startswith("p4lb weight set"):
         assert "exited with status" not in text and "p4lb: " not in text, text
@@ -137,6 +138,10 @@ def check_mininet_command(cmd: DocCommand, out: str) -> None:
         assert re.search(r"Failed requests:\s+0\b", text), text
     elif cmd.command == "p4lb stats":
         assert_shares_follow_weights(text)
+        # The IPv6 VIP beside it: the README's IPv6 request counted, its backends up.
+        rows = backend_rows(text, "web6")
+        assert sum(int(r["conns"]) for r in rows.values()) >= 1, text
+        assert {r["health"] for r in rows.values()} == {"up"}, text
     else:
         raise AssertionError(f"the README shows a mininet> command this test does not know: {cmd}")
 

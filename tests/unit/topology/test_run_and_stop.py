@@ -144,6 +144,8 @@ def test_banners_name_p4lb_as_users_type_it() -> None:
         pointer="/run/p4lb/config",
         log="log",
         metrics="",
+        vip6="",
+        curl6="",
     )
     the_tier = tier.BANNER.format(
         n=3,

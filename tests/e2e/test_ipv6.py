@@ -1,0 +1,132 @@
+"""End to end over IPv6: `make run`'s lab with its IPv6 VIP web6 ([fd00::100]:80, maglev)
+beside the IPv4 VIP web, real TCP stacks on both sides. ab over IPv6 loses nothing and
+spreads fairly, the switch counts the connections the servers saw, both families run at
+once each through its own VIP, and connections held through runtime changes (a weight,
+the algorithm and back) keep their backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from p4lb.intent import reader
+from p4lb.service import operations
+from p4lb.stats.fairness import jain
+from tests.e2e.support import running_lab
+from topology import ab
+from topology.net import (
+    ROOT,
+    VIP6_ADDR,
+    VIP_ADDR,
+    VIP_PORT,
+    Lab,
+    Options,
+    access_log,
+    p4lb_cmd,
+    wait_servers_idle,
+)
+
+URL = f"http://{VIP_ADDR}:{VIP_PORT}/"
+URL6 = f"http://[{VIP6_ADDR}]:{VIP_PORT}/"
+HELD = 30
+READY_S = 60  # the holder's connections all answered once
+
+
+@pytest.fixture
+def lab() -> Iterator[Lab]:
+    # Threaded keep-alive servers: a held connection must not hold up the others.
+    with running_lab(Options(ipv6=True, keep_alive=True), threaded=True) as lab:
+        yield lab
+
+
+def connections_by_family(lab: Lab) -> dict[str, Counter[str]]:
+    """Per server, the connections it accepted from IPv4 and from IPv6 clients (its access
+    log's first column), once it has handled every one it was sent."""
+    wait_servers_idle(lab)
+    out: dict[str, Counter[str]] = {}
+    for s in lab.servers:
+        lines = access_log(s).read_text().splitlines()
+        out[s.name] = Counter("ipv6" if ":" in ln.split()[0] else "ipv4" for ln in lines)
+    return out
+
+
+def switch_counts(lab: Lab) -> dict[str, dict[str, int]]:
+    """Per VIP, the connections the switch counted for each backend."""
+    cfg = reader.load(lab.config_path)
+    with operations.connect(cfg) as sw:
+        st = operations.read_stats(sw, cfg)
+    return {v.name: {b.name: b.connections for b in v.backends} for v in st.vips}
+
+
+def cli(lab: Lab, *args: str) -> None:
+    subprocess.run(p4lb_cmd(lab, *args), check=True, capture_output=True, timeout=90)
+
+
+def test_ab_over_ipv6_loses_nothing_and_spreads_fairly(lab: Lab) -> None:
+    n = 3000
+    r = ab.run(lab.clients[0], URL6, n, 10)
+    assert (r.complete, r.failed, r.non_2xx) == (n, 0, 0)
+    seen = connections_by_family(lab)
+    assert all(c["ipv4"] == 0 for c in seen.values()), seen
+    per_server = {name: c["ipv6"] for name, c in seen.items()}
+    # Maglev over one client's ports: as loosely fair as IP hash.
+    assert jain(list(per_server.values())) >= 0.95, per_server
+    counts = switch_counts(lab)
+    assert counts["web6"] == per_server
+    assert set(counts["web"].values()) == {0}
+
+
+def test_both_families_at_once_each_through_its_vip(lab: Lab) -> None:
+    n = 1500
+    # One ab in the client's shell, the other beside it in the same namespace.
+    beside = lab.clients[0].popen(ab.command(URL, n, 5), stdout=subprocess.PIPE, text=True)
+    r6 = ab.run(lab.clients[0], URL6, n, 5)
+    out, _ = beside.communicate(timeout=300)
+    r4 = ab.parse(out)
+    assert [(r.complete, r.failed) for r in (r4, r6)] == [(n, 0), (n, 0)]
+    seen = connections_by_family(lab)
+    counts = switch_counts(lab)
+    assert counts["web"] == {name: c["ipv4"] for name, c in seen.items()}
+    assert counts["web6"] == {name: c["ipv6"] for name, c in seen.items()}
+
+
+def test_connections_held_over_ipv6_keep_their_backend_through_changes(
+    lab: Lab, tmp_path: Path
+) -> None:
+    ready, stop, out = tmp_path / "ready", tmp_path / "stop", tmp_path / "held.json"
+    holder = lab.clients[0].popen(
+        [sys.executable, "-m", "topology.holder", "--vip", VIP6_ADDR, "--ports", str(VIP_PORT)]
+        + ["--connections", str(HELD), "--duration", "180"]
+        + ["--stop-file", str(stop), "--ready-file", str(ready), "--out", str(out)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        deadline = time.monotonic() + READY_S
+        while not ready.exists() and holder.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ready.exists(), "the holder did not open its connections"
+        # Each change rewrites web6's lookup table; a new connection after each follows it.
+        for change in (
+            ("weight", "set", "web6", "h2", "3"),
+            ("algorithm", "set", "web6", "iphash"),
+            ("algorithm", "set", "web6", "maglev"),
+        ):
+            cli(lab, *change)
+            r = ab.run(lab.clients[0], URL6, 300, 5)
+            assert (r.complete, r.failed) == (300, 0), change
+    finally:
+        stop.touch()
+        holder.wait(60)
+    held = json.loads(out.read_text())["connections"]
+    assert len(held) == HELD
+    assert {c["backend"] for c in held} <= {"h2", "h3", "h4"}
+    assert [c for c in held if c["broken"] or c["moved"]] == []
+    assert all(c["requests"] >= 5 for c in held)  # they were asking throughout
