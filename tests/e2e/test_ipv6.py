@@ -27,6 +27,7 @@ from p4lb.intent import reader
 from p4lb.service import operations
 from p4lb.stats.fairness import jain
 from tests.e2e.support import running_lab
+from tests.support import poll_until
 from topology import ab
 from topology.net import (
     ROOT,
@@ -144,9 +145,7 @@ def holding(lab: Lab, work: Path) -> Iterator[list[dict[str, Any]]]:
     )
     held: list[dict[str, Any]] = []
     try:
-        deadline = time.monotonic() + READY_S
-        while not ready.exists() and holder.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
+        poll_until(lambda: ready.exists() or holder.poll() is not None, READY_S, every=0.1)
         assert ready.exists(), "the holder did not open its connections"
         yield held
     finally:
@@ -187,16 +186,16 @@ FLOOD_PPS = 2500
 
 def settled(read: Callable[[], int], quiet_s: float = 1.0, timeout_s: float = 60.0) -> int:
     """`read()` once it has not changed for `quiet_s` (bounded by `timeout_s`)."""
-    deadline = time.monotonic() + timeout_s
-    last, since = read(), time.monotonic()
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
+    last = [read(), time.monotonic()]
+
+    def quiet() -> bool:
         now = read()
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= quiet_s:
-            break
-    return last
+        if now != last[0]:
+            last[:] = [now, time.monotonic()]
+        return time.monotonic() - last[1] >= quiet_s
+
+    poll_until(quiet, timeout_s, every=0.1)
+    return int(last[0])
 
 
 def spoofed_syns(n: int) -> list[Any]:
