@@ -40,6 +40,7 @@ VIP_ADDR = "10.0.0.100"
 VIP_PORT = 80
 SERVER_PORT = 8000
 RETURN_NET = "10.0.9"  # dsr: the return path's /24, host hN at RETURN_NET.N
+RETURN_NET6 = "fd00:9:"  # and its IPv6 /64, host hN at RETURN_NET6::N
 SWITCH_MAC = "00:00:00:00:01:00"
 VIP_MAC = "00:00:00:00:01:64"
 # `ipv6`: the IPv6 VIP web6 beside web, host hN also at host6(N) in NET6::/64.
@@ -94,8 +95,8 @@ class Options:
     body_bytes: int = 0
     # HTTP/1.1 servers: a client may keep its connection for many requests (topology.holder).
     keep_alive: bool = False
-    # The IPv6 VIP web6 (VIP6_ADDR, port VIP_PORT, maglev) over the same servers, every host
-    # with an IPv6 address too (host6); a nat lab only.
+    # The IPv6 VIP web6 (VIP6_ADDR, port VIP_PORT, maglev, in `mode` too) over the same
+    # servers, every host with an IPv6 address too (host6).
     ipv6: bool = False
 
     @property
@@ -194,12 +195,18 @@ class SingleSwitchTopo(Topo):  # type: ignore[misc]  # Mininet has no type hints
 
 
 def return_path(
-    net: Any, clients: list[Any], servers: list[Any], sources: dict[str, list[str]]
+    net: Any,
+    clients: list[Any],
+    servers: list[Any],
+    sources: dict[str, list[str]],
+    ipv6: bool = False,
 ) -> None:
     """dsr: b1 bridges its ports; each server holds the VIP on its loopback, answers no ARP
     for it, and sends what it has for a client (its own address and any secondary ones)
     over b1 to that client's address there; a client takes a packet from the VIP on its
-    second interface (loose reverse-path filter)."""
+    second interface (loose reverse-path filter). With `ipv6` the same for the IPv6 VIP
+    (host hN at RETURN_NET6::N on b1; IPv6 answers no neighbour solicitation for an
+    address of another interface, and has no reverse-path filter to loosen)."""
     b1 = net.get("b1")
     b1.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
     b1.cmd("ip link add br0 type bridge && ip link set br0 up")
@@ -218,6 +225,20 @@ def return_path(
             gateway = c.intf(f"{c.name}-eth1").IP()
             for prefix in [f"{c.IP()}/32", *(f"{a}/32" for a in sources[c.name] if a != c.IP())]:
                 s.cmd(f"ip route replace {prefix} via {gateway} dev {s.name}-eth1")
+    if not ipv6:
+        return
+    for h in [*clients, *servers]:
+        quiet_ipv6(h, return_address6(h), h.intf(f"{h.name}-eth1"))
+    for s in servers:
+        s.cmd(f"ip -6 addr add {VIP6_ADDR}/128 dev lo")
+        for c in clients:
+            own = host6(int(c.name[1:]))
+            s.cmd(f"ip -6 route replace {own}/128 via {return_address6(c)} dev {s.name}-eth1")
+
+
+def return_address6(host: Any) -> str:
+    """Host hN's IPv6 address on the dsr return path."""
+    return f"{RETURN_NET6}:{int(host.name[1:]):x}"
 
 
 def checksum_offload_off(host: Any) -> None:
@@ -232,11 +253,11 @@ def checksum_offload_off(host: Any) -> None:
         raise RuntimeError(f"{host.name}: could not turn checksum offload off: {out.strip()}")
 
 
-def quiet_ipv6(host: Any, address: str) -> None:
-    """`address`/64 on the host's switch interface, announced to nobody: no duplicate
-    address detection (the lab gives each address once), no router solicitation or
-    advertisement (the switch is no IPv6 router that sends them)."""
-    intf = host.defaultIntf()
+def quiet_ipv6(host: Any, address: str, intf: Any = None) -> None:
+    """`address`/64 on the host's switch interface (or `intf`), announced to nobody: no
+    duplicate address detection (the lab gives each address once), no router solicitation
+    or advertisement (the switch is no IPv6 router that sends them)."""
+    intf = intf or host.defaultIntf()
     for key, value in (
         ("accept_dad", 0),
         ("dad_transmits", 0),
@@ -298,8 +319,10 @@ def lab_config(
                 port=VIP_PORT,
                 algorithm="maglev",
                 mac=VIP6_MAC,
+                mode=opts.mode,
                 backends=tuple(
-                    Backend(name, v6, SERVER_PORT, w, mac(n), n) for name, _, v6, w, n in backends
+                    Backend(name, v6, opts.server_port, w, mac(n), n)
+                    for name, _, v6, w, n in backends
                 ),
             )
         )
@@ -351,7 +374,7 @@ def build(opts: Options) -> Lab:
     clients, servers = hosts[: opts.clients], hosts[opts.clients :]
     cfg, sources = lab_config(opts, clients, servers, tls)
     if opts.mode == "dsr":
-        return_path(net, clients, servers, sources)
+        return_path(net, clients, servers, sources, opts.ipv6)
     qdiscs = detect_qdiscs(servers[0]) if opts.capacities else {}
     for s, cap in zip(servers, opts.capacities, strict=False):
         if cap.rate:

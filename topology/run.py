@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             threaded=a.threaded,
             switch_log=a.switch_log,
             mode=a.mode,
-            ipv6=a.mode == "nat",  # a dsr VIP is IPv4 only
+            ipv6=True,
         )
     )
     try:

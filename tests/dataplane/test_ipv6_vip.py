@@ -8,6 +8,7 @@ answered."""
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from collections.abc import Iterator
 from typing import Any
@@ -467,3 +468,50 @@ def test_a_udp_checksum_that_comes_out_zero_is_sent_as_ffff(lab: Bmv2, wire: Wir
     want = rewritten(pkt, ether_src=SWITCH_MAC, ether_dst=host_mac(swport), dst=baddr, dport=bport)
     assert Ether(want)[UDP].chksum == 0xFFFF
     assert out_of(wire, swport) == [want]
+
+
+@pytest.fixture
+def dsr6(lab: Bmv2) -> Iterator[Bmv2]:
+    """web6 in dsr mode (its backends on the VIP's port) for one test, then back."""
+    before = lab.cfg
+    web6 = before.vip("web6")
+    backends = tuple(dataclasses.replace(b, port=80) for b in web6.backends)
+    lab.apply(before.with_vip(dataclasses.replace(web6, mode="dsr", backends=backends)))
+    try:
+        yield lab
+    finally:
+        lab.apply(before)
+
+
+def test_an_ipv6_dsr_vip_changes_only_the_frame_and_its_replies_are_routed(
+    dsr6: Bmv2, wire: Wire
+) -> None:
+    """Toward the backend only the MACs change: the IPv6 packet (addresses, ports, hop
+    limit, checksum, payload) leaves byte for byte as it came, as under IPv4 dsr. The
+    connection's later packets keep the SYN's backend. A backend's reply, from the VIP
+    itself, is routed like any packet if it crosses the switch at all: no reverse NAT."""
+    ports = {}
+    for sport in range(43000, 43012):
+        for flags, payload in (("S", b""), ("A", b""), ("PA", b"GET /")):
+            wire.clear()
+            l4 = TCP(sport=sport, dport=80, flags=flags, seq=1000, ack=1 if "A" in flags else 0)
+            pkt = client_pkt(VIP6, l4 / payload)
+            wire.send(1, pkt)
+            port = backend_of(wire, sport)
+            assert ports.setdefault(sport, port) == port
+            out = out_of(wire, port)
+            assert len(out) == 1 and out[0][14:] == bytes(pkt)[14:]
+            assert (Ether(out[0]).src, Ether(out[0]).dst) == (SWITCH_MAC, host_mac(port))
+    assert set(ports.values()) == {2, 3, 4}
+    sport, port = next(iter(ports.items()))
+    reply = (
+        Ether(src=host_mac(port), dst=SWITCH_MAC)
+        / IPv6(src=VIP6, dst=CLIENT6, hlim=64)
+        / TCP(sport=80, dport=sport, flags="SA", seq=5, ack=1001)
+    )
+    wire.clear()
+    wire.send(port, reply)
+    want = Ether(bytes(reply))
+    want[Ether].src, want[Ether].dst = SWITCH_MAC, host_mac(1)
+    want[IPv6].hlim = 63
+    assert out_of(wire, 1) == [bytes(want)]

@@ -4,6 +4,7 @@ on their loopback, and ab."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -17,14 +18,31 @@ from p4lb.stats.counters import Stats
 from p4lb.stats.fairness import jain
 from tests.e2e.support import running_lab
 from topology import ab
-from topology.net import RUN_DIR, VIP_ADDR, VIP_PORT, Lab, Options, p4lb_cmd, wait_servers_idle
+from topology.net import (
+    RUN_DIR,
+    VIP6_ADDR,
+    VIP_ADDR,
+    VIP_PORT,
+    Lab,
+    Options,
+    p4lb_cmd,
+    wait_servers_idle,
+)
 
 URL = f"http://{VIP_ADDR}:{VIP_PORT}/"
+URL6 = f"http://[{VIP6_ADDR}]:{VIP_PORT}/"
 
 
 @pytest.fixture
 def lab() -> Iterator[Lab]:
     with running_lab(Options(mode="dsr"), threaded=False) as lab:
+        yield lab
+
+
+@pytest.fixture
+def lab6() -> Iterator[Lab]:
+    """`make run MODE=dsr`'s lab: the IPv6 VIP web6 in dsr mode beside web."""
+    with running_lab(Options(mode="dsr", ipv6=True), threaded=False) as lab:
         yield lab
 
 
@@ -52,9 +70,27 @@ def cli(lab: Lab, *args: str) -> str:
     ).stdout
 
 
-def rx_packets(host: Any, intf: str) -> int:
-    """Packets the host's interface has received (its kernel's counter)."""
-    return int(host.cmd(f"cat /sys/class/net/{intf}/statistics/rx_packets"))
+def count_replies(host: Any) -> None:
+    """An nftables counter per interface of the host: the VIP's TCP replies it receives."""
+    out = host.cmd(
+        "nft add table inet p4lbtest && "
+        "nft add chain inet p4lbtest in '{ type filter hook prerouting priority 0; }' && "
+        + " && ".join(
+            f"nft add counter inet p4lbtest {i} && "
+            f"nft add rule inet p4lbtest in iifname {host.name}-{i} tcp sport {VIP_PORT} "
+            f"counter name {i}"
+            for i in ("eth0", "eth1")
+        )
+        + " 2>&1; echo rc=$?"
+    )
+    assert out.strip().endswith("rc=0"), out
+
+
+def replies(host: Any, intf: str) -> int:
+    """The VIP's TCP replies the host received on `intf` (count_replies)."""
+    m = re.search(r"packets (\d+)", host.cmd(f"nft list counter inet p4lbtest {intf}"))
+    assert m, intf
+    return int(m.group(1))
 
 
 def test_curl_and_ab_through_a_dsr_vip_replies_beside_the_switch(lab: Lab) -> None:
@@ -62,14 +98,12 @@ def test_curl_and_ab_through_a_dsr_vip_replies_beside_the_switch(lab: Lab) -> No
     body = client.cmd(f"curl -s -m 5 -o /dev/null -w '%{{http_code}}' {URL}")
     assert body.strip() == "200"
     n = 600
-    via_switch = rx_packets(client, f"{client.name}-eth0")
-    via_b1 = rx_packets(client, f"{client.name}-eth1")
+    count_replies(client)
     r = ab.run(client, URL, n, 10)
     assert (r.complete, r.failed, r.non_2xx) == (n, 0, 0)
-    # Every response (a SYN-ACK, data, a FIN at least) reached the client over b1; from
-    # the switch's port came at most a few ARP answers.
-    assert rx_packets(client, f"{client.name}-eth1") - via_b1 >= 3 * n
-    assert rx_packets(client, f"{client.name}-eth0") - via_switch <= 5
+    # Every response (a SYN-ACK, data, a FIN at least) reached the client over b1, none
+    # by the switch's port.
+    assert replies(client, "eth0") == 0 and replies(client, "eth1") >= 3 * n
     counts = served(lab)
     assert all(abs(c - (n + 1) / 3) <= 1 for c in counts.values()), counts
     assert jain(list(counts.values())) >= 0.9999
@@ -78,6 +112,23 @@ def test_curl_and_ab_through_a_dsr_vip_replies_beside_the_switch(lab: Lab) -> No
     assert all(b.packets > 0 for b in web.backends), web
     assert sum(b.reply_packets for b in web.backends) == 0, web
     assert web.jain >= 0.9999
+
+
+def test_curl_and_ab_through_an_ipv6_dsr_vip_reply_beside_the_switch(lab6: Lab) -> None:
+    client = lab6.clients[0]
+    body = client.cmd(f"curl -s -m 5 -o /dev/null -w '%{{http_code}}' {URL6}")
+    assert body.strip() == "200"
+    n = 600
+    count_replies(client)
+    r = ab.run(client, URL6, n, 10)
+    assert (r.complete, r.failed, r.non_2xx) == (n, 0, 0)
+    # The servers answered from the IPv6 VIP over b1, none by the switch's port.
+    assert replies(client, "eth0") == 0 and replies(client, "eth1") >= 3 * n
+    web6 = stats(lab6).vip("web6")
+    assert sum(b.connections for b in web6.backends) >= n
+    assert all(b.packets > 0 for b in web6.backends), web6
+    assert sum(b.reply_packets for b in web6.backends) == 0, web6
+    assert web6.jain >= 0.95  # Maglev over one client's ports
 
 
 def test_weights_and_affinity_through_a_change_under_dsr(lab: Lab) -> None:

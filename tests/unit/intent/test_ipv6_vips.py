@@ -1,5 +1,5 @@
 """IPv6 VIPs in the config: read beside IPv4 ones, their backends of their own family,
-what they may ask for (a hashing algorithm, NAT, one switch) refused in one line
+what they may ask for (a hashing algorithm, one switch) refused in one line
 otherwise, and the entries the controller derives (the IPv6 tables, the checksum
 deltas)."""
 
@@ -75,7 +75,11 @@ BAD = [
         "leastconn is not supported for an IPv6 VIP",
     ),
     ("srchash", lambda d: with_vip6(algorithm="srchash"), "srchash is not supported"),
-    ("dsr", lambda d: with_vip6(mode="dsr"), "vip.web6.mode: an IPv6 VIP supports mode nat only"),
+    (
+        "dsr with a backend on another port",
+        lambda d: with_vip6(mode="dsr"),
+        "vip.web6.backend 'b2': port 8080 differs from the VIP's 80",
+    ),
 ]
 
 
@@ -147,6 +151,19 @@ def test_an_ipv6_vip_is_written_to_the_ipv6_tables() -> None:
         (vip, "vip6_address")
     ]
     assert all(e.m("addr") != vip for e in by_table["vip_address_table"])
+
+
+def test_an_ipv6_dsr_vip_changes_frames_only() -> None:
+    data = with_vip6(mode="dsr")
+    for b in data["vip"]["web6"]["backend"]:
+        b["port"] = 80
+    _, entries = desired_entries(reader.parse(data, "lb.toml"), [])
+    actions = [e.action for e in entries if e.table == "backend_table"]
+    # The IPv4 VIPs' backends are NAT ones; web6's two change the frame only. Their
+    # reverse NAT entries stay, as an IPv4 dsr VIP's: they hold the backends' ids, and a
+    # reply from the VIP (as a dsr backend sends it) matches none.
+    assert actions.count("set_backend_dsr") == 2 and "set_backend_ipv6" not in actions
+    assert len([e for e in entries if e.table == "reverse_nat6_table"]) == 2
 
 
 def test_stats_show_an_ipv6_vip_as_an_ipv4_one_its_addresses_bracketed() -> None:
