@@ -17,6 +17,10 @@ control Ipv6Forwarding(inout headers_t hdr,
     // An IPv6 VIP's flip entry, as vip.p4's set_vip: the flow's state looked up (the
     // client's address hashed with its port and the service id), a known flow sent on.
     // No tier shares an IPv6 VIP's connections (shared 0).
+    // Source hash: the selection's source_slot hashes the IPv4 source; an IPv6 VIP's
+    // slot is the CRC32 of the client's 128-bit address modulo the slot count, taken here
+    // where the family is known, and handed on in meta.index as source_slot's base with
+    // a size of 1 (its hash modulo 1 adds 0): the IPv4 path gains no condition.
     @name(".set_vip6")
     action set_vip6(service_id_t service_id, Algorithm algorithm, version_t version,
                     bit<16> pool_size, bit<16> slot_count) {
@@ -30,6 +34,11 @@ control Ipv6Forwarding(inout headers_t hdr,
                 meta.size = (bit<32>)pool_size;
             } else {
                 meta.size = (bit<32>)slot_count;
+                if (algorithm == Algorithm.SRCHASH && slot_count != 0) {
+                    hash(meta.index, HashAlgorithm.crc32, 32w0,
+                         { hdr.ipv6.src_addr }, meta.size);
+                    meta.size = 1;
+                }
             }
         }
     }

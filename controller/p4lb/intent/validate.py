@@ -8,7 +8,7 @@ from p4lb.intent.model import Config, ConfigError, Vip, address_bits
 
 # What an IPv6 VIP may ask for: the algorithms that recompute a flow's choice from its
 # packets (the switch pins no IPv6 flow in conn_table), and NAT on one switch.
-IPV6_ALGORITHMS = ("iphash", "maglev")
+IPV6_ALGORITHMS = ("iphash", "maglev", "srchash")
 
 
 def validate(cfg: Config) -> None:

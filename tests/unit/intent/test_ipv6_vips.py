@@ -67,14 +67,14 @@ BAD = [
     (
         "wrr",
         lambda d: with_vip6(algorithm="wrr"),
-        "vip.web6.algorithm: wrr is not supported for an IPv6 VIP (supported: iphash, maglev)",
+        "vip.web6.algorithm: wrr is not supported for an IPv6 VIP (supported: iphash, maglev, "
+        "srchash)",
     ),
     (
         "leastconn",
         lambda d: with_vip6(algorithm="leastconn"),
         "leastconn is not supported for an IPv6 VIP",
     ),
-    ("srchash", lambda d: with_vip6(algorithm="srchash"), "srchash is not supported"),
     ("dsr", lambda d: with_vip6(mode="dsr"), "vip.web6.mode: an IPv6 VIP supports mode nat only"),
 ]
 
@@ -181,7 +181,8 @@ def test_run_time_changes_to_an_ipv6_vip_are_checked_as_the_file_is() -> None:
     from p4lb.intent.model import Backend
 
     cfg = reader.parse(with_vip6(), "lb.toml")
-    assert edits.set_algorithm(cfg, "web6", "iphash").vip("web6").algorithm == "iphash"
+    for algorithm in ("iphash", "srchash"):
+        assert edits.set_algorithm(cfg, "web6", algorithm).vip("web6").algorithm == algorithm
     with pytest.raises(ConfigError, match="wrr is not supported for an IPv6 VIP") as err:
         edits.set_algorithm(cfg, "web6", "wrr")
     assert "\n" not in str(err.value)
