@@ -30,7 +30,7 @@ from typing import Any
 
 from p4lb.intent.lock import ConfigLocked, config_lock
 from p4lb.intent.model import Config
-from p4lb.pipeline.digests import CONN_DIGEST, ConnDigests
+from p4lb.pipeline.digests import COLLISION_DIGESTS, ConnDigests, DigestError
 from p4lb.pipeline.entries import Entry, Slot, Update
 from p4lb.pipeline.ids import Ids
 from p4lb.pipeline.shared import CONN_EVENT_DIGESTS, pin
@@ -289,7 +289,9 @@ class Session:
         could not run now (a runtime command holds the config): again next round."""
         if not self.reconcile(sw, "took the switch"):
             return False
-        sw.enable_digest()
+        for digest in COLLISION_DIGESTS:
+            if digest in sw.schema.digests:
+                sw.enable_digest(digest)
         self.joining(sw)
         self.fresh = False
         self.ready.set()
@@ -349,14 +351,24 @@ class Session:
             self.metrics.digests.labels(
                 self.name, "conn_event" if name in CONN_EVENT_DIGESTS else "collision"
             ).inc(len(msg.data))
-            if name == CONN_DIGEST:
-                digests = ConnDigests.of(sw.schema)
+            if name in COLLISION_DIGESTS:
+                digests = ConnDigests.of(sw.schema, name)
                 for member in msg.data:
-                    entry = digests.entry(digests.values(member))
+                    try:
+                        entry = digests.entry(digests.values(member))
+                    except DigestError as err:
+                        log.warning("%s: %s member ignored: %s", self.name, name, err)
+                        continue
                     log.info("collision flow %s: installing conn entry", dict(entry.match))
                     self.collision(entry)
-            else:
+            elif name in CONN_EVENT_DIGESTS:
                 self.connection_event(sw, msg.data)
+            else:
+                log.warning(
+                    "%s: digest id %d is none the controller knows: ignored",
+                    self.name,
+                    msg.digest_id,
+                )
             sw.ack_digest(msg.digest_id, msg.list_id)
             rep = sw.next_stream_message("digest", timeout=0)
         rep = sw.next_stream_message("idle_timeout_notification", timeout=0)

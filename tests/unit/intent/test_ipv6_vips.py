@@ -1,5 +1,5 @@
 """IPv6 VIPs in the config: read beside IPv4 ones, their backends of their own family,
-what they may ask for (a hashing algorithm, NAT, one switch) refused in one line
+what they may ask for (any algorithm, NAT, one switch) refused in one line
 otherwise, and the entries the controller derives (the IPv6 tables, the checksum
 deltas)."""
 
@@ -64,17 +64,6 @@ BAD = [
         _ipv6_backend_of_ipv4_vip,
         "2001:db8::9 is IPv6, the VIP",
     ),
-    (
-        "wrr",
-        lambda d: with_vip6(algorithm="wrr"),
-        "vip.web6.algorithm: wrr is not supported for an IPv6 VIP (supported: iphash, maglev, "
-        "srchash)",
-    ),
-    (
-        "leastconn",
-        lambda d: with_vip6(algorithm="leastconn"),
-        "leastconn is not supported for an IPv6 VIP",
-    ),
     ("dsr", lambda d: with_vip6(mode="dsr"), "vip.web6.mode: an IPv6 VIP supports mode nat only"),
 ]
 
@@ -85,6 +74,19 @@ def test_what_an_ipv6_vip_cannot_do_is_one_line(desc: str, change: Any, needle: 
         reader.parse(change(with_vip6()), "lb.toml")
     msg = str(err.value)
     assert msg.startswith("lb.toml: vip.") and needle in msg and "\n" not in msg
+
+
+ALGORITHMS = ("iphash", "wrr", "srchash", "maglev", "leastconn", "leasttime", "leastpkt")
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_an_ipv6_vip_takes_every_algorithm_and_times_replies_for_leasttime(
+    algorithm: str,
+) -> None:
+    cfg = reader.parse(with_vip6(algorithm=algorithm), "lb.toml")
+    _, desired = desired_entries(cfg, [])
+    nat = [e for e in desired if e.table == "reverse_nat6_table"]
+    assert [e.p("track_time") for e in nat] == [int(algorithm == "leasttime")] * 2
 
 
 def _ones_complement_sum(data: bytes) -> int:
@@ -181,11 +183,8 @@ def test_run_time_changes_to_an_ipv6_vip_are_checked_as_the_file_is() -> None:
     from p4lb.intent.model import Backend
 
     cfg = reader.parse(with_vip6(), "lb.toml")
-    for algorithm in ("iphash", "srchash"):
+    for algorithm in ALGORITHMS:
         assert edits.set_algorithm(cfg, "web6", algorithm).vip("web6").algorithm == algorithm
-    with pytest.raises(ConfigError, match="wrr is not supported for an IPv6 VIP") as err:
-        edits.set_algorithm(cfg, "web6", "wrr")
-    assert "\n" not in str(err.value)
     v4 = Backend("b9", "10.0.0.9", 8080, 1, "00:00:00:00:00:09", 4)
     with pytest.raises(ConfigError, match="10.0.0.9 is IPv4, the VIP 2001:db8::100 IPv6"):
         edits.add_backend(cfg, "web6", v4)
