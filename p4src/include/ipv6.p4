@@ -2,10 +2,11 @@
  * is balanced as an IPv4 VIP's is (its connection's state in the same buckets, the
  * client's 128-bit address hashed, never stored; a new flow's backend chosen by the
  * ingress's ConnectionState, a flow its full bucket could not hold pinned in conn6_table
- * here), a backend's reply becomes the VIP's (nat.p4's FromBackend6). A neighbour solicitation for a VIP is answered, as ARP for an IPv4 VIP
- * is (vip.p4); the rest of neighbour discovery is flooded: hosts resolve each other. The
- * rest is routed on its destination, its hop limit decremented, or dropped (and counted)
- * when the hop limit is 0 or 1, as the IPv4 routes do with the TTL (l3.p4). */
+ * here), a backend's reply becomes the VIP's (nat.p4's FromBackend6). A neighbour
+ * solicitation for a VIP is answered, as ARP for an IPv4 VIP is (vip.p4); the rest of
+ * neighbour discovery is flooded: hosts resolve each other. The rest is routed on its
+ * destination, its hop limit decremented, or dropped (and counted) when the hop limit is
+ * 0 or 1, as the IPv4 routes do with the TTL (l3.p4). */
 #ifndef P4LB_IPV6_P4
 #define P4LB_IPV6_P4
 
@@ -70,10 +71,11 @@ control Ipv6Forwarding(inout headers_t hdr,
     }
 
     // Matches an IPv6 flow's 5-tuple (as the client sent it, to the VIP). Hit: the
-    // backend the controller recorded for a flow whose bucket was full. Consulted only
-    // when the buckets do not know the flow: here, where the family is known, so neither
-    // family's packets test it (conn_table is IPv4's, applied by ConnectionState). The
-    // controller writes it from digests; aged out by idle timeout.
+    // backend the controller recorded for a flow whose bucket was full. Miss: the
+    // source check, then ConnectionState. Consulted only when the buckets do not know
+    // the flow, and here, where the family is already known: no IPv4 packet pays for it
+    // (conn_table, IPv4's, is ConnectionState's). The controller writes it from
+    // conn6_digest_t; aged out by idle timeout.
     @name(".conn6_table")
     table conn6_table {
         key = {
