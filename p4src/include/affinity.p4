@@ -246,12 +246,17 @@ control ConnectionState(inout headers_t hdr,
             ADD_ACTIVE(meta.index, 0, 1);
         } else {
             collisions.count(meta.service_id);
-            // conn_table holds IPv4 5-tuples: an IPv6 flow (a hashing VIP's) is
-            // never pinned, its algorithm recomputes its choice for every packet.
+            // The flow's family decides which table pins it: conn_table (IPv4), or
+            // ipv6.p4's conn6_table, which also takes the port it leaves by.
             if (hdr.ipv4.isValid()) {
                 digest<conn_digest_t>((bit<32>)1,
                     { hdr.ipv4.src_addr ++ hdr.ipv4.dst_addr ++ hdr.ipv4.protocol
                       ++ hdr.l4.src_port ++ hdr.l4.dst_port ++ meta.backend_id });
+            } else {
+                digest<conn6_digest_t>((bit<32>)1,
+                    { hdr.ipv6.src_addr ++ hdr.ipv6.dst_addr ++ hdr.ipv6.next_hdr
+                      ++ hdr.l4.src_port ++ hdr.l4.dst_port ++ meta.backend_id
+                      ++ std_meta.egress_spec });
             }
         }
     }

@@ -1,12 +1,13 @@
 /* IPv6, for every IPv6 packet the parser accepted (ingress.p4): a packet to an IPv6 VIP
  * is balanced as an IPv4 VIP's is (its connection's state in the same buckets, the
  * client's 128-bit address hashed, never stored; a new flow's backend chosen by the
- * ingress's ConnectionState), a backend's reply becomes the VIP's (nat.p4's
- * FromBackend6). A neighbour solicitation for a VIP is answered, as ARP for an IPv4 VIP
- * is (vip.p4); the rest of neighbour discovery is flooded: hosts resolve each other, and
- * so is what is sent to the link with hop limit 1 (multicast listener reports). The
- * rest is routed on its destination, its hop limit decremented, or dropped (and counted)
- * when the hop limit is 0 or 1, as the IPv4 routes do with the TTL (l3.p4). */
+ * ingress's ConnectionState, a flow its full bucket could not hold pinned in conn6_table
+ * here), a backend's reply becomes the VIP's (nat.p4's FromBackend6). A neighbour
+ * solicitation for a VIP is answered, as ARP for an IPv4 VIP is (vip.p4); the rest of
+ * neighbour discovery is flooded: hosts resolve each other, and so is what is sent to the
+ * link with hop limit 1 (multicast listener reports). The rest is routed on its
+ * destination, its hop limit decremented, or dropped (and counted) when the hop limit is
+ * 0 or 1, as the IPv4 routes do with the TTL (l3.p4). */
 #ifndef P4LB_IPV6_P4
 #define P4LB_IPV6_P4
 
@@ -18,6 +19,10 @@ control Ipv6Forwarding(inout headers_t hdr,
     // An IPv6 VIP's flip entry, as vip.p4's set_vip: the flow's state looked up (the
     // client's address hashed with its port and the service id), a known flow sent on.
     // No tier shares an IPv6 VIP's connections (shared 0).
+    // Source hash: the selection's source_slot hashes the IPv4 source; an IPv6 VIP's
+    // slot is the CRC32 of the client's 128-bit address modulo the slot count, taken here
+    // where the family is known, and handed on in meta.index as source_slot's base with
+    // a size of 1 (its hash modulo 1 adds 0): the IPv4 path gains no condition.
     @name(".set_vip6")
     action set_vip6(service_id_t service_id, Algorithm algorithm, version_t version,
                     bit<16> pool_size, bit<16> slot_count) {
@@ -31,6 +36,11 @@ control Ipv6Forwarding(inout headers_t hdr,
                 meta.size = (bit<32>)pool_size;
             } else {
                 meta.size = (bit<32>)slot_count;
+                if (algorithm == Algorithm.SRCHASH && slot_count != 0) {
+                    hash(meta.index, HashAlgorithm.crc32, 32w0,
+                         { hdr.ipv6.src_addr }, meta.size);
+                    meta.size = 1;
+                }
             }
         }
     }
@@ -48,6 +58,38 @@ control Ipv6Forwarding(inout headers_t hdr,
         actions = { set_vip6; @defaultonly NoAction; }
         const default_action = NoAction();
         size = MAX_SERVICES;
+    }
+
+    // A flow the controller pinned (its bucket was full when it started: affinity.p4's
+    // new_connection sent conn6_digest_t): its backend and the port it leaves by, as a
+    // connection slot holds them, so it is a known flow and the ingress's
+    // ConnectionState passes it by.
+    @name(".use_backend6")
+    action use_backend6(backend_id_t backend_id, port_id_t switch_port) {
+        meta.backend_id = backend_id;
+        std_meta.egress_spec = switch_port;
+        meta.flow_status = FLOW_KNOWN;
+    }
+
+    // Matches an IPv6 flow's 5-tuple (as the client sent it, to the VIP). Hit: the
+    // backend the controller recorded for a flow whose bucket was full. Miss: the
+    // source check, then ConnectionState. Consulted only when the buckets do not know
+    // the flow, and here, where the family is already known: no IPv4 packet pays for it
+    // (conn_table, IPv4's, is ConnectionState's). The controller writes it from
+    // conn6_digest_t; aged out by idle timeout.
+    @name(".conn6_table")
+    table conn6_table {
+        key = {
+            hdr.ipv6.src_addr: exact @name("src_addr");
+            hdr.ipv6.dst_addr: exact @name("dst_addr");
+            hdr.ipv6.next_hdr: exact @name("protocol");
+            hdr.l4.src_port:   exact @name("src_port");
+            hdr.l4.dst_port:   exact @name("dst_port");
+        }
+        actions = { use_backend6; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = CONN_TABLE_SIZE;
+        support_timeout = true;
     }
 
     // A new flow from a source no client sends from: dropped, counted, and marked known
@@ -193,8 +235,11 @@ control Ipv6Forwarding(inout headers_t hdr,
                 && hdr.icmpv6.type >= ND_ROUTER_SOLICIT && hdr.icmpv6.type <= ND_REDIRECT)) {
             switch (vip6_table.apply().action_run) {
                 set_vip6: {
+                    // A pinned flow passed the source check when it started.
                     if (meta.flow_status == FLOW_UNKNOWN) {
-                        vip6_source_table.apply();
+                        if (conn6_table.apply().miss) {
+                            vip6_source_table.apply();
+                        }
                     }
                 }
                 default: {

@@ -27,6 +27,13 @@ struct conn_digest_t {
     bit<136> entry;
 }
 
+// The same for an IPv6 flow: ipv6.p4's conn6_table entry to write, its key fields then
+// use_backend6's parameters (src_addr 128, dst_addr 128, next header 8, src_port 16,
+// dst_port 16, backend_id 32, switch_port 9).
+struct conn6_digest_t {
+    bit<337> entry;
+}
+
 // Sent to the tier's controller for a VIP whose connections the balancers share (a
 // stateful algorithm behind ECMP): a connection opened here (CONN_OPENED), or a
 // client's FIN or RST ended it (CONN_CLOSED), at its slot or through a copy. The event,

@@ -168,8 +168,9 @@ control FromBackend(inout headers_t hdr,
 
 // A reply from an IPv6 VIP's backend: the source becomes the VIP, its checksum follows
 // (the backend's delta's complement, L4_CHECKSUM_ADD), and the connection's state learns
-// of a backend's FIN or RST, as set_vip_source does (an IPv6 VIP balances by hash: no
-// response times, no cookies). Applied by the IPv6 lookup (ipv6.p4).
+// of a backend's FIN or RST and (track_time) times its answers, as set_vip_source does
+// (no cookies: no tier shares an IPv6 VIP's connections). Applied by the IPv6 lookup
+// (ipv6.p4).
 control FromBackend6(inout headers_t hdr,
                      inout metadata_t meta,
                      inout standard_metadata_t std_meta) {
@@ -179,16 +180,19 @@ control FromBackend6(inout headers_t hdr,
 
     @name(".set_vip6_source")
     action set_vip6_source(ipv6_addr_t vip_addr, bit<16> vip_port, service_id_t service_id,
-                           backend_id_t backend_id, bit<16> csum_delta) {
+                           backend_id_t backend_id, bit<16> csum_delta, bit<1> track_time) {
         hdr.ipv6.src_addr = vip_addr;
         hdr.l4.src_port = vip_port;
         L4_CHECKSUM_ADD(csum_delta)
-        if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) {
-            // backend_id is for a restarted controller, which recovers its ids from the
-            // entry; p4c refuses an unused parameter, so it is written where only a FIN
-            // or RST pays for it (REPLY_STATE overwrites meta.index).
-            meta.index = (bit<32>)backend_id;
-            REPLY_STATE(hdr.ipv6.dst_addr, service_id)
+        // Most replies carry none of the three flags: one test for them.
+        if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST | TCP_FLAG_PSH)) != 0) {
+            if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0 || track_time == 1) {
+                // backend_id is for a restarted controller, which recovers its ids from
+                // the entry; p4c refuses an unused parameter, so it is written where only
+                // these replies pay for it (REPLY_STATE overwrites meta.index).
+                meta.index = (bit<32>)backend_id;
+                REPLY_STATE(hdr.ipv6.dst_addr, service_id)
+            }
         }
     }
 

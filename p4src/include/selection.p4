@@ -34,9 +34,13 @@ control BackendSelection(inout headers_t hdr,
              { meta.sig }, meta.size);
     }
 
-    // Source hash: every connection from one address picks the same bucket.
+    // Source hash: every connection from one address picks the same bucket. The base,
+    // meta.index, is 0 for an IPv4 VIP (BMv2 zeroes metadata per packet, and nothing
+    // before uses it); an IPv6 VIP's lookup has put its client's bucket there and set the
+    // size to 1 (ipv6.p4's set_vip6). A field apart from the result: p4c copies a base
+    // that is the result into a field of its own.
     action source_slot() {
-        hash(meta.member_index, HashAlgorithm.crc32, (member_index_t)0,
+        hash(meta.member_index, HashAlgorithm.crc32, meta.index,
              { hdr.ipv4.src_addr }, meta.size);
     }
 

@@ -27,7 +27,8 @@ const bit<32> SLOT_TABLE_SIZE = 262144;
 // Routes (hosts, prefixes, backends, VIP addresses): each of the IPv4 and IPv6 route tables.
 const bit<32> ROUTE_TABLE_SIZE = 1024;
 // Controller-installed entries for flows the state buckets could not hold (collisions)
-// and, in a tier, for the connections other balancers opened.
+// and, in a tier, for the connections other balancers opened: each of the IPv4 and IPv6
+// connection tables (the IPv6 one holds collisions only).
 const bit<32> CONN_TABLE_SIZE = 16384;
 
 // Drop reasons (DropReason, defines.p4) per service in the drop counter: room for more

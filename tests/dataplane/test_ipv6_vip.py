@@ -2,7 +2,7 @@
 IPv4 ones of support.CONFIG, each flow sent to the backend the model predicts from the
 switch's own pool and slot tables, NAT both ways compared as whole packets (the
 checksums scapy computes for the rewritten packet), the connection's packets kept on
-their backend, a full bucket never reported as an IPv4 collision, and every drop toward
+their backend, a full bucket reported as an IPv6 collision, and every drop toward
 an IPv6 VIP counted by reason under the VIP, and neighbour solicitations for a VIP
 answered."""
 
@@ -29,6 +29,7 @@ from scapy.layers.inet6 import (
 from scapy.layers.l2 import Ether
 
 from p4lb.models.hashing import Flow, bucket_index, signature
+from p4lb.pipeline.digests import ConnDigests
 from p4lb.pipeline.entries import Entry, ip
 from p4lb.pipeline.ids import ids_on_switch, vip_key
 from tests.dataplane import support
@@ -252,14 +253,16 @@ def same_bucket_flows6(n: int, sid: int) -> list[Flow]:
     raise AssertionError(f"no {n} flows share a bucket")
 
 
-def test_a_full_bucket_is_counted_but_never_reported_and_the_flow_still_balances(
+def test_a_full_bucket_is_counted_and_reported_as_an_ipv6_flow_and_still_balances(
     lab: Bmv2, wire: Wire
 ) -> None:
-    """The fifth IPv6 flow in a bucket is a collision (counted for its VIP), not a digest
-    (conn_table holds IPv4 5-tuples): Maglev recomputes its backend for its every packet."""
+    """The fifth IPv6 flow in a bucket is a collision (counted for its VIP) and an IPv6
+    collision digest naming it, none of IPv4's: Maglev recomputes its backend for its
+    every packet meanwhile."""
     sid = sid_of(lab, "web6")
     *held, last = same_bucket_flows6(5, sid)
     lab.sw.enable_digest()
+    lab.sw.enable_digest("conn6_digest_t")
     for f in held:
         wire.clear()
         wire.send(1, client_pkt(VIP6, TCP(sport=f.sport, dport=80, flags="S"), src=f.src))
@@ -269,8 +272,19 @@ def test_a_full_bucket_is_counted_but_never_reported_and_the_flow_still_balances
         wire.clear()
         wire.send(1, client_pkt(VIP6, TCP(sport=last.sport, dport=80, flags=flags), src=last.src))
         assert backend_of(wire, last.sport) == predicted(lab, "web6", last)[2]
-    # Only the SYN starts a connection (and finds no way for it): one collision.
+    # Only the SYN starts a connection (and finds no way for it): one collision, one digest.
     assert lab.wait_counter("collisions", sid, before + 1) == before + 1
+    msg = lab.sw.next_stream_message("digest", timeout=3.0)
+    assert msg is not None
+    layout = ConnDigests.of(lab.sw.schema, "conn6_digest_t")
+    assert msg.digest.digest_id == lab.sw.schema.digest_id("conn6_digest_t")
+    fields = layout.values(msg.digest.data[0])
+    assert (fields["src_addr"], fields["src_port"], fields["switch_port"]) == (
+        int(ipaddress.ip_address(last.src)),
+        last.sport,
+        predicted(lab, "web6", last)[2],
+    )
+    lab.sw.ack_digest(msg.digest.digest_id, msg.digest.list_id)
     assert lab.sw.next_stream_message("digest", timeout=0.5) is None
 
 

@@ -6,10 +6,6 @@ from __future__ import annotations
 
 from p4lb.intent.model import Config, ConfigError, Vip, address_bits
 
-# What an IPv6 VIP may ask for: the algorithms that recompute a flow's choice from its
-# packets (the switch pins no IPv6 flow in conn_table), on one switch.
-IPV6_ALGORITHMS = ("iphash", "maglev")
-
 
 def validate(cfg: Config) -> None:
     """Check everything that spans keys: duplicates, route conflicts, total weights."""
@@ -87,14 +83,9 @@ def validate(cfg: Config) -> None:
 
 
 def _ipv6_vip(cfg: Config, v: Vip) -> None:
-    """What an IPv6 VIP needs: backends of its own family (no NAT64), a hashing algorithm
-    (IPV6_ALGORITHMS), and one switch (the tier announces IPv4 routes)."""
+    """What an IPv6 VIP needs: backends of its own family (no NAT64), and one switch (the
+    tier announces IPv4 routes)."""
     src, where = cfg.source, f"vip.{v.name}"
-    if v.algorithm not in IPV6_ALGORITHMS:
-        raise ConfigError(
-            f"{src}: {where}.algorithm: {v.algorithm} is not supported for an IPv6 VIP "
-            f"(supported: {', '.join(IPV6_ALGORITHMS)})"
-        )
     if cfg.tier or cfg.shared:
         raise ConfigError(f"{src}: {where}.address: a [tier] serves IPv4 VIPs only")
     for b in v.backends:

@@ -77,6 +77,12 @@ def iphash_member(flow: Flow, pool_size: int) -> int:
     return signature(flow) % pool_size
 
 
+def source_slot(src: str, slot_count: int) -> int:
+    """The slot source hash picks for a client (either family): the CRC32 of its whole
+    address modulo the VIP's slot count, whatever its port."""
+    return crc32(ipaddress.ip_address(src).packed) % slot_count
+
+
 # The queueing disciplines' flow buckets per port (p4src/include/size.p4: QOS_BUCKETS).
 QOS_BUCKETS = 64
 

@@ -173,7 +173,7 @@ def backend_entry(v: Vip, b: Backend, bid: int, sw_mac: int) -> Entry:
 
 def reverse_nat6_entry(v: Vip, b: Backend, sid: int, bid: int) -> Entry:
     """An IPv6 backend's replies: their source becomes the VIP, their checksum follows
-    by the constant the rewrite adds."""
+    by the constant the rewrite adds; timed when the VIP balances on response time."""
     return Entry(
         "reverse_nat6_table",
         (("addr", ip(b.address)), ("protocol", PROTOCOL_CODES[v.protocol]), ("port", b.port)),
@@ -184,6 +184,7 @@ def reverse_nat6_entry(v: Vip, b: Backend, sid: int, bid: int) -> Entry:
             ("service_id", sid),
             ("backend_id", bid),
             ("csum_delta", l4_checksum_delta(b.address, b.port, v.address, v.port)),
+            ("track_time", int(v.algorithm == "leasttime")),
         ),
     )
 

@@ -15,7 +15,7 @@ PROTOCOL_CODES = {"tcp": 6, "udp": 17}
 PROTOCOL_NAMES = {v: k for k, v in PROTOCOL_CODES.items()}
 FLOOD_GROUP = 1
 
-# Tables the reconcile loop owns; conn_table belongs to the digest handler.
+# Tables the reconcile loop owns; conn_table and conn6_table belong to the digest handler.
 OWNED_TABLES = (
     "ipv4_route_table",
     "ipv6_route_table",

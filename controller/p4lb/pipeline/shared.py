@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from p4lb.pipeline.digests import CONN_ACTION, CONN_TABLE, ConnDigests
+from p4lb.pipeline.digests import CONN_TABLE, PINS, ConnDigests, packed
 from p4lb.pipeline.entries import Entry
 from p4lb.pipeline.p4info import P4InfoError, Schema
 
@@ -81,9 +81,10 @@ class ConnEvents:
         return ConnEvent(packed & ((1 << EVENT_BITS) - 1), flow, values[param[0]])
 
     def event(self, member: Any) -> ConnEvent:
-        """One digest list member (a P4Data struct of one bit string)."""
-        (packed,) = (int.from_bytes(x.bitstring, "big") for x in member.struct.members)
-        return self.decode(packed)
+        """One digest list member (a P4Data struct of one bit string); DigestError if it
+        is not that."""
+        width = EVENT_BITS + sum(w for _, w in self.conn.match + self.conn.params)
+        return self.decode(packed(member, width))
 
     def copy(self, flow: FlowKey, backend_id: int) -> Entry:
         """The conn_table entry a balancer holds for a connection another one opened."""
@@ -97,8 +98,9 @@ def flow_of(entry: Entry) -> FlowKey:
 
 
 def pin(entry: Entry) -> bool:
-    """Whether a conn_table entry is a collision pin (use_backend), not a shared copy."""
-    return entry.table == CONN_TABLE and entry.action == CONN_ACTION
+    """Whether an entry is a collision pin (conn_table's use_backend, conn6_table's
+    use_backend6), not a shared copy."""
+    return (entry.table, entry.action) in PINS
 
 
 @dataclass

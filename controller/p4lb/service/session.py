@@ -30,9 +30,10 @@ from typing import Any
 
 from p4lb.intent.lock import ConfigLocked, config_lock
 from p4lb.intent.model import Config
-from p4lb.pipeline.digests import CONN_DIGEST, ConnDigests
+from p4lb.pipeline.digests import COLLISION_DIGESTS, ConnDigests, DigestError
 from p4lb.pipeline.entries import Entry, Slot, Update
 from p4lb.pipeline.ids import Ids
+from p4lb.pipeline.p4info import P4InfoError
 from p4lb.pipeline.shared import CONN_EVENT_DIGESTS, pin
 from p4lb.service.metrics.exposition import ControllerMetrics
 from p4lb.service.operations import ApplyResult, apply, connect
@@ -289,7 +290,9 @@ class Session:
         could not run now (a runtime command holds the config): again next round."""
         if not self.reconcile(sw, "took the switch"):
             return False
-        sw.enable_digest()
+        for digest in COLLISION_DIGESTS:
+            if digest in sw.schema.digests:
+                sw.enable_digest(digest)
         self.joining(sw)
         self.fresh = False
         self.ready.set()
@@ -349,14 +352,16 @@ class Session:
             self.metrics.digests.labels(
                 self.name, "conn_event" if name in CONN_EVENT_DIGESTS else "collision"
             ).inc(len(msg.data))
-            if name == CONN_DIGEST:
-                digests = ConnDigests.of(sw.schema)
-                for member in msg.data:
-                    entry = digests.entry(digests.values(member))
-                    log.info("collision flow %s: installing conn entry", dict(entry.match))
-                    self.collision(entry)
-            else:
+            if name in COLLISION_DIGESTS:
+                self._collisions(sw, name, msg.data)
+            elif name in CONN_EVENT_DIGESTS:
                 self.connection_event(sw, msg.data)
+            else:
+                log.warning(
+                    "%s: digest id %d is none the controller knows: ignored",
+                    self.name,
+                    msg.digest_id,
+                )
             sw.ack_digest(msg.digest_id, msg.list_id)
             rep = sw.next_stream_message("digest", timeout=0)
         rep = sw.next_stream_message("idle_timeout_notification", timeout=0)
@@ -369,6 +374,24 @@ class Session:
                         log.info("conn entry idle, removing %s", dict(e.match))
                 self.pending_deletes.extend(Update("DELETE", e) for e in gone)
             self.idle(gone)
+
+    def _collisions(self, sw: Switch, name: str, data: Any) -> None:
+        """Pin each flow a collision digest names. A member (or a program's layout) the
+        controller cannot read is logged and skipped: one bad sample never stops the
+        session or the samples beside it."""
+        try:
+            digests = ConnDigests.of(sw.schema, name)
+        except P4InfoError as err:
+            log.warning("%s: %s ignored: %s", self.name, name, err)
+            return
+        for member in data:
+            try:
+                entry = digests.entry(digests.values(member))
+            except DigestError as err:
+                log.warning("%s: %s member ignored: %s", self.name, name, err)
+                continue
+            log.info("collision flow %s: installing conn entry", dict(entry.match))
+            self.collision(entry)
 
     def _write_pins(self, sw: Switch) -> None:
         with self._pins_lock:

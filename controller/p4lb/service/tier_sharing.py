@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from p4lb.pipeline.digests import CONN_TABLE
+from p4lb.pipeline.digests import CONN_TABLE, DigestError
 from p4lb.pipeline.entries import Entry, Update
 from p4lb.pipeline.p4info import Schema
 from p4lb.pipeline.shared import (
@@ -61,7 +61,11 @@ class Sharing:
         now = time.monotonic()
         with self.lock:
             for member in data:
-                ev = events.event(member)
+                try:
+                    ev = events.event(member)
+                except DigestError as err:
+                    log.warning("%s: connection event ignored: %s", name, err)
+                    continue
                 if ev.event == OPENED:
                     self.shared.opened(name, ev.flow, ev.backend_id, now)
                 elif ev.event == CLOSED:

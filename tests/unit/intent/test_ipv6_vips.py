@@ -1,5 +1,5 @@
 """IPv6 VIPs in the config: read beside IPv4 ones, their backends of their own family,
-what they may ask for (a hashing algorithm, one switch) refused in one line
+what they may ask for (any algorithm, either mode, one switch) refused in one line
 otherwise, and the entries the controller derives (the IPv6 tables, the checksum
 deltas)."""
 
@@ -65,17 +65,6 @@ BAD = [
         "2001:db8::9 is IPv6, the VIP",
     ),
     (
-        "wrr",
-        lambda d: with_vip6(algorithm="wrr"),
-        "vip.web6.algorithm: wrr is not supported for an IPv6 VIP (supported: iphash, maglev)",
-    ),
-    (
-        "leastconn",
-        lambda d: with_vip6(algorithm="leastconn"),
-        "leastconn is not supported for an IPv6 VIP",
-    ),
-    ("srchash", lambda d: with_vip6(algorithm="srchash"), "srchash is not supported"),
-    (
         "dsr with a backend on another port",
         lambda d: with_vip6(mode="dsr"),
         "vip.web6.backend 'b2': port 8080 differs from the VIP's 80",
@@ -89,6 +78,19 @@ def test_what_an_ipv6_vip_cannot_do_is_one_line(desc: str, change: Any, needle: 
         reader.parse(change(with_vip6()), "lb.toml")
     msg = str(err.value)
     assert msg.startswith("lb.toml: vip.") and needle in msg and "\n" not in msg
+
+
+ALGORITHMS = ("iphash", "wrr", "srchash", "maglev", "leastconn", "leasttime", "leastpkt")
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_an_ipv6_vip_takes_every_algorithm_and_times_replies_for_leasttime(
+    algorithm: str,
+) -> None:
+    cfg = reader.parse(with_vip6(algorithm=algorithm), "lb.toml")
+    _, desired = desired_entries(cfg, [])
+    nat = [e for e in desired if e.table == "reverse_nat6_table"]
+    assert [e.p("track_time") for e in nat] == [int(algorithm == "leasttime")] * 2
 
 
 def _ones_complement_sum(data: bytes) -> int:
@@ -198,10 +200,8 @@ def test_run_time_changes_to_an_ipv6_vip_are_checked_as_the_file_is() -> None:
     from p4lb.intent.model import Backend
 
     cfg = reader.parse(with_vip6(), "lb.toml")
-    assert edits.set_algorithm(cfg, "web6", "iphash").vip("web6").algorithm == "iphash"
-    with pytest.raises(ConfigError, match="wrr is not supported for an IPv6 VIP") as err:
-        edits.set_algorithm(cfg, "web6", "wrr")
-    assert "\n" not in str(err.value)
+    for algorithm in ALGORITHMS:
+        assert edits.set_algorithm(cfg, "web6", algorithm).vip("web6").algorithm == algorithm
     v4 = Backend("b9", "10.0.0.9", 8080, 1, "00:00:00:00:00:09", 4)
     with pytest.raises(ConfigError, match="10.0.0.9 is IPv4, the VIP 2001:db8::100 IPv6"):
         edits.add_backend(cfg, "web6", v4)

@@ -4,6 +4,7 @@ the current P4 sources, and hold every name and shape the controller writes."""
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import json
 
 import pytest
@@ -14,9 +15,10 @@ from google.protobuf import text_format
 from p4lb.intent import reader
 from p4lb.models import hashing as model
 from p4lb.pipeline.desired import desired_entries
-from p4lb.pipeline.digests import ConnDigests
+from p4lb.pipeline.digests import ConnDigests, DigestError
 from p4lb.pipeline.entries import MULTICAST, Entry
 from p4lb.pipeline.p4info import P4InfoError, Schema, load_p4info
+from p4lb.pipeline.shared import ConnEvents, pin
 from p4lb.switch.codec import decode, encode
 from tests.unit.support import COMPILED, DEFAULT_CONFIG, ROOT
 
@@ -41,6 +43,13 @@ TABLES = {
     "conn_table": [
         ("src_addr", 32, EXACT),
         ("dst_addr", 32, EXACT),
+        ("protocol", 8, EXACT),
+        ("src_port", 16, EXACT),
+        ("dst_port", 16, EXACT),
+    ],
+    "conn6_table": [
+        ("src_addr", 128, EXACT),
+        ("dst_addr", 128, EXACT),
         ("protocol", 8, EXACT),
         ("src_port", 16, EXACT),
         ("dst_port", 16, EXACT),
@@ -83,6 +92,15 @@ ACTIONS = {
         ("cookie", 1),
     ],
     "use_backend": [("backend_id", 32)],
+    "use_backend6": [("backend_id", 32), ("switch_port", 9)],
+    "set_vip6_source": [
+        ("vip_addr", 128),
+        ("vip_port", 16),
+        ("service_id", 32),
+        ("backend_id", 32),
+        ("csum_delta", 16),
+        ("track_time", 1),
+    ],
     "use_shared_backend": [("backend_id", 32)],
     "share_connection": [],
     "use_cookie": [("backend_id", 32)],
@@ -231,6 +249,55 @@ def test_a_digest_splits_into_the_entry_it_carries(schema: Schema) -> None:
         "use_backend",
         (("backend_id", 3),),
     )
+
+
+def test_an_ipv6_collision_digest_splits_into_the_conn6_entry_it_carries(schema: Schema) -> None:
+    # 2001:db8::7 -> 2001:db8::100, TCP, 40000 -> 80, backend 3 on switch port 4: 337 bits.
+    assert schema.digest_fields("conn6_digest_t") == (("entry", 337),)
+    assert schema.table("conn6_table").idle_timeout
+    src, vip = ipaddress.ip_address("2001:db8::7"), ipaddress.ip_address("2001:db8::100")
+    value = (int(src) << 209) | (int(vip) << 81) | (6 << 73) | (40000 << 57) | (80 << 41)
+    value |= (3 << 9) | 4
+    member = p4d.P4Data()
+    member.struct.members.add().bitstring = value.to_bytes(43, "big")
+    layout = ConnDigests.of(schema, "conn6_digest_t")
+    assert layout.entry(layout.values(member)) == Entry(
+        "conn6_table",
+        (
+            ("src_addr", int(src)),
+            ("dst_addr", int(vip)),
+            ("protocol", 6),
+            ("src_port", 40000),
+            ("dst_port", 80),
+        ),
+        "use_backend6",
+        (("backend_id", 3), ("switch_port", 4)),
+    )
+    assert pin(layout.entry(layout.values(member)))
+
+
+def _member(*bitstrings: bytes) -> p4d.P4Data:
+    member = p4d.P4Data()
+    for b in bitstrings:
+        member.struct.members.add().bitstring = b
+    return member
+
+
+MALFORMED = [
+    ("no member", p4d.P4Data()),
+    ("two members", _member(b"\x01", b"\x02")),
+    ("wider than either layout", _member(b"\xff" * 19)),
+]
+
+
+@pytest.mark.parametrize(("desc", "member"), MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_a_digest_member_that_is_not_its_layout_is_a_digest_error(
+    schema: Schema, desc: str, member: p4d.P4Data
+) -> None:
+    with pytest.raises(DigestError):
+        ConnDigests.of(schema).values(member)
+    with pytest.raises(DigestError):
+        ConnEvents.of(schema).event(member)
 
 
 def test_a_digest_that_is_not_the_entry_it_should_carry_is_refused(schema: Schema) -> None:

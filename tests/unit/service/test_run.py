@@ -150,3 +150,47 @@ def test_a_second_p4lb_run_with_the_same_election_id_waits_and_takes_over(
         assert not second.ready.is_set()
         running.stop()  # the first one goes away ...
         assert second.ready.wait(10)  # ... and the second takes the switch
+
+
+def _conn6_fields(src_port: int, backend_id: int, switch_port: int) -> dict[str, int]:
+    """conn6_digest_t's one member: 2001:db8::1 -> 2001:db8::100, TCP, src_port -> 80, the
+    backend and its switch port (128, 128, 8, 16, 16, 32, 9 bits)."""
+    src, vip = (0x2001_0DB8 << 96) | 1, (0x2001_0DB8 << 96) | 0x100
+    packed = (src << 209) | (vip << 81) | (6 << 73) | (src_port << 57) | (80 << 41)
+    return {"entry": packed | (backend_id << 9) | switch_port}
+
+
+def test_run_pins_an_ipv6_flow_from_its_digest_and_removes_it_when_idle(
+    fake: FakeSwitch, running: Controller
+) -> None:
+    assert running.ready.wait(10), "p4lb run did not take the switch"
+    assert fake.send_digest("conn6_digest_t", [_conn6_fields(40000, 2, 3)]) is not None
+    assert fake.wait_for(lambda: len(fake.entries("conn6_table")) == 1)
+    (te,) = fake.entries("conn6_table")
+    got = decode(schema(), te)
+    assert (got.action, got.params) == ("use_backend6", (("backend_id", 2), ("switch_port", 3)))
+    assert (got.m("src_addr"), got.m("src_port")) == ((0x2001_0DB8 << 96) | 1, 40000)
+    assert te.idle_timeout_ns > 0
+    assert fake.entries("conn_table") == []
+    assert fake.expire("conn6_table") == 1
+    assert fake.wait_for(lambda: not fake.entries("conn6_table"))
+    # Pinned again once gone: the controller forgot it with the idle report.
+    fake.send_digest("conn6_digest_t", [_conn6_fields(40000, 2, 3)])
+    assert fake.wait_for(lambda: len(fake.entries("conn6_table")) == 1)
+
+
+def test_a_malformed_digest_is_ignored_and_the_next_one_served(
+    fake: FakeSwitch, running: Controller
+) -> None:
+    """A member wider than its layout (of either family) is skipped with a warning; the
+    controller stays up, acknowledges the list and pins the good member beside it."""
+    assert running.ready.wait(10)
+    wide = {"entry": 1 << 400}
+    list_id = fake.send_digest("conn6_digest_t", [wide, _conn6_fields(40001, 3, 4)])
+    assert list_id is not None
+    assert fake.wait_for(lambda: any(ack[1] == list_id for ack in fake.acks))
+    assert fake.wait_for(lambda: len(fake.entries("conn6_table")) == 1)
+    fake.send_digest("conn_digest_t", [{"entry": 1 << 200}])
+    fake.send_digest("conn_digest_t", [_conn_fields(40004, 2)])
+    assert fake.wait_for(lambda: len(fake.entries("conn_table")) == 1)
+    assert running.ready.is_set()

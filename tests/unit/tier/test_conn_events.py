@@ -55,3 +55,38 @@ def test_a_program_without_one_of_the_digests_is_refused(missing: str) -> None:
     info.digests.extend(keep)
     with pytest.raises(P4InfoError):
         ConnEvents.of(Schema(info))
+
+
+class _OneSwitch:
+    """What Sharing reads of a switch: its schema."""
+
+    schema = schema()
+
+
+def test_the_tier_skips_a_malformed_event_and_ipv6_pins_without_failing() -> None:
+    """An event wider than its layout is ignored (the good one beside it still counts); an
+    IPv6 collision pin reported idle is no shared copy, and leaves the shared state as it
+    was."""
+    from finsy.proto import p4d
+
+    from p4lb.pipeline.entries import Entry
+    from p4lb.service.metrics.exposition import ControllerMetrics
+    from p4lb.service.tier_sharing import Sharing
+
+    def member(value: int, size: int) -> p4d.P4Data:
+        m = p4d.P4Data()
+        m.struct.members.add().bitstring = value.to_bytes(size, "big")
+        return m
+
+    good = pack(OPENED, "10.1.0.2", "10.0.0.100", 6, 40001, 80, 7)
+    sharing = Sharing(ControllerMetrics(), lambda: 0)
+    sharing.events("lb1", _OneSwitch(), [member(1 << 200, 26), member(good, 18)])  # type: ignore[arg-type]
+    assert list(sharing.shared.conns.values()) == [("lb1", 7)]
+    pin6 = Entry(
+        "conn6_table",
+        (("src_addr", 1), ("dst_addr", 2), ("protocol", 6), ("src_port", 3), ("dst_port", 80)),
+        "use_backend6",
+        (("backend_id", 7), ("switch_port", 2)),
+    )
+    sharing.idle("lb1", [pin6])
+    assert list(sharing.shared.conns.values()) == [("lb1", 7)]
