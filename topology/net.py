@@ -95,8 +95,8 @@ class Options:
     body_bytes: int = 0
     # HTTP/1.1 servers: a client may keep its connection for many requests (topology.holder).
     keep_alive: bool = False
-    # The IPv6 VIP web6 (VIP6_ADDR, port VIP_PORT, maglev, in `mode` too) over the same
-    # servers, every host with an IPv6 address too (host6).
+    # The IPv6 VIP web6 (VIP6_ADDR, port VIP_PORT, with web's algorithm and mode) over the
+    # same servers, every host with an IPv6 address too (host6).
     ipv6: bool = False
 
     @property
@@ -317,7 +317,7 @@ def lab_config(
                 address=VIP6_ADDR,
                 protocol="tcp",
                 port=VIP_PORT,
-                algorithm="maglev",
+                algorithm=opts.algorithm,
                 mac=VIP6_MAC,
                 mode=opts.mode,
                 backends=tuple(

@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                 port=VIP_PORT,
                 algorithm=a.algorithm,
                 servers=", ".join(s.name for s in lab.servers),
-                vip6=f"\n                 VIP [{VIP6_ADDR}]:{VIP_PORT} over them too (maglev)."
+                vip6=f"\n{' ' * 17}VIP [{VIP6_ADDR}]:{VIP_PORT} over them too ({a.algorithm})."
                 if lab.options.ipv6
                 else "",
                 curl6=f"\n  mininet> h1 curl -s http://[{VIP6_ADDR}]/ | head -c 80"

@@ -128,7 +128,7 @@ def test_curl_and_ab_through_an_ipv6_dsr_vip_reply_beside_the_switch(lab6: Lab) 
     assert sum(b.connections for b in web6.backends) >= n
     assert all(b.packets > 0 for b in web6.backends), web6
     assert sum(b.reply_packets for b in web6.backends) == 0, web6
-    assert web6.jain >= 0.95  # Maglev over one client's ports
+    assert web6.jain >= 0.9999  # round robin: exact
 
 
 def test_weights_and_affinity_through_a_change_under_dsr(lab: Lab) -> None:
