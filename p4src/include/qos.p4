@@ -81,16 +81,30 @@ register<bit<64>>(QOS_STATE_SIZE) qos_dequeued;
 #define CODEL_TIMES meta.window
 #define CODEL_STATE meta.load
 #define CODEL_VERDICT meta.hit_shift
+// The flow's addresses and protocol, either family's, in fields free here: an IPv4
+// packet's as they are, an IPv6 packet's addresses folded to 32 bits (their four words
+// XORed). The source doubles as the host address, the destination replacing it for a
+// classifier by destination.
+#define QOS_SRC QOS_HOST_ADDR
+#define QOS_DST QOS_PORT_QUEUED
+#define QOS_PROTO QOS_COLOR
+#define FOLD128(a) (a[127:96] ^ a[95:64] ^ a[63:32] ^ a[31:0])
 // p4c copies each element of a hash's field list into a field of its own (BMv2 resets
-// every one for every packet): one concatenation each, and the host address picked first.
+// every one for every packet): one concatenation each, of fields every packet has anyway.
 #define QOS_BUCKET_HASHES() \
-    hash(QOS_FLOW, HashAlgorithm.crc16, meta.qos_base, { hdr.ipv4.src_addr \
-         ++ hdr.ipv4.dst_addr ++ hdr.ipv4.protocol ++ hdr.l4.src_port ++ hdr.l4.dst_port }, \
-         QOS_BUCKETS); \
-    if (meta.qos_flags & QOS_BY_DST != 0) { \
-        QOS_HOST_ADDR = hdr.ipv4.dst_addr; \
+    if (hdr.ipv6.isValid()) { \
+        QOS_SRC = FOLD128(hdr.ipv6.src_addr); \
+        QOS_DST = FOLD128(hdr.ipv6.dst_addr); \
+        QOS_PROTO = hdr.ipv6.next_hdr; \
     } else { \
-        QOS_HOST_ADDR = hdr.ipv4.src_addr; \
+        QOS_SRC = hdr.ipv4.src_addr; \
+        QOS_DST = hdr.ipv4.dst_addr; \
+        QOS_PROTO = hdr.ipv4.protocol; \
+    } \
+    hash(QOS_FLOW, HashAlgorithm.crc16, meta.qos_base, { QOS_SRC ++ QOS_DST ++ QOS_PROTO \
+         ++ hdr.l4.src_port ++ hdr.l4.dst_port }, QOS_BUCKETS); \
+    if (meta.qos_flags & QOS_BY_DST != 0) { \
+        QOS_HOST_ADDR = QOS_DST; \
     } \
     hash(QOS_HOST, HashAlgorithm.crc16, meta.qos_base, { QOS_HOST_ADDR }, QOS_BUCKETS)
 

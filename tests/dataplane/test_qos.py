@@ -14,14 +14,27 @@ from typing import Any
 import pytest
 
 from p4lb.intent import qos
-from p4lb.models.hashing import qos_host_bucket
+from p4lb.models.hashing import qos_flow_bucket, qos_host_bucket
 from tests.dataplane import support
 from tests.support import poll_until
 
 PORT = 2  # the congested port: toward 10.0.0.2
 DST = support.host_ip(PORT)
 SLOT = 0  # the only port with a discipline takes slot 0
-QOS_CONFIG = support.CONFIG + f"\n[qos]\nthrift_port = {support.THRIFT_PORT}\n"
+DST6 = "2001:db8::2"  # the same host behind port 2, over IPv6
+QOS_CONFIG = (
+    support.CONFIG
+    + f"""
+[[host]]
+name = "h{PORT}-v6"
+address = "{DST6}"
+mac = "{support.host_mac(PORT)}"
+switch_port = {PORT}
+
+[qos]
+thrift_port = {support.THRIFT_PORT}
+"""
+)
 
 
 @pytest.fixture
@@ -60,42 +73,52 @@ def set_discipline(b: support.Bmv2, **params: Any) -> None:
 
 
 def udp(src: str, sport: int, seq: int, size: int = 0) -> bytes:
+    """A UDP packet from `src` to the host behind PORT, over IPv4 or IPv6 as `src` is."""
     from scapy.layers.inet import IP, UDP
+    from scapy.layers.inet6 import IPv6
     from scapy.layers.l2 import Ether
     from scapy.packet import Raw
 
     payload = seq.to_bytes(4, "big") + bytes(size)
+    ip = IPv6(src=src, dst=DST6) if ":" in src else IP(src=src, dst=DST)
     return bytes(
         Ether(src=support.host_mac(1), dst=support.SWITCH_MAC)
-        / IP(src=src, dst=DST)
+        / ip
         / UDP(sport=sport, dport=9000)
         / Raw(payload)
     )
 
 
+def source_of(pkt: Any) -> str:
+    from scapy.layers.inet import IP
+    from scapy.layers.inet6 import IPv6
+
+    return str((pkt[IPv6] if IPv6 in pkt else pkt[IP]).src)
+
+
 def received(wire: support.Wire, src: str, sport: int) -> list[int]:
     """Sequence numbers of the flow's packets that came out of PORT, in arrival order."""
-    from scapy.layers.inet import IP, UDP
+    from scapy.layers.inet import UDP
     from scapy.layers.l2 import Ether
 
     out = []
     for port, raw in wire.got:
         pkt = Ether(raw)
-        if port == PORT and UDP in pkt and pkt[IP].src == src and pkt[UDP].sport == sport:
+        if port == PORT and UDP in pkt and source_of(pkt) == src and pkt[UDP].sport == sport:
             out.append(int.from_bytes(bytes(pkt[UDP].payload)[:4], "big"))
     return out
 
 
 def arrivals(wire: support.Wire) -> list[tuple[str, int]]:
     """(source, source port) of every UDP packet out of PORT, in arrival order."""
-    from scapy.layers.inet import IP, UDP
+    from scapy.layers.inet import UDP
     from scapy.layers.l2 import Ether
 
     out = []
     for port, raw in wire.got:
         pkt = Ether(raw)
         if port == PORT and UDP in pkt:
-            out.append((pkt[IP].src, pkt[UDP].sport))
+            out.append((source_of(pkt), pkt[UDP].sport))
     return out
 
 
@@ -117,6 +140,8 @@ def qos_drops(b: support.Bmv2) -> dict[str, int]:
 
 
 CLIENT = "10.0.1.1"
+# Per family: the first source, and a second one in another flow and host bucket.
+SOURCES = {"ipv4": (CLIENT, "10.0.1.3"), "ipv6": ("2001:db8:1::1", "2001:db8:1::3")}
 
 
 def test_fifo_tail_drops_everything_above_its_limit_and_counts_it(
@@ -173,18 +198,24 @@ def test_codel_drops_once_the_sojourn_stays_above_target_for_an_interval(
     assert lost[0] >= 15, f"CoDel dropped packet {lost[0]} before an interval had passed"
 
 
+@pytest.mark.parametrize("family", ["ipv4", "ipv6"])
 @pytest.mark.parametrize("discipline", ["sfq-approx", "fq_codel-approx"])
 def test_a_flow_cannot_hold_more_than_its_share_of_the_queue(
-    qsw: support.Bmv2, qwire: support.Wire, discipline: str
+    qsw: support.Bmv2, qwire: support.Wire, discipline: str, family: str
 ) -> None:
     # Flow A floods first (150 packets), then flow B sends 12: with a FIFO of 40 A would
     # hold all 40 places and B would lose everything; a flow's share is 6 places.
+    src_a, src_b = SOURCES[family]
+    dst = DST6 if family == "ipv6" else DST
+    assert qos_flow_bucket(src_a, dst, 17, 6000, 9000) != qos_flow_bucket(
+        src_b, dst, 17, 6001, 9000
+    )
     set_discipline(qsw, discipline=discipline, rate_pps=50, limit=40, flow_limit=6)
-    a = [udp(CLIENT, 6000, i) for i in range(150)]
-    b_flow = [udp("10.0.1.2", 6001, i) for i in range(12)]
+    a = [udp(src_a, 6000, i) for i in range(150)]
+    b_flow = [udp(src_b, 6001, i) for i in range(12)]
     send_paced(qwire, a + b_flow)
     drained(qsw, qwire, 162, timeout=15)
-    got_a, got_b = received(qwire, CLIENT, 6000), received(qwire, "10.0.1.2", 6001)
+    got_a, got_b = received(qwire, src_a, 6000), received(qwire, src_b, 6001)
     drops = qos_drops(qsw)
     assert len(got_b) >= 6, f"flow B got {len(got_b)} of its 6 places"
     assert len(got_a) < 40, f"flow A took {len(got_a)} places: more than a FIFO's share"
@@ -192,15 +223,19 @@ def test_a_flow_cannot_hold_more_than_its_share_of_the_queue(
     # B's first packet found its flow with nothing queued: the sparse queue sent it ahead
     # of A's backlog.
     order = arrivals(qwire)
-    assert order.index(("10.0.1.2", 6001)) < len(got_a), "flow B waited behind all of flow A"
+    assert order.index((src_b, 6001)) < len(got_a), "flow B waited behind all of flow A"
 
 
-def test_pcq_holds_each_address_to_its_class_rate(qsw: support.Bmv2, qwire: support.Wire) -> None:
+@pytest.mark.parametrize("family", ["ipv4", "ipv6"])
+def test_pcq_holds_each_address_to_its_class_rate(
+    qsw: support.Bmv2, qwire: support.Wire, family: str
+) -> None:
     # Class rate 50 packets/s with a burst of 5: source A's 200-packet burst is policed
     # (meter drops), source B's 4 packets right after are untouched by A's class.
     # (10.0.1.3, not .2: BMv2's crc16 is CRC-16/ARC, which puts 10.0.1.1 and 10.0.1.2 in
     # the same of 64 buckets; they would share a class.)
-    assert qos_host_bucket(CLIENT) != qos_host_bucket("10.0.1.3")
+    src_a, src_b = SOURCES[family]
+    assert qos_host_bucket(src_a) != qos_host_bucket(src_b)
     set_discipline(
         qsw,
         discipline="pcq-approx",
@@ -211,11 +246,11 @@ def test_pcq_holds_each_address_to_its_class_rate(qsw: support.Bmv2, qwire: supp
         classifier="src",
     )
     start = time.monotonic()
-    send_paced(qwire, [udp(CLIENT, 7000, i) for i in range(200)])
-    send_paced(qwire, [udp("10.0.1.3", 7001, i) for i in range(4)])
+    send_paced(qwire, [udp(src_a, 7000, i) for i in range(200)])
+    send_paced(qwire, [udp(src_b, 7001, i) for i in range(4)])
     drained(qsw, qwire, 204, timeout=10)
     elapsed = time.monotonic() - start
-    got_a, got_b = received(qwire, CLIENT, 7000), received(qwire, "10.0.1.3", 7001)
+    got_a, got_b = received(qwire, src_a, 7000), received(qwire, src_b, 7001)
     drops = qos_drops(qsw)
     assert len(got_b) == 4, f"source B lost {4 - len(got_b)} packets to A's class"
     # At most the burst plus the rate over the whole time A's packets could meet the meter.

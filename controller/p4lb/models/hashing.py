@@ -97,13 +97,24 @@ def crc16(data: bytes) -> int:
     return crc
 
 
+def qos_address(address: str) -> bytes:
+    """An address as the queueing disciplines hash it: IPv4's 4 bytes, an IPv6 address's
+    four 32-bit words XORed into 4."""
+    a = ipaddress.ip_address(address)
+    if a.version == 4:
+        return a.packed
+    words = int(a)
+    folded = (words >> 96) ^ (words >> 64) ^ (words >> 32) ^ words
+    return (folded & 0xFFFFFFFF).to_bytes(4, "big")
+
+
 def qos_flow_bucket(src: str, dst: str, protocol: int, sport: int, dport: int) -> int:
     """The flow bucket a packet takes in its port's queue (of QOS_BUCKETS): the CRC-16 of
-    {src_addr ++ dst_addr ++ protocol ++ src_port ++ dst_port}, as the switch sees the
-    packet on its way out (after any rewrite)."""
+    {src ++ dst ++ protocol ++ src_port ++ dst_port} (the addresses as qos_address gives
+    them), as the switch sees the packet on its way out (after any rewrite)."""
     key = (
-        ipaddress.IPv4Address(src).packed
-        + ipaddress.IPv4Address(dst).packed
+        qos_address(src)
+        + qos_address(dst)
         + bytes([protocol])
         + sport.to_bytes(2, "big")
         + dport.to_bytes(2, "big")
@@ -113,4 +124,4 @@ def qos_flow_bucket(src: str, dst: str, protocol: int, sport: int, dport: int) -
 
 def qos_host_bucket(address: str) -> int:
     """The host bucket (PCQ's class, CAKE's host share) of an address."""
-    return crc16(ipaddress.IPv4Address(address).packed) % QOS_BUCKETS
+    return crc16(qos_address(address)) % QOS_BUCKETS

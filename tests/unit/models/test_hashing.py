@@ -45,6 +45,14 @@ def test_a_qos_bucket_hashes_addresses_protocol_and_ports_in_that_order() -> Non
     assert qos_host_bucket("10.0.1.1") == crc16(bytes([10, 0, 1, 1])) % QOS_BUCKETS
 
 
+def test_a_qos_bucket_folds_an_ipv6_address_to_its_four_words_xored() -> None:
+    # 2001:db8::1 is the words 0x20010db8, 0, 0, 1: folded, 0x20010db9.
+    folded = bytes([0x20, 0x01, 0x0D, 0xB9])
+    assert qos_host_bucket("2001:db8::1") == crc16(folded) % QOS_BUCKETS
+    key = folded + bytes([0x20, 0x01, 0x0D, 0xBA]) + bytes([6, 0x9C, 0x40, 0x00, 0x50])
+    assert qos_flow_bucket("2001:db8::1", "2001:db8::2", 6, 40000, 80) == crc16(key) % 64
+
+
 def test_the_hash_input_is_the_client_address_then_port_and_the_service_id_is_added() -> None:
     f = Flow("10.0.0.1", "10.0.0.100", 6, 0x1234, 80, 1)
     assert f.client_key() == bytes([10, 0, 0, 1, 0x12, 0x34])
