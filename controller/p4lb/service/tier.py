@@ -43,7 +43,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from p4lb.intent.model import Balancer, Config, ConfigError, member_config
+from p4lb.intent.model import Balancer, Config, ConfigError, address_bits, member_config
 from p4lb.pipeline.desired import maglev_tables
 from p4lb.pipeline.entries import Slot
 from p4lb.pipeline.ids import Ids
@@ -225,7 +225,7 @@ class TierController:
 
     def _prefixes(self) -> list[str]:
         cfg = self._last_good
-        vips = sorted({f"{v.address}/32" for v in cfg.vips}) if cfg else []
+        vips = sorted({f"{v.address}/{address_bits(v.address)}" for v in cfg.vips}) if cfg else []
         return vips + list(cfg.tier_announce if cfg else ())
 
     def _state_ttl_ns(self) -> int:
