@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator
 from p4lb.intent.model import Balancer, Config, ConfigError, address_bits, member_config
 from p4lb.pipeline.desired import maglev_tables
 from p4lb.pipeline.entries import Slot
-from p4lb.pipeline.ids import Ids
+from p4lb.pipeline.ids import VIP_TABLES, Ids
 from p4lb.service.announce import Policy
 from p4lb.service.health.checker import HealthChecker
 from p4lb.service.health.overlay import overlay, targets_of
@@ -291,7 +291,8 @@ class TierController:
             if not other.ready.is_set() or sw is None:
                 continue
             try:
-                return maglev_tables(sw.read_entries(("vip_table", "slot_table")), code)
+                # Both families' VIP tables: an IPv6 VIP's Maglev table is the tier's too.
+                return maglev_tables(sw.read_entries((*VIP_TABLES, "slot_table")), code)
             except Exception as e:  # noqa: BLE001 - another balancer's trouble is not m's
                 log.info("%s: Maglev tables not read from %s (%s)", m.name, other.name, e)
         return None
