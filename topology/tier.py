@@ -24,7 +24,7 @@ from topology import tier_plan as plan
 from topology.stop import NEEDS_ROOT
 from topology.tier_load import ab, start_tier
 from topology.tier_ops import main as verbs
-from topology.tier_plan import MODES, RUN, VIP
+from topology.tier_plan import MODES, RUN, VIP, VIP6
 from topology.tier_procs import Tier, missing_tools, stop_from_state
 
 # bench/tier.py imports these from here.
@@ -42,6 +42,13 @@ the tier's state. p4lb finds the tier's config through {pointer}.
   sudo p4lb tier drain lb1                                        # withdraw one
   {kill_line}   # a balancer dies
 Controller log: {log}.  {how_to_stop}
+"""
+
+
+IPV6_LINE = """Dual stack: the IPv6 VIP [{vip6}]:80 (maglev) over the same servers, announced by the
+same speakers (IPv6 routes on their IPv4 sessions).
+  sudo ip netns exec p4t-c1 curl -s http://[{vip6}]/ | head -c 80   # one request over IPv6
+  sudo ip netns exec p4t-r0 ip -6 route show {vip6}                 # its ECMP next hops
 """
 
 
@@ -146,6 +153,8 @@ def run(argv: list[str]) -> int:
         )
         if a.mode == "dsr":
             print(DSR_LINE.format(vip=VIP, algorithm=a.algorithm), flush=True)
+        if t.ipv6:
+            print(IPV6_LINE.format(vip6=VIP6), flush=True)
         if t.pair:
             print(PAIR_LINE, flush=True)
         if a.detach:  # every process runs in a session of its own, recorded in state.json

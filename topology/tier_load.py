@@ -18,21 +18,34 @@ from typing import Any
 
 from topology import ab as abtool
 from topology import tier_plan as plan
-from topology.tier_plan import NS, ROOT, VIP, VIP_PORT, nexthop_addr, p4lb_config
+from topology.tier_plan import (
+    NS,
+    ROOT,
+    VIP,
+    VIP6,
+    VIP_PORT,
+    VIPS6,
+    nexthop6_addr,
+    nexthop_addr,
+    p4lb_config,
+    url,
+)
 from topology.tier_procs import Tier, in_ns, next_hops
 
 CONVERGE_WAIT_S = 30.0  # a bound for waits that include BGP sessions coming up
 
 
 def ab(
-    requests: int, concurrency: int, seconds: int | None = None, port: int = VIP_PORT
+    requests: int,
+    concurrency: int,
+    seconds: int | None = None,
+    port: int = VIP_PORT,
+    vip: str = VIP,
 ) -> dict[str, Any]:
     """ab from the client through the VIP's `port` (no keep-alive, 5 s timeout, going on
     after errors): requests/s, complete and failed; an ab that gave up (a request
     unanswered for 5 s) counts every request as failed and says why."""
-    cmd = abtool.command(
-        f"http://{VIP}:{port}/", requests, concurrency, timeout_s=5, seconds=seconds
-    )
+    cmd = abtool.command(url(vip, port), requests, concurrency, timeout_s=5, seconds=seconds)
     r = in_ns(NS + "c1", *cmd, check=False)
     try:
         report = abtool.parse(r.stdout)
@@ -46,11 +59,11 @@ def ab(
     return {"rps": report.rps, "complete": report.complete, "failed": report.failed, "error": ""}
 
 
-def wait_for_vip(timeout_s: float = 60.0, port: int = VIP_PORT) -> bool:
+def wait_for_vip(timeout_s: float = 60.0, port: int = VIP_PORT, vip: str = VIP) -> bool:
     """Bounded wait until a request from the client through the VIP gets an answer."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        r = in_ns(NS + "c1", "curl", "-s", "-m", "1", f"http://{VIP}:{port}/", check=False)
+        r = in_ns(NS + "c1", "curl", "-g", "-s", "-m", "1", url(vip, port), check=False)
         if "p4lb" in r.stdout:
             return True
         time.sleep(0.2)
@@ -89,7 +102,8 @@ def start_tier(
     """The tier up (the port-80 VIP with `algorithm` and `mode`, the servers answering with
     `body_bytes`, or their short page), its config written, `p4lb run` started (and `p4lb
     run --standby` beside it with `standby`), both VIPs answering and every balancer in
-    r0's next hops; stopped again (by PID) if any of it fails."""
+    r0's next hops (IPv6 too in a dual-stack tier); stopped again (by PID) if any of it
+    fails."""
     from p4lb.intent import writer
 
     t = Tier(balancers=balancers, servers=servers, mode=mode, body_bytes=body_bytes, pair=pair)
@@ -99,11 +113,14 @@ def start_tier(
         config.unlink(missing_ok=True)
         writer.save(p4lb_config(balancers, servers, algorithm, mode, pair), config)
         start_controller(t, config)
-        for port in (80, 81):
-            if not wait_for_vip(60, port=port):
-                raise RuntimeError(f"VIP port {port} never answered: {controller_log()[-2000:]}")
+        vips = [(VIP, 80), (VIP, 81)] + ([(VIP6, p) for _, p, _ in VIPS6] if t.ipv6 else [])
+        for vip, port in vips:
+            if not wait_for_vip(60, port=port, vip=vip):
+                raise RuntimeError(f"{url(vip, port)} never answered: {controller_log()[-2000:]}")
         for router in ("r0", "r0b") if pair else ("r0",):
             wait_hops(t, list(range(1, balancers + 1)), router=router)
+        if t.ipv6:
+            wait_hops(t, list(range(1, balancers + 1)), vip=VIP6)
         if standby:
             start_controller(t, config, standby=True)
     except BaseException:
@@ -112,8 +129,9 @@ def start_tier(
     return t
 
 
-def hops(indexes: list[int]) -> list[str]:
-    return sorted(nexthop_addr(i) for i in indexes)
+def hops(indexes: list[int], vip: str = VIP) -> list[str]:
+    """The balancers' data addresses of the VIP's family."""
+    return sorted((nexthop6_addr if ":" in vip else nexthop_addr)(i) for i in indexes)
 
 
 def verb(t: Tier, *args: str) -> str:
@@ -134,24 +152,31 @@ def verb(t: Tier, *args: str) -> str:
 
 
 def wait_hops(
-    t: Tier, indexes: list[int], timeout_s: float = CONVERGE_WAIT_S, router: str = "r0"
+    t: Tier,
+    indexes: list[int],
+    timeout_s: float = CONVERGE_WAIT_S,
+    router: str = "r0",
+    vip: str = VIP,
 ) -> float:
-    """Seconds until `router`'s next hops for the VIP are exactly those balancers' (bounded)."""
-    want = hops(indexes)
+    """Seconds until `router`'s next hops for the VIP (IPv4 or IPv6) are exactly those
+    balancers' (bounded)."""
+    want = hops(indexes, vip)
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout_s:
-        if t.ecmp_next_hops(router=router) == want:
+        if t.ecmp_next_hops(vip, router=router) == want:
             return time.monotonic() - t0
         time.sleep(0.01)
-    got = t.ecmp_next_hops(router=router)
-    raise TimeoutError(f"{router}'s next hops {got} != {want} after {timeout_s} s")
+    got = t.ecmp_next_hops(vip, router=router)
+    raise TimeoutError(f"{router}'s next hops for {vip} {got} != {want} after {timeout_s} s")
 
 
 @dataclass
 class Load:
-    """ab in batches from the client, each batch's start, end and failures."""
+    """ab in batches from the client to `vip`'s port 80, each batch's start, end and
+    failures."""
 
     concurrency: int
+    vip: str = VIP
     stop: threading.Event = field(default_factory=threading.Event)
     batches: list[dict[str, Any]] = field(default_factory=list)
 
@@ -160,7 +185,7 @@ class Load:
             if self.stop.is_set():
                 return
             t0 = time.monotonic()
-            r = ab(200, self.concurrency)
+            r = ab(200, self.concurrency, vip=self.vip)
             self.batches.append({"start": t0, "end": time.monotonic(), **r})
 
 
@@ -180,10 +205,11 @@ def traffic(
     connections: int = 60,
     ports: tuple[int, ...] = (80, 81),
     without_timestamps: int = 0,
+    vip: str = VIP,
 ) -> Iterator[tuple[dict[str, Any], Load]]:
-    """Keep-alive connections to the VIP's `ports` (the holder, `connections` to each, the
+    """Keep-alive connections to `vip`'s `ports` (the holder, `connections` to each, the
     first `without_timestamps` of each from a client that sends no TCP timestamps) and ab
-    batches (to port 80), for the block, which starts once every connection is
+    batches (to its port 80), for the block, which starts once every connection is
     `open_before_s` old; yields the holder's result (filled at the end) and the load."""
     work = plan.RUN / "holder"
     work.mkdir(parents=True, exist_ok=True)
@@ -200,7 +226,7 @@ def traffic(
             "-m",
             "topology.holder",
             "--vip",
-            VIP,
+            vip,
             "--ports",
             *(str(p) for p in ports),
             "--connections",
@@ -216,7 +242,7 @@ def traffic(
         ],
         cwd=ROOT,
     )
-    load = Load(ab_concurrency)
+    load = Load(ab_concurrency, vip)
     thread = threading.Thread(target=load.run, daemon=True)
     result: dict[str, Any] = {}
     try:

@@ -23,7 +23,15 @@ from p4lb.intent.model import ConfigError
 from topology import thrift_guard
 from topology import tier_plan as plan
 from topology.procs import alive, stop_pids
-from topology.tier_plan import MAX_BALANCERS, NS, balancer_records, nexthop_addr, tier_balancer
+from topology.tier_plan import (
+    MAX_BALANCERS,
+    NS,
+    VIP6,
+    balancer_records,
+    nexthop6_addr,
+    nexthop_addr,
+    tier_balancer,
+)
 from topology.tier_procs import Tier, in_ns, missing_tools, sh
 
 WITHDRAW_WAIT_S = 15.0  # a removed balancer's drain: p4lb run withdraws it within a round
@@ -96,7 +104,7 @@ def add(t: Tier) -> int:
     with config_lock(config):
         cfg = reader.load(config)
         if all(b.name != f"lb{i}" for b in cfg.tier):
-            tier = (*cfg.tier, tier_balancer(i))
+            tier = (*cfg.tier, tier_balancer(i, t.ipv6))
             writer.save(dataclasses.replace(cfg, tier=tier), config)
     return i
 
@@ -125,7 +133,12 @@ def remove(t: Tier, i: int, wait_s: float = WITHDRAW_WAIT_S) -> float:
         tier = tuple(b for b in cfg.tier if b.name != f"lb{i}")
         writer.save(dataclasses.replace(cfg, tier=tier), config)
     started = time.monotonic()
-    while nexthop_addr(i) in t.ecmp_next_hops() and time.monotonic() - started < wait_s:
+
+    def routed() -> bool:  # r0 still routes the VIP (or, dual stack, the IPv6 VIP) to it
+        v6 = t.ipv6 and nexthop6_addr(i) in t.ecmp_next_hops(VIP6)
+        return v6 or nexthop_addr(i) in t.ecmp_next_hops()
+
+    while routed() and time.monotonic() - started < wait_s:
         time.sleep(0.05)
     withdrawn = time.monotonic() - started
     procs, links, ns, thrift = balancer_records(i)
@@ -134,9 +147,8 @@ def remove(t: Tier, i: int, wait_s: float = WITHDRAW_WAIT_S) -> float:
     for link in sorted(links):  # each veth's fabric end (and its bridge entry) goes with it
         sh("ip", "link", "del", link, check=False)
     for router in plan.routers(t.pair):
-        in_ns(
-            NS + router, "ip", "neigh", "del", nexthop_addr(i), "dev", f"{router}-lb", check=False
-        )
+        for addr in (nexthop_addr(i), nexthop6_addr(i)):
+            in_ns(NS + router, "ip", "neigh", "del", addr, "dev", f"{router}-lb", check=False)
     sh("ip", "netns", "del", ns, check=False)  # the control link's fabric end goes with it
     thrift_guard.release(thrift)
     forget(t, i)

@@ -43,6 +43,15 @@ router, GoBGP as each balancer's BGP speaker, FRR's bfdd beside it, the kernel's
 - A switch floods ARP only to port 1 (the config's `ports`): nothing from br-lb crosses it;
   a server's ARP for r1 reaches br-lb that way, where only r1 answers, and only on br-srv
   (arp_ignore). No other frame is bridged between br-lb and br-srv.
+- Dual stack (with one router of each kind): every address above, 10.A.B.C, has an IPv6
+  twin fd00:A:B::C on the same link (ipv6_twin: r0 fd00:10::1, balancer i's data address
+  fd00:10::4i, the servers fd00:2::1j, the client fd00:1::2), and an IPv6 Maglev VIP,
+  web6, lives at the VIP's twin, fd00::100. The speakers keep their one IPv4 session to
+  each router, which carries IPv6 routes too (the VIP's /128 and the return path's ::/0,
+  each via the balancer's IPv6 data address); the routers hash IPv6 flows on the 5-tuple
+  as well (fields 0x37, never the flow label, which a Linux client changes after a
+  retransmission timeout). A router pair's VRRP addresses are IPv4 only: with
+  `--routers 2` the tier is IPv4 only.
 
 This module is the plan: every address, name, port and config file of the tier, computed
 here and nowhere else; nothing in it starts a process or touches the network.
@@ -50,6 +59,7 @@ here and nowhere else; nothing in it starts a process or touches the network.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 from p4lb.intent.model import (
@@ -77,6 +87,11 @@ SERVER_PORT = 8000
 # algorithm and mode are the run's (`--algorithm`, `--mode`); the others are NAT.
 VIPS = (("web", 80, "wrr"), ("web-maglev", 81, "maglev"))
 MODES = ("nat", "dsr")
+# The IPv6 VIPs (at VIP6, the VIP's twin): Maglev, whose choice every balancer recomputes
+# from the packet (the tier shares no IPv6 connection). Their backends are the servers'
+# IPv6 addresses on the port the servers serve the IPv4 Maglev VIP on (VIPS[-1]): the
+# servers listen on IPv4 and IPv6 alike, so no server runs for it alone.
+VIPS6 = (("web6", 80, "maglev"),)
 ROUTER_AS = 65000
 SPEAKER_AS = 65100
 CLIENT_NET = "10.1.0.0/16"  # every client: client k on 10.1.(k-1).0/24 behind r0
@@ -135,6 +150,29 @@ MAX_BALANCERS = 16  # the router's ECMP width; one inbound filter entry per poss
 GTSM_HOPS = 1
 
 
+def ipv6_twin(addr: str) -> str:
+    """The IPv6 twin of a tier address 10.A.B.C: fd00:A:B::C (its digits kept as written),
+    on the same link; a /24 there is a /64 here, CLIENT_NET's /16 a /48."""
+    _, a, b, c = addr.split(".")
+    return str(ipaddress.IPv6Address(f"fd00:{a}:{b}::{c}"))
+
+
+VIP6 = ipv6_twin(VIP)  # fd00::100
+CLIENT_NET6 = f"{ipv6_twin(CLIENT_NET.split('/')[0])}/48"  # fd00:1::/48
+
+
+def dual_stack(pair: bool) -> bool:
+    """Whether the tier carries IPv6: with one router of each kind (a pair's shared
+    gateways are IPv4 VRRP groups)."""
+    return not pair
+
+
+def url(vip: str, port: int) -> str:
+    """http://VIP:PORT/, an IPv6 VIP in brackets."""
+    host = f"[{vip}]" if ":" in vip else vip
+    return f"http://{host}:{port}/"
+
+
 def config_file() -> Path:
     """The tier's p4lb config, as `make run TOPO=tier` writes it."""
     return RUN / "lb.toml"
@@ -153,6 +191,11 @@ def speaker_addr(i: int) -> str:
 def nexthop_addr(i: int) -> str:
     """Balancer i's data address: the next hop its speaker announces, its switch's port 1."""
     return f"10.10.0.{40 + i}"
+
+
+def nexthop6_addr(i: int) -> str:
+    """Balancer i's IPv6 data address: the next hop of its speaker's IPv6 routes."""
+    return ipv6_twin(nexthop_addr(i))
 
 
 def server_addr(j: int) -> str:
@@ -245,16 +288,37 @@ def router_conf(name: str, router_id: str, prefixes: list[str], password: str) -
     each speaker's address only `prefixes` with that balancer's own data address as next
     hop (a prefix another address announces, one not in the list, or another balancer's
     next hop is dropped); BFD multihop; ECMP over up to 16 balancers. TTL 255 out;
-    router_filter drops a BGP packet below 255 in."""
-    plist = "\n".join(
-        f"ip prefix-list TIER seq {5 * (k + 1)} permit {p}" for k, p in enumerate(prefixes)
-    )
+    router_filter drops a BGP packet below 255 in. IPv6 `prefixes` come over the same
+    sessions (address-family ipv6 unicast), filtered the same way against each balancer's
+    IPv6 data address."""
+    v4 = [p for p in prefixes if ":" not in p]
+    v6 = [p for p in prefixes if ":" in p]
+    plist = "\n".join(f"ip prefix-list TIER seq {5 * (k + 1)} permit {p}" for k, p in enumerate(v4))
     plist += "\n" + "\n".join(
         f"ip prefix-list NEXTHOP-{i} seq 5 permit {nexthop_addr(i)}/32\n"
         f"route-map TIER-IN permit {i}\n match peer {speaker_addr(i)}\n"
         f" match ip address prefix-list TIER\n match ip next-hop prefix-list NEXTHOP-{i}\nexit"
         for i in range(1, MAX_BALANCERS + 1)
     )
+    family6 = ""
+    if v6:
+        plist += "\n" + "\n".join(
+            f"ipv6 prefix-list TIER6 seq {5 * (k + 1)} permit {p}" for k, p in enumerate(v6)
+        )
+        plist += "\n" + "\n".join(
+            f"route-map TIER6-IN permit {i}\n match peer {speaker_addr(i)}\n"
+            f" match ipv6 address prefix-list TIER6\n"
+            f" match ipv6 next-hop address {nexthop6_addr(i)}\nexit"
+            for i in range(1, MAX_BALANCERS + 1)
+        )
+        family6 = """ address-family ipv6 unicast
+  maximum-paths 16
+  neighbor SPEAKERS activate
+  neighbor SPEAKERS soft-reconfiguration inbound
+  neighbor SPEAKERS route-map TIER6-IN in
+  neighbor SPEAKERS route-map NOTHING out
+ exit-address-family
+"""
     return f"""frr defaults traditional
 hostname {name}
 log file {RUN}/{name}/frr.log
@@ -291,14 +355,15 @@ router bgp {ROUTER_AS}
   neighbor SPEAKERS route-map TIER-IN in
   neighbor SPEAKERS route-map NOTHING out
  exit-address-family
-exit
+{family6}exit
 """
 
 
-def tier_balancer(i: int) -> Balancer:
+def tier_balancer(i: int, ipv6: bool = True) -> Balancer:
     """Balancer i as the tier's config names it: its switch's address, id and MAC, its one
-    flooding port (port 1, so a switch floods nothing), its data address as the next hop
-    its speaker announces, and where the controller reaches that speaker."""
+    flooding port (port 1, so a switch floods nothing), its data addresses as the next hops
+    its speaker announces (IPv6 too with `ipv6`), and where the controller reaches that
+    speaker."""
     return Balancer(
         name=f"lb{i}",
         address=f"127.0.0.1:{GRPC_BASE + i}",
@@ -308,6 +373,7 @@ def tier_balancer(i: int) -> Balancer:
         speaker_netns=NS + f"lb{i}",
         speaker_api="127.0.0.1:50051",
         nexthop=nexthop_addr(i),
+        nexthop6=nexthop6_addr(i) if ipv6 else "",
     )
 
 
@@ -355,9 +421,15 @@ def p4lb_config(
     reaches its speaker. No route to the routers themselves: nothing of the tier's control
     crosses a switch, and a frame for a router that br-lb floods (a dead router's MAC, the
     speakers still calling it) must be dropped by the switches, not routed back onto br-lb,
-    where each of them would receive the others' copies again until the TTL ran out."""
-    net, prefix_len = CLIENT_NET.split("/")
-    hosts = (Host("clients", net, front_mac(pair), 1, prefix_len=int(prefix_len)),)
+    where each of them would receive the others' copies again until the TTL ran out.
+    Dual stack (dual_stack): the IPv6 VIPs too, the clients' IPv6 network, ::/0 for the
+    return path, and each balancer's IPv6 next hop."""
+    ipv6 = dual_stack(pair)
+    hosts = tuple(
+        Host(name, net.split("/")[0], front_mac(pair), 1, prefix_len=int(net.split("/")[1]))
+        for name, net in (("clients", CLIENT_NET), ("clients6", CLIENT_NET6))
+        if ipv6 or ":" not in net
+    )
     vips = []
     for k, ((name, port, alg), vip_mode) in enumerate(zip(VIPS, vip_modes(mode), strict=True)):
         backends = tuple(
@@ -378,7 +450,16 @@ def p4lb_config(
                 mode=vip_mode,
             )
         )
-    tier = tuple(tier_balancer(i) for i in range(1, balancers + 1))
+    if ipv6:
+        port6 = backend_port(len(VIPS) - 1, "nat")  # the IPv4 Maglev VIP's servers' port
+        for name, port, alg in VIPS6:
+            backends = tuple(
+                Backend(f"s{j}", ipv6_twin(server_addr(j)), port6, 1, mac(2, j), 3)
+                for j in range(1, servers + 1)
+            )
+            health = HealthSettings(http_path="/", namespace=NS + "{backend}")
+            vips.append(Vip(name, VIP6, "tcp", port, alg, mac(1, 0xFF), backends, health))
+    tier = tuple(tier_balancer(i, ipv6) for i in range(1, balancers + 1))
     return Config(
         switch=SwitchConfig(
             address=f"127.0.0.1:{GRPC_BASE + 1}",
@@ -390,7 +471,7 @@ def p4lb_config(
         vips=tuple(vips),
         source=str(RUN / "lb.toml"),
         tier=tier,
-        tier_announce=("0.0.0.0/0",),
+        tier_announce=("0.0.0.0/0", "::/0") if ipv6 else ("0.0.0.0/0",),
     )
 
 
@@ -459,7 +540,9 @@ def reply_counter_rules() -> str:
 
 def speaker_conf(i: int, password: str, pair: bool = False) -> str:
     """GoBGP for balancer i: eBGP to every router from its own address, with the tier's TCP
-    MD5 key and GTSM (it sends TTL 255 and accepts only 255: the routers' own link)."""
+    MD5 key and GTSM (it sends TTL 255 and accepts only 255: the routers' own link), each
+    session carrying IPv4 and IPv6 routes (a router that takes no IPv6 leaves that family
+    out when the session opens)."""
     neighbours = "".join(
         f"""
 [[neighbors]]
@@ -476,6 +559,12 @@ def speaker_conf(i: int, password: str, pair: bool = False) -> str:
     ttl-min = {256 - GTSM_HOPS}
   [neighbors.transport.config]
     local-address = "{speaker_addr(i)}"
+  [[neighbors.afi-safis]]
+    [neighbors.afi-safis.config]
+      afi-safi-name = "ipv4-unicast"
+  [[neighbors.afi-safis]]
+    [neighbors.afi-safis.config]
+      afi-safi-name = "ipv6-unicast"
 """
         for peer in routers(pair).values()
     )

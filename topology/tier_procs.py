@@ -38,8 +38,12 @@ from topology.tier_plan import (
     SWITCH_NICE,
     THRIFT_BASE,
     VIP,
+    VIP6,
     dsr_return_routes,
+    dual_stack,
+    ipv6_twin,
     mac,
+    nexthop6_addr,
     nexthop_addr,
     pair_addresses,
     router_conf,
@@ -74,9 +78,10 @@ def in_ns(ns: str, *args: str, check: bool = True) -> subprocess.CompletedProces
 
 
 def next_hops(router: str, prefix: str) -> list[str]:
-    """The next hops router `router`'s kernel has for `prefix` now (r0: the VIP's /32; r1:
-    the default route of the return path)."""
-    route = in_ns(NS + router, "ip", "route", "show", prefix, check=False).stdout
+    """The next hops router `router`'s kernel has for `prefix` now (r0: the VIP's /32 or
+    /128; r1: the default route of the return path)."""
+    family = "-6" if ":" in prefix else "-4"
+    route = in_ns(NS + router, "ip", family, "route", "show", prefix, check=False).stdout
     return sorted(w.split()[0] for w in route.split("via ")[1:])
 
 
@@ -205,6 +210,11 @@ class Tier:
             finally:
                 self._editing -= 1
 
+    @property
+    def ipv6(self) -> bool:
+        """Whether this tier carries IPv6 (tier_plan.dual_stack)."""
+        return dual_stack(self.pair)
+
     # --- plumbing -------------------------------------------------------------------------
 
     def netns(self, name: str) -> str:
@@ -239,10 +249,26 @@ class Tier:
                         self.root_links.append(dev)
             no_offload(ns, dev)
 
-    def addr(self, ns: str, dev: str, cidr: str, mac_addr: str | None = None) -> None:
+    def addr(
+        self, ns: str, dev: str, cidr: str, mac_addr: str | None = None, twin: bool = True
+    ) -> None:
+        """`cidr` (10.A.B.C/24) on `dev`; in a dual-stack tier, with `twin`, its IPv6 twin
+        (/64) too."""
         if mac_addr:
             in_ns(ns, "ip", "link", "set", dev, "address", mac_addr)
         in_ns(ns, "ip", "addr", "add", cidr, "dev", dev)
+        if self.ipv6 and twin:
+            twin = ipv6_twin(cidr.split("/")[0])
+            in_ns(ns, "ip", "-6", "addr", "add", f"{twin}/64", "dev", dev, "nodad")
+
+    def quiet_ipv6(self, ns: str) -> None:
+        """IPv6 on in `ns`, announced to nobody: no duplicate address detection (the tier
+        gives each address once), no router solicitation or advertisement taken. Set
+        before its links arrive: a link moved in takes the namespace's defaults."""
+        for key in ("accept_dad=0", "dad_transmits=0", "router_solicitations=0", "accept_ra=0"):
+            for scope in ("all", "default"):
+                in_ns(ns, "sysctl", "-qw", f"net.ipv6.conf.{scope}.{key}")
+        in_ns(ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=0")  # and the default
 
     def start(self, name: str, args: list[str], ns: str | None, log: Path, nice: int = 0) -> int:
         """A process in `ns` (`ip netns exec` and `nice` exec it: the PID is the process's
@@ -309,6 +335,17 @@ class Tier:
                 "net.ipv4.conf.all.arp_ignore=1",
             ):
                 in_ns(ns, "sysctl", "-qw", key)
+            if self.ipv6:
+                # IPv6 hashed on the 5-tuple too (the seed is IPv4's, shared): policy 0 or
+                # 2 would hash the flow label, which a Linux client changes after a
+                # retransmission timeout, moving an established flow to another balancer.
+                self.quiet_ipv6(ns)
+                for key in (
+                    "net.ipv6.conf.all.forwarding=1",
+                    "net.ipv6.fib_multipath_hash_policy=3",
+                    "net.ipv6.fib_multipath_hash_fields=0x37",
+                ):
+                    in_ns(ns, "sysctl", "-qw", key)
         # Every router on the balancers' bridge, the return ones on the servers' too (a
         # pair's own addresses there: REAL_A, REAL_B; the gateway is their VRRP address).
         links = [(name, f"{name}-lb", "br-lb", f"{addr}/24") for name, addr in names.items()]
@@ -321,6 +358,8 @@ class Tier:
         # Clients on r0's far side (a link of their own; a LAN, br-cK, with a pair).
         for k in range(1, self.clients + 1):
             c = self.netns(f"c{k}")
+            if self.ipv6:
+                self.quiet_ipv6(c)
             net = f"10.1.{k - 1}"
             front = self.pair_addr(f"{net}.1")
             if self.pair:
@@ -338,13 +377,19 @@ class Tier:
                 self.addr(NS + name, dev, f"{addr}/24", mac(3, 16 * (n + 1) + k))
             self.addr(c, "eth0", f"{net}.2/24", mac(5, k))
             in_ns(c, "ip", "route", "add", "default", "via", f"{net}.1")
+            if self.ipv6:
+                in_ns(c, "ip", "-6", "route", "add", "default", "via", ipv6_twin(f"{net}.1"))
         # Servers on br-srv, their gateway r0 (VRF ret).
         for j in range(1, self.servers + 1):
             s = self.netns(f"s{j}")
+            if self.ipv6:
+                self.quiet_ipv6(s)
             self.veth(f"s{j}-f", fab, "eth0", s)
             in_ns(fab, "ip", "link", "set", f"s{j}-f", "master", "br-srv")
             self.addr(s, "eth0", f"{server_addr(j)}/24", mac(2, j))
             in_ns(s, "ip", "route", "add", "default", "via", ROUTER_SRV)
+            if self.ipv6:
+                in_ns(s, "ip", "-6", "route", "add", "default", "via", ipv6_twin(ROUTER_SRV))
             if self.mode == "dsr":
                 # The VIP is the server's own (its replies come from it), but only the
                 # balancers answer for it: no ARP reply, no ARP request from it.
@@ -412,6 +457,8 @@ class Tier:
         router, a dsr VIP), and its BGP filter (which lives in its namespace)."""
         front = name.startswith("r0")
         prefixes = [f"{v}/32" for v in self.vips] if front else ["0.0.0.0/0"]
+        if self.ipv6:
+            prefixes += [f"{VIP6}/128"] if front else ["::/0"]
         self.start_router(name, addr, prefixes)
         if self.mode == "dsr" and not front:  # a dsr VIP's replies: past the balancers
             for cmd in dsr_return_routes(name, self.pair):
@@ -436,7 +483,8 @@ class Tier:
         spk = self.netns(f"lb{i}")
         self.veth(f"lb{i}-f", fab, "eth0", spk)
         in_ns(fab, "ip", "link", "set", f"lb{i}-f", "master", "br-lb")
-        self.addr(spk, "eth0", f"{speaker_addr(i)}/24", mac(4, i))
+        # The control link stays IPv4 (its namespace too): one session carries both families.
+        self.addr(spk, "eth0", f"{speaker_addr(i)}/24", mac(4, i), twin=False)
         for name in routers(self.pair):
             self.router_neigh(name, i)
         with self.edit():
@@ -444,24 +492,25 @@ class Tier:
                 self.lbs.append(i)
 
     def router_neigh(self, name: str, i: int) -> None:
-        """Router `name` reaches balancer i's data address at its switch's MAC without
-        asking: an ARP request would queue in the switch like the traffic (no ARP crosses a
-        switch)."""
+        """Router `name` reaches balancer i's data addresses (IPv4, and IPv6 in a dual-stack
+        tier) at its switch's MAC without asking: an ARP request or neighbour solicitation
+        would queue in the switch like the traffic (none crosses a switch)."""
         dev = f"{name}-lb"
-        addr, lladdr = nexthop_addr(i), mac(1, i)
-        in_ns(
-            NS + name,
-            "ip",
-            "neigh",
-            "replace",
-            addr,
-            "lladdr",
-            lladdr,
-            "dev",
-            dev,
-            "nud",
-            "permanent",
-        )
+        addrs = [nexthop_addr(i)] + ([nexthop6_addr(i)] if self.ipv6 else [])
+        for addr in addrs:
+            in_ns(
+                NS + name,
+                "ip",
+                "neigh",
+                "replace",
+                addr,
+                "lladdr",
+                mac(1, i),
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            )
 
     def start_switch(self, i: int, binary: str | None = None, log: bool = False) -> int:
         """Balancer i's BMv2 (no pipeline until p4lb pushes one), P4Runtime on 127.0.0.1 over
@@ -596,8 +645,8 @@ class Tier:
         gone_by(pid, time.monotonic() + 2)
 
     def ecmp_next_hops(self, vip: str = VIP, router: str = "r0") -> list[str]:
-        """The next hops `router`'s kernel has for the VIP now."""
-        return next_hops(router, f"{vip}/32")
+        """The next hops `router`'s kernel has for the VIP (IPv4 or IPv6) now."""
+        return next_hops(router, f"{vip}/{128 if ':' in vip else 32}")
 
     def vrrp_masters(self, name: str) -> set[int]:
         """The VRRP groups router `name` is master of (FRR's `show vrrp json`); none if its

@@ -67,13 +67,16 @@ def held(
     ab_concurrency: int,
     connections: int = 60,
     ports: tuple[int, ...] = (80, 81),
+    vip: str | None = None,
 ) -> Any:
     """topology.tier_load.traffic with a third of each port's held connections from a
     client that sends no TCP timestamps: no cookie, so a round-robin one holds through a
-    move by the copies alone (assert_none_broken counts them)."""
+    move by the copies alone (assert_none_broken counts them). `vip`: another VIP than the
+    tier's IPv4 one (its IPv6 VIP), connections and ab batches both."""
     from topology.tier_load import traffic
+    from topology.tier_plan import VIP
 
-    return traffic(open_before_s, ab_concurrency, connections, ports, connections // 3)
+    return traffic(open_before_s, ab_concurrency, connections, ports, connections // 3, vip or VIP)
 
 
 EVENTS = (" is DOWN", " is UP", "out of the tier", "in the tier", "announced", "withdrawn")

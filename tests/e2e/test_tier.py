@@ -29,7 +29,7 @@ from tests.e2e.support import (
     running_tier,
 )
 from topology.tier_load import Load, controller_log, p4lb, verb, wait_hops
-from topology.tier_plan import BFD_MS, BFD_MULT
+from topology.tier_plan import BFD_MS, BFD_MULT, VIP
 from topology.tier_procs import Tier
 
 DETECT_S = BFD_MULT * BFD_MS / 1000  # the routers' BFD (a dead switch: the bond, sooner)
@@ -60,13 +60,15 @@ def out_and_back(
     survivors: list[int],
     come_back: Callable[[], None],
     detect_within_s: float | None,
+    vip: str = VIP,
 ) -> tuple[float, float, float]:
-    """A balancer leaves (`leave`): the router's next hops become `survivors` (within
-    `detect_within_s`, if given); traffic runs on them until an ab batch ran converged; it
-    comes back (`come_back`) and the router takes it again. Returns when the routes
-    converged, when the balancer started back, and when the router took it."""
+    """A balancer leaves (`leave`): the router's next hops for `vip` become `survivors`
+    (within `detect_within_s`, if given); traffic runs on them until an ab batch ran
+    converged; it comes back (`come_back`) and the router takes it again. Returns when the
+    routes converged, when the balancer started back, and when the router took it."""
     leave()
-    detect = wait_hops(tier, survivors)
+    detect = wait_hops(tier, survivors, vip=vip)
+    print(f"{vip}: r0 left the balancer in {detect:.2f} s")
     if detect_within_s is not None:
         assert detect <= detect_within_s
     # When the routes converged: now, not the call's start plus the wait (leaving and coming
@@ -76,7 +78,7 @@ def out_and_back(
     run_on(load, converged)
     restart = time.monotonic()
     come_back()
-    wait_hops(tier, [1, 2, 3])
+    wait_hops(tier, [1, 2, 3], vip=vip)
     back = time.monotonic()
     run_on(load, back)
     return converged, restart, back

@@ -232,8 +232,9 @@ class QosSettings:
 class Balancer:
     """One switch of a tier (`[[tier.balancer]]`): where its P4Runtime server is, its own
     MAC and flooding ports, the hosts only it routes to (its BGP speaker), the speaker the
-    controller drives (GoBGP's API in a network namespace, announcing `nexthop`), and
-    whether it is being drained (programmed, announcing nothing)."""
+    controller drives (GoBGP's API in a network namespace, announcing IPv4 routes via
+    `nexthop` and IPv6 ones via `nexthop6`), and whether it is being drained (programmed,
+    announcing nothing)."""
 
     name: str
     address: str
@@ -244,6 +245,7 @@ class Balancer:
     speaker_netns: str = ""
     speaker_api: str = "127.0.0.1:50051"
     nexthop: str = ""
+    nexthop6: str = ""
     drain: bool = False
     # Its own TLS settings (None: the [switch] table's) and clear-text permission.
     tls: TlsSettings | None = None

@@ -70,6 +70,7 @@ BALANCER_KEYS = (
     "speaker_netns",
     "speaker_api",
     "nexthop",
+    "nexthop6",
     "drain",
     "host",
     "tls",
@@ -246,18 +247,14 @@ def _tier(
 ) -> tuple[tuple[Balancer, ...], tuple[str, ...], float]:
     """`[tier]`: `announce` (prefixes every speaker announces besides the VIPs),
     `state_ttl_s`, and `[[tier.balancer]]` tables (name, address, device_id, mac, ports,
-    speaker_netns, speaker_api, nexthop, drain, and `[[tier.balancer.host]]`)."""
+    speaker_netns, speaker_api, nexthop, nexthop6, drain, and `[[tier.balancer.host]]`)."""
     if not isinstance(t, dict):
         raise ConfigError(f"{src}: tier: must be a table")
     _only(t, TIER_KEYS, src, "tier")
     announce = t.get("announce", [])
     if not isinstance(announce, list) or not all(isinstance(p, str) for p in announce):
         raise ConfigError(f"{src}: tier.announce: must be a list of prefixes")
-    for p in announce:
-        try:
-            ipaddress.IPv4Network(p)
-        except ValueError:
-            raise ConfigError(f"{src}: tier.announce: {p!r} is not an IPv4 prefix") from None
+    announce = [_prefix(p, src) for p in announce]
     ttl = t.get("state_ttl_s", 3600.0)
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 1 <= ttl <= 86400:
         raise ConfigError(f"{src}: tier.state_ttl_s: must be a number of seconds, 1..86400")
@@ -276,6 +273,7 @@ def _tier(
             for k, h in enumerate(_list(b, "host", src, where))
         )
         nexthop = _get(b, "nexthop", str, src, where, "")
+        nexthop6 = _get(b, "nexthop6", str, src, where, "")
         out.append(
             Balancer(
                 name=_name(_get(b, "name", str, src, where), src, f"{where}.name"),
@@ -287,6 +285,7 @@ def _tier(
                 speaker_netns=_get(b, "speaker_netns", str, src, where, ""),
                 speaker_api=_get(b, "speaker_api", str, src, where, "127.0.0.1:50051"),
                 nexthop=_ipv4(nexthop, src, f"{where}.nexthop") if nexthop else "",
+                nexthop6=_ipv6(nexthop6, src, f"{where}.nexthop6") if nexthop6 else "",
                 drain=_get(b, "drain", bool, src, where, False),
                 tls=one.tls,
                 insecure=one.insecure,
@@ -337,6 +336,26 @@ def _ipv4(value: str, src: str, where: str) -> str:
     except ValueError:
         pass
     raise ConfigError(f"{src}: {where}: not an IPv4 address: {value!r}")
+
+
+def _ipv6(value: str, src: str, where: str) -> str:
+    """An IPv6 address in its canonical text (compressed, lower case)."""
+    try:
+        return str(ipaddress.IPv6Address(value))
+    except ValueError:
+        raise ConfigError(f"{src}: {where}: not an IPv6 address: {value!r}") from None
+
+
+def _prefix(value: str, src: str) -> str:
+    """A `tier.announce` prefix: IPv4 as written; IPv6 in its canonical text, as the
+    speaker lists what it announces (`::/0`, not `0::0/0`)."""
+    try:
+        net = ipaddress.ip_network(value)
+    except ValueError:
+        raise ConfigError(
+            f"{src}: tier.announce: {value!r} is not an IPv4 or IPv6 prefix"
+        ) from None
+    return value if net.version == 4 else str(net)
 
 
 def _ip(value: str, src: str, where: str) -> str:

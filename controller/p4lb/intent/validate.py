@@ -6,6 +6,12 @@ from __future__ import annotations
 
 from p4lb.intent.model import Config, ConfigError, Vip, address_bits
 
+# In a tier, what an IPv6 VIP may ask for: the algorithms whose choice every balancer
+# recomputes from the packet alone (the same tables everywhere), so a flow the routers move
+# to another balancer gets the same backend there. The others would need the tier's shared
+# connections (the cookie and the copies), which hold IPv4 connections only.
+TIER_IPV6_ALGORITHMS = ("iphash", "maglev")
+
 
 def validate(cfg: Config) -> None:
     """Check everything that spans keys: duplicates, route conflicts, total weights."""
@@ -80,14 +86,39 @@ def validate(cfg: Config) -> None:
             raise ConfigError(
                 f"{src}: {where}: total weight is 0 (at least one backend needs a weight above 0)"
             )
+    _speaker_next_hops(cfg)
+
+
+def _speaker_next_hops(cfg: Config) -> None:
+    """A balancer's speaker (a balancer with `nexthop` or `nexthop6`) announces each family
+    via that family's next hop: one for every family the tier announces."""
+    announced = [f"{v.address}/{address_bits(v.address)}" for v in cfg.vips]
+    announced += list(cfg.tier_announce)
+    for b in cfg.tier:
+        if not (b.nexthop or b.nexthop6):
+            continue
+        for p in announced:
+            key, have = ("nexthop6", b.nexthop6) if ":" in p else ("nexthop", b.nexthop)
+            if not have:
+                family = "IPv6" if ":" in p else "IPv4"
+                raise ConfigError(
+                    f"{cfg.source}: tier.balancer {b.name!r}: {key}: needed to announce "
+                    f"{p} (its speaker announces {family} routes via its {family} data address)"
+                )
 
 
 def _ipv6_vip(cfg: Config, v: Vip) -> None:
-    """What an IPv6 VIP needs: backends of its own family (no NAT64), and one switch (the
-    tier announces IPv4 routes)."""
+    """What an IPv6 VIP needs: backends of its own family (no NAT64), and in a tier a
+    hashing algorithm (TIER_IPV6_ALGORITHMS) and NAT."""
     src, where = cfg.source, f"vip.{v.name}"
-    if cfg.tier or cfg.shared:
-        raise ConfigError(f"{src}: {where}.address: a [tier] serves IPv4 VIPs only")
+    if (cfg.tier or cfg.shared) and v.algorithm not in TIER_IPV6_ALGORITHMS:
+        raise ConfigError(
+            f"{src}: {where}.algorithm: an IPv6 VIP in a [tier] balances by "
+            f"{' or '.join(TIER_IPV6_ALGORITHMS)}, not {v.algorithm} (a flow moved to "
+            "another balancer must get the same backend there)"
+        )
+    if (cfg.tier or cfg.shared) and v.mode != "nat":
+        raise ConfigError(f"{src}: {where}.mode: an IPv6 VIP in a [tier] supports mode nat only")
     for b in v.backends:
         if address_bits(b.address) != 128:
             raise ConfigError(

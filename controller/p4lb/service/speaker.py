@@ -20,11 +20,26 @@ class SpeakerError(Exception):
     """The speaker did not take a command; the message is one line."""
 
 
+def family(prefix: str) -> str:
+    """GoBGP's name for a prefix's address family."""
+    return "ipv6" if ":" in prefix else "ipv4"
+
+
 @dataclass(frozen=True)
 class Speaker:
+    """IPv4 and IPv6 routes over the speaker's one (IPv4) BGP session: each announced
+    with its family's next hop; a family without one is never asked for."""
+
     netns: str  # "" : the controller's own namespace
     api: str  # gobgpd's API, host:port as seen from inside netns
-    nexthop: str  # the address this balancer's routes point to
+    nexthop: str  # the address this balancer's IPv4 routes point to
+    nexthop6: str = ""  # and its IPv6 routes
+
+    @property
+    def next_hops(self) -> dict[str, str]:
+        """Each family's next hop, for the families this speaker announces."""
+        hops = {"ipv4": self.nexthop, "ipv6": self.nexthop6}
+        return {fam: hop for fam, hop in hops.items() if hop}
 
     def _gobgp(self, *args: str) -> str:
         host, _, port = self.api.rpartition(":")
@@ -43,11 +58,13 @@ class Speaker:
         return r.stdout
 
     def announced(self) -> set[str]:
-        """The prefixes the speaker originates now."""
-        out = self._gobgp("-j", "global", "rib", "-a", "ipv4")
-        if not out.strip():
-            return set()
-        return set(json.loads(out))
+        """The prefixes the speaker originates now, of the families it announces."""
+        out: set[str] = set()
+        for fam in self.next_hops:
+            text = self._gobgp("-j", "global", "rib", "-a", fam)
+            if text.strip():
+                out |= set(json.loads(text))
+        return out
 
     def announce(self, prefixes: list[str]) -> None:
         # origin igp: with GoBGP's default (incomplete) its path loses to an FRR one and
@@ -55,21 +72,14 @@ class Speaker:
         have = self.announced()
         for p in prefixes:
             if p not in have:
-                self._gobgp(
-                    "global",
-                    "rib",
-                    "-a",
-                    "ipv4",
-                    "add",
-                    p,
-                    "origin",
-                    "igp",
-                    "nexthop",
-                    self.nexthop,
-                )
+                fam = family(p)
+                hop = self.next_hops.get(fam)
+                if hop is None:
+                    raise SpeakerError(f"gobgp ({self.netns or 'here'}): no {fam} next hop for {p}")
+                self._gobgp("global", "rib", "-a", fam, "add", p, "origin", "igp", "nexthop", hop)
 
     def withdraw(self, prefixes: list[str]) -> None:
         have = self.announced()
         for p in prefixes:
             if p in have:
-                self._gobgp("global", "rib", "-a", "ipv4", "del", p)
+                self._gobgp("global", "rib", "-a", family(p), "del", p)

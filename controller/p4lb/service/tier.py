@@ -43,10 +43,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from p4lb.intent.model import Balancer, Config, ConfigError, member_config
+from p4lb.intent.model import Balancer, Config, ConfigError, address_bits, member_config
 from p4lb.pipeline.desired import maglev_tables
 from p4lb.pipeline.entries import Slot
-from p4lb.pipeline.ids import Ids
+from p4lb.pipeline.ids import VIP_TABLES, Ids
 from p4lb.service.announce import Policy
 from p4lb.service.health.checker import HealthChecker
 from p4lb.service.health.overlay import overlay, targets_of
@@ -225,7 +225,7 @@ class TierController:
 
     def _prefixes(self) -> list[str]:
         cfg = self._last_good
-        vips = sorted({f"{v.address}/32" for v in cfg.vips}) if cfg else []
+        vips = sorted({f"{v.address}/{address_bits(v.address)}" for v in cfg.vips}) if cfg else []
         return vips + list(cfg.tier_announce if cfg else ())
 
     def _state_ttl_ns(self) -> int:
@@ -291,7 +291,8 @@ class TierController:
             if not other.ready.is_set() or sw is None:
                 continue
             try:
-                return maglev_tables(sw.read_entries(("vip_table", "slot_table")), code)
+                # Both families' VIP tables: an IPv6 VIP's Maglev table is the tier's too.
+                return maglev_tables(sw.read_entries((*VIP_TABLES, "slot_table")), code)
             except Exception as e:  # noqa: BLE001 - another balancer's trouble is not m's
                 log.info("%s: Maglev tables not read from %s (%s)", m.name, other.name, e)
         return None

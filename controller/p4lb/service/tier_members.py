@@ -93,7 +93,9 @@ class Member(Session):
     @property
     def speaker(self) -> Speaker | None:
         b = self.balancer
-        return Speaker(b.speaker_netns, b.speaker_api, b.nexthop) if b.nexthop else None
+        if not (b.nexthop or b.nexthop6):
+            return None
+        return Speaker(b.speaker_netns, b.speaker_api, b.nexthop, b.nexthop6)
 
     @property
     def serving(self) -> bool:

@@ -87,7 +87,8 @@ class Speakers:
         try:
             sp.announce(self.prefixes())
             m.announced = True
-            log.info("%s: announced %s via %s", m.name, ", ".join(self.prefixes()), sp.nexthop)
+            hops = " and ".join(sp.next_hops.values())
+            log.info("%s: announced %s via %s", m.name, ", ".join(self.prefixes()), hops)
         except SpeakerError as e:
             log.warning("%s: %s", m.name, e)
 

@@ -59,7 +59,10 @@ def test_balancers_parse() -> None:
     [
         (('"127.0.0.1:9562"', '"127.0.0.1:9561"'), "two balancers have address '127.0.0.1:9561'"),
         (('name = "lb2"', 'name = "lb1"'), "two balancers have name 'lb1'"),
-        (('"0.0.0.0/0"', '"0.0.0.0/40"'), "tier.announce: '0.0.0.0/40' is not an IPv4 prefix"),
+        (
+            ('"0.0.0.0/0"', '"0.0.0.0/40"'),
+            "tier.announce: '0.0.0.0/40' is not an IPv4 or IPv6 prefix",
+        ),
         (('nexthop = "10.10.0.11"', 'nexthop = "speaker"'), "tier.balancer[0].nexthop"),
         (("device_id = 2", "device_id = 2\ncolour = 1"), "tier.balancer[1]"),
     ],

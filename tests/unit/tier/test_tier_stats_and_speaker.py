@@ -46,8 +46,9 @@ open(os.environ["STANDIN_CALLS"], "a").write(" ".join(args) + "\\n")
 if os.environ.get("STANDIN_DOWN"):
     print("failed to connect to gobgpd: connection refused", file=sys.stderr); sys.exit(1)
 cmd = args[4:]  # after -u HOST -p PORT
-if cmd[:1] == ["-j"]:
-    print(json.dumps(rib)); sys.exit(0)
+if cmd[:1] == ["-j"]:  # -j global rib -a FAMILY: that family's prefixes
+    v6 = cmd[-1] == "ipv6"
+    print(json.dumps({p: r for p, r in rib.items() if (":" in p) == v6})); sys.exit(0)
 prefix = cmd[5]
 if cmd[4] == "add":
     hop, origin = cmd[cmd.index("nexthop") + 1], cmd[cmd.index("origin") + 1]

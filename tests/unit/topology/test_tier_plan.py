@@ -28,16 +28,22 @@ def test_the_tiers_config_reads_back_as_written(
     assert [(v.name, v.algorithm, v.mode) for v in read.vips] == [
         ("web", "maglev", mode),
         ("web-maglev", "maglev", "nat"),
-    ]
+    ] + ([] if pair else [("web6", "maglev", "nat")])
     assert read.vips == written.vips
+    assert read.tier == written.tier
 
 
 @pytest.mark.parametrize("mode", plan.MODES)
 def test_the_servers_listen_where_the_config_sends_each_vip(mode: str) -> None:
     cfg = plan.p4lb_config(3, 3, "wrr", mode)
     ports = plan.server_ports(mode)
-    for v, port in zip(cfg.vips, ports, strict=True):
+    ipv4 = [v for v in cfg.vips if ":" not in v.address]
+    for v, port in zip(ipv4, ports, strict=True):
         assert {b.port for b in v.backends} == {port}
+    # The IPv6 VIP's backends: the same servers (their twins) on a port they listen on.
+    (web6,) = [v for v in cfg.vips if ":" in v.address]
+    assert [b.address for b in web6.backends] == ["fd00:2::11", "fd00:2::12", "fd00:2::13"]
+    assert {b.port for b in web6.backends} < set(ports)
     # A NAT backend's (address, port) names its VIP to the reverse NAT: no two VIPs share
     # one; a dsr VIP's backends listen on the VIP's own port.
     assert len(set(ports)) == len(ports)
@@ -77,7 +83,7 @@ def test_a_pair_sends_the_clients_replies_to_the_front_pairs_shared_mac() -> Non
     assert two["clients"] == plan.vrrp_mac(plan.VRRP_FRONT_LB) == "00:00:5e:00:01:01"
     # The switches route nothing to the routers themselves: a flooded frame for a dead
     # router would go round br-lb through every switch.
-    assert set(one) == set(two) == {"clients"}
+    assert set(one) == {"clients", "clients6"} and set(two) == {"clients"}
 
 
 def test_every_speaker_peers_with_every_router_of_the_pair() -> None:
@@ -138,3 +144,70 @@ def test_ha_is_the_router_pair_and_the_standby_controller() -> None:
     ha = options(["--ha"])
     assert (ha.routers, ha.standby_controller) == (2, True)
     assert options(["--routers", "2"]).standby_controller is False
+
+
+def test_each_tier_address_has_its_ipv6_twin_on_the_same_link() -> None:
+    assert plan.ipv6_twin(plan.VIP) == plan.VIP6 == "fd00::100"
+    assert plan.nexthop6_addr(2) == plan.ipv6_twin(plan.nexthop_addr(2)) == "fd00:10::42"
+    assert plan.ipv6_twin(plan.ROUTER_SRV) == "fd00:2::1"
+    clients6 = ipaddress.ip_network(plan.CLIENT_NET6)
+    assert all(
+        ipaddress.ip_address(plan.ipv6_twin(plan.client_addr(k))) in clients6 for k in (1, 2)
+    )
+    cfg = plan.p4lb_config(3, 3)
+    assert [b.nexthop6 for b in cfg.tier] == ["fd00:10::41", "fd00:10::42", "fd00:10::43"]
+    assert cfg.tier_announce == ("0.0.0.0/0", "::/0")
+    host = next(h for h in cfg.hosts if h.name == "clients6")
+    assert f"{host.address}/{host.prefix_len}" == plan.CLIENT_NET6 == "fd00:1::/48"
+    # A router pair's gateways are IPv4 VRRP groups: no IPv6 there.
+    two = plan.p4lb_config(3, 3, pair=True)
+    assert all(":" not in v.address for v in two.vips) and not any(b.nexthop6 for b in two.tier)
+    assert two.tier_announce == ("0.0.0.0/0",)
+    assert plan.tier_balancer(4, ipv6=False).nexthop6 == ""
+
+
+def route_map(conf: str, name: str, seq: int) -> list[str]:
+    """The match lines of route-map `name` entry `seq` in an FRR config."""
+    lines = conf.splitlines()
+    start = lines.index(f"route-map {name} permit {seq}")
+    return lines[start + 1 : lines.index("exit", start)]
+
+
+def test_the_routers_take_ipv6_routes_filtered_as_the_ipv4_ones() -> None:
+    """From speaker i, only the listed prefixes with balancer i's own data address as next
+    hop, in each family; IPv6 over the same sessions, ECMP over up to 16 balancers."""
+    conf = plan.router_conf("r0", plan.ROUTER_LB, [f"{plan.VIP}/32", f"{plan.VIP6}/128"], "k")
+    assert "ip prefix-list TIER seq 5 permit 10.0.0.100/32" in conf
+    assert "ipv6 prefix-list TIER6 seq 5 permit fd00::100/128" in conf
+    assert "fd00::100" not in conf.split("ipv6 prefix-list")[0]  # not in the IPv4 list
+    for i in (1, plan.MAX_BALANCERS):
+        assert route_map(conf, "TIER6-IN", i) == [
+            f" match peer {plan.speaker_addr(i)}",
+            " match ipv6 address prefix-list TIER6",
+            f" match ipv6 next-hop address {plan.nexthop6_addr(i)}",
+        ]
+        assert f" match peer {plan.speaker_addr(i)}" in route_map(conf, "TIER-IN", i)
+    family = conf[conf.index(" address-family ipv6 unicast") :]
+    family = family[: family.index(" exit-address-family")]
+    for line in (
+        "maximum-paths 16",
+        "neighbor SPEAKERS activate",
+        "neighbor SPEAKERS route-map TIER6-IN in",
+        "neighbor SPEAKERS route-map NOTHING out",
+    ):
+        assert f"  {line}\n" in family
+    # One session each (MD5, GTSM's multihop, BFD): the peer group's, for both families.
+    assert conf.count("neighbor SPEAKERS password k") == 1
+    # An IPv4-only router (a pair's) has no IPv6 family.
+    only4 = plan.router_conf("r1", plan.ROUTER_RET, ["0.0.0.0/0"], "k")
+    assert "ipv6" not in only4 and "TIER-IN permit 1" in only4
+
+
+def test_each_speaker_offers_both_families_on_each_session() -> None:
+    conf = plan.speaker_conf(2, "k")
+    neighbours = conf.split("[[neighbors]]")[1:]
+    assert len(neighbours) == 2
+    for n in neighbours:
+        assert n.count("[[neighbors.afi-safis]]") == 2
+        assert 'afi-safi-name = "ipv4-unicast"' in n and 'afi-safi-name = "ipv6-unicast"' in n
+        assert 'auth-password = "k"' in n and "ttl-min = 255" in n
