@@ -118,7 +118,7 @@ def test_a_speaker_without_the_key_gets_no_session(tier: Tier) -> None:
     ns = tier.netns("rogue")
     tier.veth("rogue-f", NS + "fab", "eth0", ns)
     in_ns(NS + "fab", "ip", "link", "set", "rogue-f", "master", "br-lb")
-    tier.addr(ns, "eth0", f"{speaker_addr(i)}/24")
+    tier.addr(ns, "eth0", f"{speaker_addr(i)}/24", twin=False)  # a speaker: IPv4 only
 
     def speaker(password: str) -> int:
         conf = RUN / "rogue" / f"gobgpd-{password[:4]}.toml"
