@@ -107,6 +107,49 @@ switch_port = 3
 )
 
 
+# IPv6 VIPs' tests: web6 at VIP6 over the IPv6 twins of the backends on ports 2..4, the
+# client at CLIENT6 on port 1.
+VIP6 = "2001:db8::100"
+VIP6_MAC = "00:00:00:00:01:66"
+CLIENT6 = "2001:db8::1"
+
+
+def backend6(port: int) -> str:
+    return f"2001:db8::{port}"
+
+
+def config6(algorithm: str) -> str:
+    """CONFIG with the IPv6 client and the IPv6 VIP web6 (TCP port 80, `algorithm`)."""
+    return (
+        CONFIG
+        + f"""
+[[host]]
+name = "client6"
+address = "{CLIENT6}"
+mac = "{host_mac(1)}"
+switch_port = 1
+
+[vip.web6]
+address = "{VIP6}"
+protocol = "tcp"
+port = 80
+algorithm = "{algorithm}"
+mac = "{VIP6_MAC}"
+"""
+        + "".join(
+            f"""
+[[vip.web6.backend]]
+name = "s{p}"
+address = "{backend6(p)}"
+port = 8000
+mac = "{host_mac(p)}"
+switch_port = {p}
+"""
+            for p in (2, 3, 4)
+        )
+    )
+
+
 @dataclass
 class Bmv2:
     """The lab's switch running our pipeline with a config applied (`running`)."""

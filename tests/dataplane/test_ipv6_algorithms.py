@@ -28,54 +28,24 @@ from p4lb.pipeline.entries import Update
 from p4lb.pipeline.ids import backend_key, ids_on_switch, vip_key
 from tests.dataplane import support
 from tests.dataplane.support import (
-    CONFIG,
+    CLIENT6,
     SWITCH_MAC,
+    VIP6,
+    VIP6_MAC,
     Bmv2,
     Wire,
+    backend6,
     backend_of,
+    config6,
     drop_reasons,
     flush,
     host_mac,
 )
 
-VIP6 = "2001:db8::100"
-VIP6_MAC = "00:00:00:00:01:66"
-CLIENT6 = "2001:db8::1"
 BACKENDS = (2, 3, 4)
 
 
-def backend6(port: int) -> str:
-    return f"2001:db8::{port}"
-
-
-CONFIG6 = (
-    CONFIG
-    + f"""
-[[host]]
-name = "client6"
-address = "{CLIENT6}"
-mac = "{host_mac(1)}"
-switch_port = 1
-
-[vip.web6]
-address = "{VIP6}"
-protocol = "tcp"
-port = 80
-algorithm = "srchash"
-mac = "{VIP6_MAC}"
-"""
-    + "".join(
-        f"""
-[[vip.web6.backend]]
-name = "s{p}"
-address = "{backend6(p)}"
-port = 8000
-mac = "{host_mac(p)}"
-switch_port = {p}
-"""
-        for p in BACKENDS
-    )
-)
+CONFIG6 = config6("srchash")
 
 
 @pytest.fixture

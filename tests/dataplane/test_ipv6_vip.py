@@ -34,13 +34,17 @@ from p4lb.pipeline.entries import Entry, ip
 from p4lb.pipeline.ids import ids_on_switch, vip_key
 from tests.dataplane import support
 from tests.dataplane.support import (
-    CONFIG,
+    CLIENT6,
     SWITCH_MAC,
     VIP,
+    VIP6,
+    VIP6_MAC,
     WEB_SERVICE_ID,
     Bmv2,
     Wire,
+    backend6,
     backend_of,
+    config6,
     drop_reasons,
     flow_syn,
     flush,
@@ -49,43 +53,11 @@ from tests.dataplane.support import (
 )
 
 DROPS = drop_reasons()
-VIP6 = "2001:db8::100"
 DNS6 = "2001:db8::101"  # a second IPv6 VIP address (as a source: martian)
-VIP6_MAC = "00:00:00:00:01:66"
-CLIENT6 = "2001:db8::1"
-
-
-def backend6(port: int) -> str:
-    return f"2001:db8::{port}"
 
 
 CONFIG6 = (
-    CONFIG
-    + f"""
-[[host]]
-name = "client6"
-address = "{CLIENT6}"
-mac = "{host_mac(1)}"
-switch_port = 1
-
-[vip.web6]
-address = "{VIP6}"
-protocol = "tcp"
-port = 80
-algorithm = "maglev"
-mac = "{VIP6_MAC}"
-"""
-    + "".join(
-        f"""
-[[vip.web6.backend]]
-name = "s{p}"
-address = "{backend6(p)}"
-port = 8000
-mac = "{host_mac(p)}"
-switch_port = {p}
-"""
-        for p in (2, 3, 4)
-    )
+    config6("maglev")
     + f"""
 [vip.dns6]
 address = "{DNS6}"
