@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -331,18 +331,40 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
-def same_bucket_flows(n: int) -> list[Flow]:
-    """`n` client flows to the web VIP whose connection state shares one bucket (4 ways:
-    the fifth finds it full)."""
+def sharing_a_bucket(n: int, flows: Iterable[Flow]) -> list[Flow]:
+    """The first `n` of `flows` whose connection state shares one bucket (4 ways: the
+    fifth finds it full)."""
     seen: dict[int, list[Flow]] = {}
-    for host in range(2, 250):
-        for sport in range(20000, 60000):
-            f = Flow(f"10.0.1.{host}", VIP, 6, sport, 80, WEB_SERVICE_ID)
-            flows = seen.setdefault(bucket_index(f), [])
-            flows.append(f)
-            if len(flows) == n:
-                return flows
+    for f in flows:
+        same = seen.setdefault(bucket_index(f), [])
+        same.append(f)
+        if len(same) == n:
+            return same
     raise AssertionError(f"no {n} flows share a bucket")
+
+
+def same_bucket_flows(n: int) -> list[Flow]:
+    """`n` client flows to the web VIP that share one bucket."""
+    return sharing_a_bucket(
+        n,
+        (
+            Flow(f"10.0.1.{host}", VIP, 6, sport, 80, WEB_SERVICE_ID)
+            for host in range(2, 250)
+            for sport in range(20000, 60000)
+        ),
+    )
+
+
+def same_bucket_flows6(n: int, service_id: int, net: str = "2001:db8:1::") -> list[Flow]:
+    """`n` IPv6 client flows (from `net`) to web6 that share one bucket."""
+    return sharing_a_bucket(
+        n,
+        (
+            Flow(f"{net}{host:x}", VIP6, 6, sport, 80, service_id)
+            for host in range(2, 4000)
+            for sport in range(20000, 20400)
+        ),
+    )
 
 
 def drop_reasons() -> dict[str, int]:

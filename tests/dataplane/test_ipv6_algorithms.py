@@ -22,7 +22,7 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
 from p4lb.intent import edits
-from p4lb.models.hashing import Flow, bucket_index, source_slot
+from p4lb.models.hashing import source_slot
 from p4lb.pipeline.digests import ConnDigests
 from p4lb.pipeline.entries import Update
 from p4lb.pipeline.ids import backend_key, ids_on_switch, vip_key
@@ -40,6 +40,7 @@ from tests.dataplane.support import (
     drop_reasons,
     flush,
     host_mac,
+    same_bucket_flows6,
 )
 
 BACKENDS = (2, 3, 4)
@@ -334,19 +335,6 @@ def test_leastpkt_avoids_the_backend_that_received_the_most_packets(lab: Bmv2, w
     pytest.fail("never sent 40 packets within a packet window")
 
 
-def same_bucket_flows(n: int, service_id: int) -> list[Flow]:
-    """`n` IPv6 client flows to web6 whose connection state shares one bucket."""
-    seen: dict[int, list[Flow]] = {}
-    for host in range(2, 4000):
-        for sport in range(20000, 20400):
-            f = Flow(f"2001:db8:4::{host:x}", VIP6, 6, sport, 80, service_id)
-            flows = seen.setdefault(bucket_index(f), [])
-            flows.append(f)
-            if len(flows) == n:
-                return flows
-    raise AssertionError(f"no {n} flows share a bucket")
-
-
 @pytest.mark.parametrize("algorithm", ("wrr", "leastconn"))
 def test_a_full_bucket_keeps_the_algorithm_and_pins_the_flow(
     lab: Bmv2, wire: Wire, algorithm: str
@@ -358,7 +346,7 @@ def test_a_full_bucket_keeps_the_algorithm_and_pins_the_flow(
     weights; the held flows keep their backends throughout."""
     lab.apply(edits.set_algorithm(lab.cfg, "web6", algorithm))
     s = sid(lab)
-    *held, last = same_bucket_flows(5, s)
+    *held, last = same_bucket_flows6(5, s, "2001:db8:4::")
     lab.sw.enable_digest("conn6_digest_t")
     ports = []
     for f in held:

@@ -28,7 +28,7 @@ from scapy.layers.inet6 import (
 )
 from scapy.layers.l2 import Ether
 
-from p4lb.models.hashing import Flow, bucket_index, signature
+from p4lb.models.hashing import Flow, signature
 from p4lb.pipeline.digests import ConnDigests
 from p4lb.pipeline.entries import Entry, ip
 from p4lb.pipeline.ids import ids_on_switch, vip_key
@@ -50,6 +50,7 @@ from tests.dataplane.support import (
     flush,
     host_ip,
     host_mac,
+    same_bucket_flows6,
 )
 
 DROPS = drop_reasons()
@@ -211,18 +212,6 @@ def test_flows_spread_over_the_backends_and_each_keeps_its_own(lab: Bmv2, wire: 
         wire.clear()
         wire.send(1, client_pkt(VIP6, TCP(sport=sport, dport=80, flags="A", ack=1) / b"GET"))
         assert backend_of(wire, sport) == port
-
-
-def same_bucket_flows6(n: int, sid: int) -> list[Flow]:
-    seen: dict[int, list[Flow]] = {}
-    for host in range(2, 4000):
-        for sport in range(20000, 20400):
-            f = Flow(f"2001:db8:1::{host:x}", VIP6, 6, sport, 80, sid)
-            flows = seen.setdefault(bucket_index(f), [])
-            flows.append(f)
-            if len(flows) == n:
-                return flows
-    raise AssertionError(f"no {n} flows share a bucket")
 
 
 def test_a_full_bucket_is_counted_and_reported_as_an_ipv6_flow_and_still_balances(
