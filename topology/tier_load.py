@@ -129,6 +129,32 @@ def start_tier(
     return t
 
 
+def routing_report(t: Tier) -> str:
+    """What a wait for next hops that timed out needs to be read: each router's BGP and BFD
+    sessions, each speaker's routes, the controller's log's end."""
+    parts = []
+    for router in ("r0", "r0b") if t.pair else ("r0",):
+        state = str(plan.RUN / router)
+        for show in ("show bgp summary", "show bfd peers brief"):
+            r = in_ns(NS + router, "vtysh", "--vty_socket", state, "-c", show, check=False)
+            parts.append(f"{router}: {show}:\n{(r.stdout + r.stderr).strip()}")
+        log = plan.RUN / router / "frr.log"
+        changes = [
+            line
+            for line in (log.read_text(errors="replace") if log.exists() else "").splitlines()
+            if "ADJCHANGE" in line or "state-change" in line or "session" in line.lower()
+        ]
+        parts.append(
+            f"{router}: its last BGP and BFD session changes:\n" + "\n".join(changes[-30:])
+        )
+    for i in t.lbs:
+        for fam in ("ipv4", "ipv6"):
+            r = in_ns(NS + f"lb{i}", "gobgp", "global", "rib", "-a", fam, check=False)
+            parts.append(f"lb{i}'s speaker, {fam}: {(r.stdout + r.stderr).strip()}")
+    parts.append("controller log:\n" + controller_log()[-2000:])
+    return "\n".join(parts)
+
+
 def hops(indexes: list[int], vip: str = VIP) -> list[str]:
     """The balancers' data addresses of the VIP's family."""
     return sorted((nexthop6_addr if ":" in vip else nexthop_addr)(i) for i in indexes)
@@ -167,7 +193,9 @@ def wait_hops(
             return time.monotonic() - t0
         time.sleep(0.01)
     got = t.ecmp_next_hops(vip, router=router)
-    raise TimeoutError(f"{router}'s next hops for {vip} {got} != {want} after {timeout_s} s")
+    raise TimeoutError(
+        f"{router}'s next hops for {vip} {got} != {want} after {timeout_s} s\n{routing_report(t)}"
+    )
 
 
 @dataclass

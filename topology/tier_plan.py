@@ -322,6 +322,7 @@ def router_conf(name: str, router_id: str, prefixes: list[str], password: str) -
     return f"""frr defaults traditional
 hostname {name}
 log file {RUN}/{name}/frr.log
+debug bfd peer
 !
 bfd
  profile tier
@@ -337,6 +338,7 @@ exit
 !
 router bgp {ROUTER_AS}
  bgp router-id {router_id}
+ bgp log-neighbor-changes
  no bgp ebgp-requires-policy
  no bgp default ipv4-unicast
  timers bgp 1 3
