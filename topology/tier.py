@@ -45,9 +45,10 @@ Controller log: {log}.  {how_to_stop}
 """
 
 
-IPV6_LINE = """Dual stack: the IPv6 VIP [{vip6}]:80 (maglev) over the same servers, announced by the
-same speakers (IPv6 routes on their IPv4 sessions).
+IPV6_LINE = """Dual stack: the IPv6 VIPs [{vip6}]:80 (maglev) and [{vip6}]:81 (wrr) over the same
+servers, announced by the same speakers (IPv6 routes on their IPv4 sessions).
   sudo ip netns exec p4t-c1 curl -s http://[{vip6}]/ | head -c 80   # one request over IPv6
+  sudo ip netns exec p4t-c1 curl -s http://[{vip6}]:81/ | head -c 80  # to the wrr VIP
   sudo ip netns exec p4t-r0 ip -6 route show {vip6}                 # its ECMP next hops
 """
 

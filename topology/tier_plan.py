@@ -45,8 +45,9 @@ router, GoBGP as each balancer's BGP speaker, FRR's bfdd beside it, the kernel's
   (arp_ignore). No other frame is bridged between br-lb and br-srv.
 - Dual stack (with one router of each kind): every address above, 10.A.B.C, has an IPv6
   twin fd00:A:B::C on the same link (ipv6_twin: r0 fd00:10::1, balancer i's data address
-  fd00:10::4i, the servers fd00:2::1j, the client fd00:1::2), and an IPv6 Maglev VIP,
-  web6, lives at the VIP's twin, fd00::100. The speakers keep their one IPv4 session to
+  fd00:10::4i, the servers fd00:2::1j, the client fd00:1::2), and two IPv6 VIPs, web6
+  (Maglev, port 80) and web6-rr (round robin, port 81), live at the VIP's twin,
+  fd00::100. The speakers keep their one IPv4 session to
   each router, which carries IPv6 routes too (the VIP's /128 and the return path's ::/0,
   each via the balancer's IPv6 data address); the routers hash IPv6 flows on the 5-tuple
   as well (fields 0x37, never the flow label, which a Linux client changes after a
@@ -88,10 +89,13 @@ SERVER_PORT = 8000
 VIPS = (("web", 80, "wrr"), ("web-maglev", 81, "maglev"))
 MODES = ("nat", "dsr")
 # The IPv6 VIPs (at VIP6, the VIP's twin): Maglev, whose choice every balancer recomputes
-# from the packet (the tier shares no IPv6 connection). Their backends are the servers'
-# IPv6 addresses on the port the servers serve the IPv4 Maglev VIP on (VIPS[-1]): the
-# servers listen on IPv4 and IPv6 alike, so no server runs for it alone.
-VIPS6 = (("web6", 80, "maglev"),)
+# from the packet, and round robin, whose connections the balancers share (NAT, whatever
+# the run's mode: the tier has no IPv6 DSR). Name, port, algorithm, and the IPv4 VIP
+# (its index in VIPS) on whose servers' port their backends listen: the servers' IPv6
+# addresses there, since the servers listen on IPv4 and IPv6 alike (no server runs for
+# an IPv6 VIP alone), each IPv6 VIP on a port of its own (the reverse NAT tells them apart
+# by it).
+VIPS6 = (("web6", 80, "maglev", 1), ("web6-rr", 81, "wrr", 0))
 ROUTER_AS = 65000
 SPEAKER_AS = 65100
 CLIENT_NET = "10.1.0.0/16"  # every client: client k on 10.1.(k-1).0/24 behind r0
@@ -453,8 +457,8 @@ def p4lb_config(
             )
         )
     if ipv6:
-        port6 = backend_port(len(VIPS) - 1, "nat")  # the IPv4 Maglev VIP's servers' port
-        for name, port, alg in VIPS6:
+        for name, port, alg, twin in VIPS6:
+            port6 = backend_port(twin, vip_modes(mode)[twin])
             backends = tuple(
                 Backend(f"s{j}", ipv6_twin(server_addr(j)), port6, 1, mac(2, j), 3)
                 for j in range(1, servers + 1)

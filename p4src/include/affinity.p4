@@ -124,6 +124,14 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
         { (event) ++ hdr.ipv4.src_addr ++ hdr.ipv4.dst_addr ++ hdr.ipv4.protocol \
           ++ hdr.l4.src_port ++ hdr.l4.dst_port ++ meta.backend_id })
 
+// The same for an IPv6 connection (`type`: metadata.p4's conn6_opened_t and the others):
+// conn6_digest_t's layout after the event, the port it leaves by last (what ipv6.p4's
+// conn6_table copy holds beside the backend).
+#define CONN6_EVENT(type, event) \
+    digest<type>((bit<32>)1, \
+        { (event) ++ hdr.ipv6.src_addr ++ hdr.ipv6.dst_addr ++ hdr.ipv6.next_hdr \
+          ++ hdr.l4.src_port ++ hdr.l4.dst_port ++ meta.backend_id ++ std_meta.egress_spec })
+
 // The client sent data (a request the backend has yet to answer).
 #define CLIENT_DATA (hdr.tcp.isValid() && meta.l4_len != ((bit<16>)hdr.tcp.data_offset) << 2)
 
@@ -144,7 +152,8 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // VIP entry's) the client's RST or FIN tells the tier's controller the connection ended,
 // whether or not the backend's FIN came first (a retransmitted FIN says it again): only
 // those packets pay for it, in one place for both (the parser drops a FIN or RST with a
-// SYN, so neither takes the SYN's branch; each digest call costs a PHV field).
+// SYN, so neither takes the SYN's branch; each digest call costs a PHV field). `closed`:
+// that report, its family's (CONN_EVENT or CONN6_EVENT).
 // Awaiting: data from the client is a request, until the backend pushes its answer.
 // The commonest packet, an established connection's packet without SYN, FIN or RST,
 // changes nothing but the expiry: it writes the slot only when the stored expiry is over
@@ -152,7 +161,7 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
 // packet, give or take that much). On a LEASTTIME VIP a data packet always writes it:
 // the response time counts from the request's last packet, the stored expiry less the
 // idle timeout.
-#define CONN_REFRESH(shared) \
+#define CONN_REFRESH(shared, closed) \
     if (CONN_HIT && SLOT_LIVE(meta.slot, NOW)) { \
         meta.flow_status = FLOW_KNOWN; \
         meta.backend_id = (backend_id_t)SLOT_BACKEND(meta.slot); \
@@ -161,7 +170,7 @@ counter(MAX_BACKENDS, CounterType.packets) backend_closes;
         if ((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)) != 0 \
                 || meta.next_state != CONN_ESTABLISHED) { \
             if ((shared) == 1 && (meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) { \
-                CONN_EVENT(conn_closed_t, CONN_CLOSED); \
+                closed; \
             } \
             if ((meta.tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN \
                     && meta.next_state != CONN_EMBRYONIC) { \
@@ -276,11 +285,16 @@ control ConnectionState(inout headers_t hdr,
         }
     }
 
-    // Not when the bucket was full: the collision's digest tells the controller.
+    // Not when the bucket was full: the collision's digest tells the controller. Each
+    // family's connection in its own digest (IPv6's carries the port as well).
     @name(".share_connection")
     action share_connection() {
         if (meta.hit_shift != NO_WAY) {
-            CONN_EVENT(conn_opened_t, CONN_OPENED);
+            if (hdr.ipv4.isValid()) {
+                CONN_EVENT(conn_opened_t, CONN_OPENED);
+            } else {
+                CONN6_EVENT(conn6_opened_t, CONN_OPENED);
+            }
         }
     }
 

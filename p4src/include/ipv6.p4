@@ -17,19 +17,20 @@ control Ipv6Forwarding(inout headers_t hdr,
     FromBackend6() from_backend6;
 
     // An IPv6 VIP's flip entry, as vip.p4's set_vip: the flow's state looked up (the
-    // client's address hashed with its port and the service id), a known flow sent on.
-    // No tier shares an IPv6 VIP's connections (shared 0).
+    // client's address hashed with its port and the service id), a known flow sent on,
+    // and on a VIP whose connections a tier shares (shared) a client's FIN or RST
+    // reported in IPv6's digest.
     // Source hash: the selection's source_slot hashes the IPv4 source; an IPv6 VIP's
     // slot is the CRC32 of the client's 128-bit address modulo the slot count, taken here
     // where the family is known, and handed on in meta.index as source_slot's base with
     // a size of 1 (its hash modulo 1 adds 0): the IPv4 path gains no condition.
     @name(".set_vip6")
     action set_vip6(service_id_t service_id, Algorithm algorithm, version_t version,
-                    bit<16> pool_size, bit<16> slot_count) {
+                    bit<16> pool_size, bit<16> slot_count, bit<1> shared) {
         meta.service_id = service_id;
         meta.algorithm = algorithm;
         CONN_LOOKUP(hdr.ipv6.src_addr, hdr.l4.src_port, service_id);
-        CONN_REFRESH(1w0)
+        CONN_REFRESH(shared, CONN6_EVENT(conn6_closed_t, CONN_CLOSED))
         if (meta.flow_status == FLOW_UNKNOWN) {
             meta.version = version;
             if (algorithm == Algorithm.IPHASH) {
@@ -71,12 +72,24 @@ control Ipv6Forwarding(inout headers_t hdr,
         meta.flow_status = FLOW_KNOWN;
     }
 
+    // A shared VIP's connection another balancer of the tier opened (the tier's
+    // controller copied its backend and port here), as a pinned flow; the client's FIN or
+    // RST reports its end, as at its first balancer (affinity.p4's use_shared_backend).
+    @name(".use_shared_backend6")
+    action use_shared_backend6(backend_id_t backend_id, port_id_t switch_port) {
+        use_backend6(backend_id, switch_port);
+        if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0) {
+            CONN6_EVENT(copy6_closed_t, CONN_CLOSED);
+        }
+    }
+
     // Matches an IPv6 flow's 5-tuple (as the client sent it, to the VIP). Hit: the
-    // backend the controller recorded for a flow whose bucket was full. Miss: the
-    // source check, then ConnectionState. Consulted only when the buckets do not know
-    // the flow, and here, where the family is already known: no IPv4 packet pays for it
-    // (conn_table, IPv4's, is ConnectionState's). The controller writes it from
-    // conn6_digest_t; aged out by idle timeout.
+    // backend the controller recorded for a flow whose bucket was full, or
+    // (use_shared_backend6) for a shared VIP's connection another balancer of the tier
+    // opened. Miss: the source check, then ConnectionState. Consulted only when the
+    // buckets do not know the flow, and here, where the family is already known: no IPv4
+    // packet pays for it (conn_table, IPv4's, is ConnectionState's). The controller writes it from
+    // conn6_digest_t and the tier's connection events; aged out by idle timeout.
     @name(".conn6_table")
     table conn6_table {
         key = {
@@ -86,7 +99,7 @@ control Ipv6Forwarding(inout headers_t hdr,
             hdr.l4.src_port:   exact @name("src_port");
             hdr.l4.dst_port:   exact @name("dst_port");
         }
-        actions = { use_backend6; @defaultonly NoAction; }
+        actions = { use_backend6; use_shared_backend6; @defaultonly NoAction; }
         const default_action = NoAction();
         size = CONN_TABLE_SIZE;
         support_timeout = true;

@@ -54,6 +54,17 @@ struct conn_closed_t {
 struct copy_closed_t {
     bit<144> event_entry;
 }
+// The same three for an IPv6 connection: the event, then conn6_digest_t's layout
+// (ipv6.p4's conn6_table copy: its key, the backend id and the port it leaves by).
+struct conn6_opened_t {
+    bit<345> event_entry;
+}
+struct conn6_closed_t {
+    bit<345> event_entry;
+}
+struct copy6_closed_t {
+    bit<345> event_entry;
+}
 
 // Several fields hold more than one thing, one at a time: each field costs every packet
 // (lb.p4), so a stage that needs scratch space reuses one that is free by then, under a

@@ -167,10 +167,9 @@ control FromBackend(inout headers_t hdr,
 }
 
 // A reply from an IPv6 VIP's backend: the source becomes the VIP, its checksum follows
-// (the backend's delta's complement, L4_CHECKSUM_ADD), and the connection's state learns
-// of a backend's FIN or RST and (track_time) times its answers, as set_vip_source does
-// (no cookies: no tier shares an IPv6 VIP's connections). Applied by the IPv6 lookup
-// (ipv6.p4).
+// (the backend's delta's complement, L4_CHECKSUM_ADD), the tier's cookie is stamped into
+// its TSval, and the connection's state learns of a backend's FIN or RST and (track_time)
+// times its answers, as set_vip_source does. Applied by the IPv6 lookup (ipv6.p4).
 control FromBackend6(inout headers_t hdr,
                      inout metadata_t meta,
                      inout standard_metadata_t std_meta) {
@@ -180,10 +179,27 @@ control FromBackend6(inout headers_t hdr,
 
     @name(".set_vip6_source")
     action set_vip6_source(ipv6_addr_t vip_addr, bit<16> vip_port, service_id_t service_id,
-                           backend_id_t backend_id, bit<16> csum_delta, bit<1> track_time) {
+                           backend_id_t backend_id, bit<16> csum_delta, bit<1> track_time,
+                           bit<1> cookie) {
         hdr.ipv6.src_addr = vip_addr;
         hdr.l4.src_port = vip_port;
-        L4_CHECKSUM_ADD(csum_delta)
+        // The cookie as set_vip_source stamps it. Nothing recomputes an IPv6 reply's
+        // checksum: the TSval's change joins the delta (RFC 1624: the old words'
+        // complements and the new words added), folded twice to 16 bits in meta.window,
+        // free here.
+        if (cookie == 1 && hdr.tcp_ts.isValid() && (meta.tcp_flags & TCP_FLAG_SYN) == 0) {
+            meta.window = (bit<64>)csum_delta + (bit<64>)(~hdr.tcp_ts.tsval[31:16])
+                + (bit<64>)(~hdr.tcp_ts.tsval[15:0]);
+            hdr.tcp_ts.tsval = (hdr.tcp_ts.tsval[31:COOKIE_BITS] + 1)
+                ++ backend_id[COOKIE_BITS - 1:0];
+            meta.window = meta.window + (bit<64>)hdr.tcp_ts.tsval[31:16]
+                + (bit<64>)hdr.tcp_ts.tsval[15:0];
+            meta.window = (meta.window & 0xffff) + (meta.window >> 16);
+            meta.window = (meta.window & 0xffff) + (meta.window >> 16);
+            L4_CHECKSUM_ADD(meta.window[15:0])
+        } else {
+            L4_CHECKSUM_ADD(csum_delta)
+        }
         // Most replies carry none of the three flags: one test for them.
         if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST | TCP_FLAG_PSH)) != 0) {
             if ((meta.tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) != 0 || track_time == 1) {

@@ -26,7 +26,7 @@ control VipLookup(inout headers_t hdr,
         meta.service_id = service_id;
         meta.algorithm = algorithm;
         CONN_LOOKUP(hdr.ipv4.src_addr, hdr.l4.src_port, service_id);
-        CONN_REFRESH(shared)
+        CONN_REFRESH(shared, CONN_EVENT(conn_closed_t, CONN_CLOSED))
         // What choosing a backend needs: a known connection does without (in BMv2 every
         // field written costs far more than a branch). The size is what the VIP's
         // algorithm picks from: its pool (IPHASH) or its slot table.

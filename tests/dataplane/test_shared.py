@@ -20,6 +20,7 @@ from p4lb.models.hashing import Flow
 from p4lb.pipeline.entries import Update, ip
 from p4lb.pipeline.ids import backend_key, ids_on_switch
 from p4lb.pipeline.shared import CLOSED, CONN_EVENT_DIGESTS, OPENED, ConnEvent, ConnEvents
+from p4lb.service.session import digest_name
 from tests.dataplane.support import (
     GRPC_PORT,
     SWITCH_MAC,
@@ -52,7 +53,8 @@ def events(bmv2: Bmv2, codec: ConnEvents, n: int, timeout: float = 3.0) -> list[
         rep = bmv2.sw.next_stream_message("digest", timeout=wait)
         if rep is None:
             break
-        out += [codec.event(m) for m in rep.digest.data]
+        name = digest_name(bmv2.sw, rep.digest.digest_id)
+        out += [codec.event(m, name) for m in rep.digest.data]
         bmv2.sw.ack_digest(rep.digest.digest_id, rep.digest.list_id)
         wait = 0.5
     return out
@@ -99,7 +101,7 @@ def test_a_shared_connection_is_reported_opened_and_closed(bmv2: Bmv2, wire: Wir
     (port,) = out_port(wire, f.sport)
     (opened,) = events(bmv2, codec, 1)
     assert opened.event == OPENED
-    assert dict(opened.flow) == flow_key(f)
+    assert opened.flow == ("conn_table", tuple(flow_key(f).items()))
     assert opened.backend_id == backend_ids(bmv2)[port]
     wire.clear()
     wire.send(1, flow_syn(f, "A"))  # the handshake's ACK: no event
@@ -127,7 +129,7 @@ def test_a_reused_5_tuple_is_reported_each_time_it_opens_and_closes(bmv2: Bmv2, 
     codec = shared(bmv2)
     id_of = backend_ids(bmv2)
     f = Flow("10.0.0.1", VIP, 6, 41500, 80, WEB_SERVICE_ID)
-    flow = tuple(flow_key(f).items())
+    flow = ("conn_table", tuple(flow_key(f).items()))
     chosen: list[int] = []
     got: list[tuple[int, int]] = []
     for _ in range(len(id_of) + 1):  # so at least two of them land on the same backend
@@ -149,14 +151,14 @@ def test_a_reused_5_tuple_is_reported_each_time_it_opens_and_closes(bmv2: Bmv2, 
     # And the close of a connection another balancer opened (a copy here, no slot),
     # twice with the same bytes: each one reported.
     g = Flow("10.0.0.1", VIP, 6, 41501, 80, WEB_SERVICE_ID)
-    copied = tuple(flow_key(g).items())
+    copied = ("conn_table", tuple(flow_key(g).items()))
     for _ in range(2):
-        bmv2.sw.write([Update("INSERT", codec.copy(copied, chosen[0]))])
+        bmv2.sw.write([Update("INSERT", codec.copy(copied, (chosen[0],)))])
         wire.send(1, flow_syn(g, "FA"))
         assert [(e.event, e.flow, e.backend_id) for e in events(bmv2, codec, 1)] == [
             (CLOSED, copied, chosen[0])
         ]
-        bmv2.sw.write([Update("DELETE", codec.copy(copied, 0))])
+        bmv2.sw.write([Update("DELETE", codec.copy(copied, None))])
 
 
 def test_a_copied_connection_is_carried_mid_connection(bmv2: Bmv2, wire: Wire) -> None:
@@ -173,15 +175,15 @@ def test_a_copied_connection_is_carried_mid_connection(bmv2: Bmv2, wire: Wire) -
     assert out_port(wire, f.sport) == []
     # The controller copies its backend here (the third one, not what WRR would pick next).
     bid = max(port_of)
-    flow = tuple(flow_key(f).items())
-    bmv2.sw.write([Update("INSERT", codec.copy(flow, bid))])
+    flow = ("conn_table", tuple(flow_key(f).items()))
+    bmv2.sw.write([Update("INSERT", codec.copy(flow, (bid,)))])
     wire.send(1, flow_syn(f, "PA"))
     assert out_port(wire, f.sport) == [port_of[bid]]
     wire.clear()
     wire.send(1, flow_syn(f, "FA"))
     assert out_port(wire, f.sport) == [port_of[bid]]
     (closed,) = events(bmv2, codec, 1)
-    assert (closed.event, dict(closed.flow), closed.backend_id) == (CLOSED, flow_key(f), bid)
+    assert (closed.event, closed.flow, closed.backend_id) == (CLOSED, flow, bid)
 
 
 def test_a_single_switch_and_a_hashing_vip_report_nothing(bmv2: Bmv2, wire: Wire) -> None:

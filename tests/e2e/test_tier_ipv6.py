@@ -1,13 +1,15 @@
-"""An IPv6 VIP in the tier: the dual-stack tier's Maglev VIP [fd00::100]:80, announced as a
-/128 by every balancer's GoBGP speaker (over its IPv4 session, via the balancer's IPv6 data
-address) to FRR, which spreads it over the balancers with the kernel's ECMP (hashing the
-5-tuple, never the flow label). While 60 keep-alive connections over IPv6 ask every 0.2 s
-and ab sends short requests over IPv6, a balancer dies and an operator restarts it, a
-balancer is drained and restored, and a fourth balancer is added and removed. Each time:
-r0's IPv6 next hops follow (a dead switch within the detection time), no connection held
-since a second before the event breaks or moves to another backend (the same Maglev table
-on every balancer gives a moved flow the same backend), and no ab request fails while the
-routes are converged.
+"""IPv6 VIPs in the tier: the dual-stack tier's Maglev VIP [fd00::100]:80 and round-robin
+VIP [fd00::100]:81, announced as a /128 by every balancer's GoBGP speaker (over its IPv4
+session, via the balancer's IPv6 data address) to FRR, which spreads it over the balancers
+with the kernel's ECMP (hashing the 5-tuple, never the flow label). While 60 keep-alive
+connections over IPv6 to each VIP ask every 0.2 s (a third of them from a client that
+sends no TCP timestamps, so a round-robin one that moves holds by the copies alone) and ab
+sends short requests over IPv6, a balancer dies and an operator restarts it, a balancer is
+drained and restored, and a fourth balancer is added and removed. Each time: r0's IPv6 next
+hops follow (a dead switch within the detection time), no connection held since a second
+before the event breaks or moves to another backend (Maglev: the same table on every
+balancer; round robin: the cookie and the copies, in IPv6's conn6_table), and no ab request
+fails while the routes are converged.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from topology.tier_load import Load, controller_log, verb, wait_hops
 from topology.tier_plan import NS, VIP6, VIPS6, nexthop6_addr
 from topology.tier_procs import Tier, in_ns
 
-((NAME, PORT, _),) = VIPS6  # web6, port 80, maglev
+(NAME, _, _, _), _ = VIPS6  # web6, Maglev (port 80); web6-rr, round robin (port 81)
+PORTS = tuple(port for _, port, _, _ in VIPS6)
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +46,8 @@ def tier() -> Iterator[Tier]:
 
 @contextmanager
 def traffic() -> Iterator[tuple[dict[str, Any], Load]]:
-    """60 held connections and ab batches, both to the IPv6 VIP."""
-    with held(OPEN_BEFORE_S, AB_CONCURRENCY, ports=(PORT,), vip=VIP6) as result_and_load:
+    """60 held connections to each IPv6 VIP and ab batches (to its port 80)."""
+    with held(OPEN_BEFORE_S, AB_CONCURRENCY, ports=PORTS, vip=VIP6) as result_and_load:
         yield result_and_load
 
 
@@ -67,7 +70,7 @@ def test_ipv6_connections_hold_when_a_balancer_dies_and_comes_back(tier: Tier) -
             )
     finally:
         ok("weight", "set", NAME, "s1", "1")
-    assert_none_broken(result, ports=(PORT,))
+    assert_none_broken(result, ports=PORTS)
     assert_no_failures_between(load, (converged, restart), (back, math.inf))
     # Announced again (both families) only once it held the tier's state.
     after = controller_log()[log_mark:]
@@ -88,7 +91,7 @@ def test_ipv6_connections_hold_when_a_balancer_is_drained_and_restored(tier: Tie
             None,  # a drain goes through the file and the controller's next round
             vip=VIP6,
         )
-    assert_none_broken(result, ports=(PORT,))
+    assert_none_broken(result, ports=PORTS)
     assert_no_failures_between(load, (converged, restore), (back, math.inf))
 
 
@@ -99,7 +102,7 @@ def test_ipv6_connections_hold_when_a_fourth_balancer_joins_and_leaves(tier: Tie
         wait_hops(tier, [1, 2, 3, 4])  # and the IPv4 VIP: one speaker, both families
         converged = time.monotonic()
         run_on(load, converged)
-    assert_none_broken(result, ports=(PORT,))
+    assert_none_broken(result, ports=PORTS)
     assert_no_failures_between(load, (converged, math.inf))
     with traffic() as (result, load):
         out = verb(tier, "remove", "lb4")
@@ -107,7 +110,7 @@ def test_ipv6_connections_hold_when_a_fourth_balancer_joins_and_leaves(tier: Tie
         converged = time.monotonic()
         run_on(load, converged)
     assert "lb4 withdrawn" in out, out
-    assert_none_broken(result, ports=(PORT,))
+    assert_none_broken(result, ports=PORTS)
     assert_no_failures_between(load, (converged, math.inf))
     # Its IPv6 neighbour entry went with it (the routers hold none for a balancer gone).
     neighbours = in_ns(NS + "r0", "ip", "-6", "neigh", "show", "dev", "r0-lb").stdout

@@ -6,12 +6,6 @@ from __future__ import annotations
 
 from p4lb.intent.model import Config, ConfigError, Vip, address_bits
 
-# In a tier, what an IPv6 VIP may ask for: the algorithms whose choice every balancer
-# recomputes from the packet alone (the same tables everywhere), so a flow the routers move
-# to another balancer gets the same backend there. The others would need the tier's shared
-# connections (the cookie and the copies), which hold IPv4 connections only.
-TIER_IPV6_ALGORITHMS = ("iphash", "maglev")
-
 
 def validate(cfg: Config) -> None:
     """Check everything that spans keys: duplicates, route conflicts, total weights."""
@@ -108,15 +102,8 @@ def _speaker_next_hops(cfg: Config) -> None:
 
 
 def _ipv6_vip(cfg: Config, v: Vip) -> None:
-    """What an IPv6 VIP needs: backends of its own family (no NAT64), and in a tier a
-    hashing algorithm (TIER_IPV6_ALGORITHMS) and NAT."""
+    """What an IPv6 VIP needs: backends of its own family (no NAT64), and in a tier NAT."""
     src, where = cfg.source, f"vip.{v.name}"
-    if (cfg.tier or cfg.shared) and v.algorithm not in TIER_IPV6_ALGORITHMS:
-        raise ConfigError(
-            f"{src}: {where}.algorithm: an IPv6 VIP in a [tier] balances by "
-            f"{' or '.join(TIER_IPV6_ALGORITHMS)}, not {v.algorithm} (a flow moved to "
-            "another balancer must get the same backend there)"
-        )
     if (cfg.tier or cfg.shared) and v.mode != "nat":
         raise ConfigError(f"{src}: {where}.mode: an IPv6 VIP in a [tier] supports mode nat only")
     for b in v.backends:

@@ -67,8 +67,8 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
             (("port", h.switch_port), ("src_mac", sw_mac), ("dst_mac", mac(h.mac))),
         )
     for v in cfg.vips:
-        proto = PROTOCOL_CODES[v.protocol]
         shared = is_shared(cfg, v)
+        sid = ids.services[vip_key(v)]
         for b in v.backends:
             bid = ids.backends[backend_key(v, b.address, b.port)]
             bits = address_bits(b.address)
@@ -92,30 +92,16 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
                 )
             )
             if bits == 128:
-                out.append(reverse_nat6_entry(v, b, ids.services[vip_key(v)], bid))
-                continue
-            out.append(
-                Entry(
-                    "reverse_nat_table",
-                    (("addr", ip(b.address)), ("protocol", proto), ("port", b.port)),
-                    "set_vip_source",
-                    (
-                        ("vip_addr", ip(v.address)),
-                        ("vip_port", v.port),
-                        ("service_id", ids.services[vip_key(v)]),
-                        ("backend_id", bid),
-                        ("track_time", int(v.algorithm == "leasttime")),
-                        ("cookie", int(shared and v.mode == "nat")),
-                    ),
-                )
-            )
+                out.append(reverse_nat6_entry(v, b, sid, bid, shared))
+            else:
+                out.append(reverse_nat_entry(v, b, sid, bid, shared))
             if shared and v.mode == "nat":
                 # The backend's replies carry its id as their cookie; a client's echo of
                 # it finds the backend on any balancer.
                 out.append(
                     Entry(
                         COOKIE_TABLE,
-                        (("service_id", ids.services[vip_key(v)]), ("cookie", bid)),
+                        (("service_id", sid), ("cookie", bid)),
                         "use_cookie",
                         (("backend_id", bid),),
                     )
@@ -171,9 +157,28 @@ def backend_entry(v: Vip, b: Backend, bid: int, sw_mac: int) -> Entry:
     )
 
 
-def reverse_nat6_entry(v: Vip, b: Backend, sid: int, bid: int) -> Entry:
-    """An IPv6 backend's replies: their source becomes the VIP, their checksum follows
-    by the constant the rewrite adds; timed when the VIP balances on response time."""
+def reverse_nat_entry(v: Vip, b: Backend, sid: int, bid: int, shared: bool) -> Entry:
+    """An IPv4 backend's replies: their source becomes the VIP; timed when the VIP balances
+    on response time; stamped with the backend's cookie when a tier shares the VIP's
+    connections (NAT: a DSR backend's replies never cross the switch)."""
+    return Entry(
+        "reverse_nat_table",
+        (("addr", ip(b.address)), ("protocol", PROTOCOL_CODES[v.protocol]), ("port", b.port)),
+        "set_vip_source",
+        (
+            ("vip_addr", ip(v.address)),
+            ("vip_port", v.port),
+            ("service_id", sid),
+            ("backend_id", bid),
+            ("track_time", int(v.algorithm == "leasttime")),
+            ("cookie", int(shared and v.mode == "nat")),
+        ),
+    )
+
+
+def reverse_nat6_entry(v: Vip, b: Backend, sid: int, bid: int, shared: bool) -> Entry:
+    """An IPv6 backend's replies, as reverse_nat_entry's, their checksum following by the
+    constant the rewrite adds (and the cookie's change, which the data plane adds)."""
     return Entry(
         "reverse_nat6_table",
         (("addr", ip(b.address)), ("protocol", PROTOCOL_CODES[v.protocol]), ("port", b.port)),
@@ -185,6 +190,7 @@ def reverse_nat6_entry(v: Vip, b: Backend, sid: int, bid: int) -> Entry:
             ("backend_id", bid),
             ("csum_delta", l4_checksum_delta(b.address, b.port, v.address, v.port)),
             ("track_time", int(v.algorithm == "leasttime")),
+            ("cookie", int(shared and v.mode == "nat")),
         ),
     )
 
@@ -212,9 +218,10 @@ def vip_entry(
         ("pool_size", pool_size),
         ("slot_count", slot_count),
     )
-    if address_bits(v.address) == 128:
-        return Entry("vip6_table", key, "set_vip6", common)
-    return Entry("vip_table", key, "set_vip", (*common, ("shared", int(shared))))
+    table, action = (
+        ("vip6_table", "set_vip6") if address_bits(v.address) == 128 else ("vip_table", "set_vip")
+    )
+    return Entry(table, key, action, (*common, ("shared", int(shared))))
 
 
 def _members_by_pool(current: Iterable[Entry]) -> dict[tuple[str, int, int], list[Slot]]:

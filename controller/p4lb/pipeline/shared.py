@@ -1,10 +1,10 @@
 """Connections a tier of balancers shares: the data plane's connection event digests (a
 connection of a stateful VIP opened on one balancer, or its client ended it), and which
-conn_table copies every balancer should hold so that whichever one a connection's packets
-reach next knows its backend. Pure: the tier's controller feeds it events and writes what
-it returns.
+copies (conn_table's use_shared_backend, conn6_table's use_shared_backend6) every balancer
+should hold so that whichever one a connection's packets reach next knows its backend.
+Pure: the tier's controller feeds it events and writes what it returns.
 
-A connection opened on balancer A gets a copy (use_shared_backend) on every other balancer
+A connection opened on balancer A gets a copy on every other balancer
 once it has lived COPY_AFTER_S (most short connections end before and cost nothing).
 When its client's FIN or RST is reported (by A, or by whichever balancer carries it through
 a copy), every copy goes CLOSE_GRACE_S later, once the last ACKs have passed. A balancer
@@ -14,17 +14,26 @@ former ones included."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from p4lb.pipeline.digests import CONN_TABLE, PINS, ConnDigests, packed
+from p4lb.pipeline.digests import CONN6_DIGEST, CONN_DIGEST, PINS, ConnDigests, packed
 from p4lb.pipeline.entries import Entry
 from p4lb.pipeline.p4info import P4InfoError, Schema
 
-# The connection event digests, one per digest() call in the data plane (metadata.p4 says
-# why), all of one layout.
-CONN_EVENT_DIGESTS = ("conn_opened_t", "conn_closed_t", "copy_closed_t")
-SHARED_ACTION = "use_shared_backend"
+# The connection event digests of each family, one per digest() call in the data plane
+# (metadata.p4 says why), all of one layout: the event, then the family's collision digest
+# (its table's key, then the parameters of the copy's action, written to that table).
+CONN_EVENTS = {
+    CONN_DIGEST: (("conn_opened_t", "conn_closed_t", "copy_closed_t"), "use_shared_backend"),
+    CONN6_DIGEST: (
+        ("conn6_opened_t", "conn6_closed_t", "copy6_closed_t"),
+        "use_shared_backend6",
+    ),
+}
+CONN_EVENT_DIGESTS = tuple(name for names, _ in CONN_EVENTS.values() for name in names)
+SHARED_ACTIONS = frozenset(action for _, action in CONN_EVENTS.values())
 OPENED, CLOSED = 1, 2  # the data plane's CONN_OPENED, CONN_CLOSED
 EVENT_BITS = 8
 # After a client's FIN: the data plane keeps a closing slot ~4 s (CONN_CLOSING_TICKS).
@@ -43,58 +52,79 @@ COPY_AFTER_S = 0.25
 # finds it and the connection ends at once (neither live nor copied).
 EARLY_CLOSE_S = 2.0
 
-FlowKey = tuple[tuple[str, int], ...]  # conn_table's match: the 5-tuple as the client sent it
+Match = tuple[tuple[str, int], ...]  # a copy's key: the 5-tuple as the client sent it
+FlowKey = tuple[str, Match]  # the table its copies go to (conn_table, conn6_table), the key
+# What a copy names: its action's parameters (the backend id; an IPv6 copy the port too).
+# Shared compares them only.
+Backend = Hashable
 
 
 @dataclass(frozen=True)
 class ConnEvent:
     event: int  # OPENED or CLOSED
     flow: FlowKey
-    backend_id: int
+    backend: tuple[int, ...]  # the copy's action's parameters, backend id first
+
+    @property
+    def backend_id(self) -> int:
+        return self.backend[0]
 
 
 @dataclass(frozen=True)
 class ConnEvents:
     """How a connection event digest reads (each of CONN_EVENT_DIGESTS): its event (top 8
-    bits), then conn_digest_t's layout (conn_table's key, use_backend's parameter), widths
-    from the P4Info."""
+    bits), then its family's collision digest layout (the table's key, the parameters),
+    widths from the P4Info; and the copy each becomes."""
 
-    conn: ConnDigests
+    layouts: dict[str, ConnDigests]  # each event digest's layout after the event
+    actions: dict[str, str]  # each copy table's copy action
 
     @classmethod
     def of(cls, schema: Schema) -> ConnEvents:
-        conn = ConnDigests.of(schema)
-        width = EVENT_BITS + sum(w for _, w in conn.match + conn.params)
-        for name in CONN_EVENT_DIGESTS:
-            members = schema.digest_fields(name)
-            if len(members) != 1 or members[0][1] != width:
-                raise P4InfoError(f"{name} must be one bit<{width}> member, not {members}")
-        return cls(conn)
+        layouts, actions = {}, {}
+        for collision, (names, action) in CONN_EVENTS.items():
+            conn = ConnDigests.of(schema, collision)
+            params = tuple((p.name, p.bitwidth) for p in schema.action(action).params)
+            if params != conn.params:
+                raise P4InfoError(f"{action} must take {conn.params}, not {params}")
+            width = EVENT_BITS + sum(w for _, w in conn.match + conn.params)
+            for name in names:
+                members = schema.digest_fields(name)
+                if len(members) != 1 or members[0][1] != width:
+                    raise P4InfoError(f"{name} must be one bit<{width}> member, not {members}")
+                layouts[name] = conn
+            actions[conn.table] = action
+        return cls(layouts, actions)
 
-    def decode(self, packed: int) -> ConnEvent:
+    def decode(self, packed: int, digest: str = "conn_opened_t") -> ConnEvent:
+        conn = self.layouts[digest]
         values: dict[str, int] = {}
-        for name, width in reversed(self.conn.match + self.conn.params):
+        for name, width in reversed(conn.match + conn.params):
             values[name] = packed & ((1 << width) - 1)
             packed >>= width
-        (param,) = self.conn.params
-        flow = tuple((name, values[name]) for name, _ in self.conn.match)
-        return ConnEvent(packed & ((1 << EVENT_BITS) - 1), flow, values[param[0]])
+        flow = (conn.table, tuple((name, values[name]) for name, _ in conn.match))
+        backend = tuple(values[name] for name, _ in conn.params)
+        return ConnEvent(packed & ((1 << EVENT_BITS) - 1), flow, backend)
 
-    def event(self, member: Any) -> ConnEvent:
-        """One digest list member (a P4Data struct of one bit string); DigestError if it
-        is not that."""
-        width = EVENT_BITS + sum(w for _, w in self.conn.match + self.conn.params)
-        return self.decode(packed(member, width))
+    def event(self, member: Any, digest: str = "conn_opened_t") -> ConnEvent:
+        """One member of a `digest` list (a P4Data struct of one bit string); DigestError
+        if it is not that."""
+        conn = self.layouts[digest]
+        width = EVENT_BITS + sum(w for _, w in conn.match + conn.params)
+        return self.decode(packed(member, width), digest)
 
-    def copy(self, flow: FlowKey, backend_id: int) -> Entry:
-        """The conn_table entry a balancer holds for a connection another one opened."""
-        (param,) = self.conn.params
-        return Entry(CONN_TABLE, flow, SHARED_ACTION, ((param[0], backend_id),))
+    def copy(self, flow: FlowKey, backend: Backend | None) -> Entry:
+        """The entry a balancer holds for a connection another one opened (None: its key
+        alone, to remove it)."""
+        table, match = flow
+        names = [n for n, _ in next(c for c in self.layouts.values() if c.table == table).params]
+        values = backend if isinstance(backend, tuple) else (0,) * len(names)
+        return Entry(table, match, self.actions[table], tuple(zip(names, values, strict=True)))
 
 
 def flow_of(entry: Entry) -> FlowKey:
-    """A conn_table entry's match as a flow key (its fields are all exact)."""
-    return tuple((name, entry.exact(name)) for name, _ in entry.match)
+    """A conn_table or conn6_table entry's match as a flow key (its fields are all exact)."""
+    return entry.table, tuple((name, entry.exact(name)) for name, _ in entry.match)
 
 
 def pin(entry: Entry) -> bool:
@@ -113,11 +143,11 @@ class Shared:
     what to write next; the caller reports what it wrote with `written` / `removed`, so a
     balancer that was down gets its copies when it returns (`lost`, then `join` fresh)."""
 
-    conns: dict[FlowKey, tuple[str, int]] = field(default_factory=dict)  # -> (owner, backend)
+    conns: dict[FlowKey, tuple[str, Backend]] = field(default_factory=dict)  # -> (owner, backend)
     # (when its copies go, flow, when it closed)
     closing: deque[tuple[float, FlowKey, float]] = field(default_factory=deque)
     held: dict[str, set[FlowKey]] = field(default_factory=dict)  # copies on each balancer
-    pending: dict[str, dict[FlowKey, int]] = field(default_factory=dict)  # to write
+    pending: dict[str, dict[FlowKey, Backend]] = field(default_factory=dict)  # to write
     pending_del: dict[str, set[FlowKey]] = field(default_factory=dict)  # to remove
     # Copies a balancer let age out (never hit for the copy TTL): not written there again.
     aged: dict[str, set[FlowKey]] = field(default_factory=dict)
@@ -129,7 +159,7 @@ class Shared:
     young: deque[tuple[float, FlowKey]] = field(default_factory=deque)  # not yet copied
     ended: set[FlowKey] = field(default_factory=set)  # closed, in their grace
     # Closes reported before their opens (flow -> (when, backend id)), and their order.
-    early: dict[FlowKey, tuple[float, int | None]] = field(default_factory=dict)
+    early: dict[FlowKey, tuple[float, Backend | None]] = field(default_factory=dict)
     early_order: deque[tuple[float, FlowKey]] = field(default_factory=deque)
 
     def join(self, balancer: str, fresh: bool = False) -> None:
@@ -147,7 +177,7 @@ class Shared:
             ):
                 todo[f] = bid
 
-    def adopt(self, balancer: str, copies: list[tuple[FlowKey, int]], now: float) -> None:
+    def adopt(self, balancer: str, copies: list[tuple[FlowKey, Backend]], now: float) -> None:
         """`balancer` holds these copies (a controller that took it over read them): live
         connections, each to be copied to every balancer that lacks it (`learn`)."""
         self.held.setdefault(balancer, set())
@@ -156,7 +186,7 @@ class Shared:
             self.pending.get(balancer, {}).pop(flow, None)  # handed to it by another's adopt
         self.learn(copies, now)
 
-    def learn(self, copies: list[tuple[FlowKey, int]], now: float) -> None:
+    def learn(self, copies: list[tuple[FlowKey, Backend]], now: float) -> None:
         """Copies some balancer holds: live connections whose owner is not known (the events
         went to another controller); each balancer that lacks one gets it, its owner too (a
         copy there names the backend its own state names)."""
@@ -169,7 +199,7 @@ class Shared:
                 if flow not in self.held[b]:
                     todo[flow] = backend_id
 
-    def opened(self, owner: str, flow: FlowKey, backend_id: int, now: float = 0.0) -> None:
+    def opened(self, owner: str, flow: FlowKey, backend_id: Backend, now: float = 0.0) -> None:
         """A connection opened on `owner`; copied to the others once it is COPY_AFTER_S
         old and still open (`expire` promotes it)."""
         self.conns[flow] = (owner, backend_id)
@@ -197,7 +227,7 @@ class Shared:
                 self.pending_del[b].discard(flow)
                 self.aged[b].discard(flow)
 
-    def closed(self, flow: FlowKey, now: float, backend_id: int | None = None) -> None:
+    def closed(self, flow: FlowKey, now: float, backend_id: Backend | None = None) -> None:
         """The client ended `flow` (its connection to `backend_id`): its copies go after
         the grace. A close of no live connection, or naming another backend (a reused
         5-tuple's old connection's, reported after the new one opened: events from
@@ -245,12 +275,12 @@ class Shared:
             if flow in have:
                 self.pending_del[b].add(flow)
 
-    def writes(self, balancer: str) -> list[tuple[FlowKey, int]]:
+    def writes(self, balancer: str) -> list[tuple[FlowKey, Backend]]:
         """The copies to write on `balancer` now (handed out once)."""
         todo = self.pending.get(balancer)
         if not todo:
             return []
-        out = sorted(todo.items())
+        out = sorted(todo.items(), key=lambda item: item[0])
         todo.clear()
         return out
 
@@ -279,7 +309,7 @@ class Shared:
                 self.pending_del.setdefault(balancer, set()).add(f)
         del self.delays[:-10_000]
 
-    def retry(self, balancer: str, copies: list[tuple[FlowKey, int]]) -> None:
+    def retry(self, balancer: str, copies: list[tuple[FlowKey, Backend]]) -> None:
         """Copies the switch refused (not as duplicates): handed out again next time."""
         todo = self.pending.get(balancer)
         if todo is None:

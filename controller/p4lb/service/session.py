@@ -141,8 +141,8 @@ class Session:
     def left(self, error: SwitchError) -> None:
         """The session broke (called while `ready` still says whether it served)."""
 
-    def connection_event(self, sw: Switch, data: Any) -> None:
-        """A list of connection event digest members (a tier's shared connections)."""
+    def connection_event(self, sw: Switch, digest: str, data: Any) -> None:
+        """The members of a connection event digest `digest` (a tier's shared connections)."""
 
     def collision(self, entry: Entry) -> None:
         """A flow the data plane could not keep state for: pin it (a tier: everywhere)."""
@@ -355,7 +355,7 @@ class Session:
             if name in COLLISION_DIGESTS:
                 self._collisions(sw, name, msg.data)
             elif name in CONN_EVENT_DIGESTS:
-                self.connection_event(sw, msg.data)
+                self.connection_event(sw, name, msg.data)
             else:
                 log.warning(
                     "%s: digest id %d is none the controller knows: ignored",

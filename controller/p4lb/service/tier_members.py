@@ -198,8 +198,8 @@ class Member(Session):
     def left(self, error: SwitchError) -> None:
         self.leave(f"switch: {error}")
 
-    def connection_event(self, sw: Switch, data: Any) -> None:
-        self.sharing.events(self.name, sw, data)
+    def connection_event(self, sw: Switch, digest: str, data: Any) -> None:
+        self.sharing.events(self.name, sw, digest, data)
 
     def collision(self, entry: Entry) -> None:
         for other in self.tier.all_members():  # pinned on every balancer

@@ -1,5 +1,6 @@
 """The tier's shared connections, from digests to copies: a connection a stateful VIP opened
-on one balancer (a connection event digest) is copied into every other balancer's conn_table,
+on one balancer (a connection event digest) is copied into every other balancer's conn_table
+(conn6_table for IPv6),
 its close removes the copies after a grace, and a balancer that joins gets every live one
 (p4lb.pipeline.shared holds the bookkeeping; this writes it to the switches)."""
 
@@ -12,14 +13,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from p4lb.pipeline.digests import CONN_TABLE, DigestError
+from p4lb.pipeline.digests import DigestError
 from p4lb.pipeline.entries import Entry, Update
 from p4lb.pipeline.p4info import Schema
 from p4lb.pipeline.shared import (
     CLOSED,
     CONN_EVENT_DIGESTS,
     OPENED,
-    SHARED_ACTION,
+    SHARED_ACTIONS,
+    Backend,
     ConnEvents,
     FlowKey,
     Shared,
@@ -55,24 +57,26 @@ class Sharing:
         self.lock = threading.Lock()
         self.shared = Shared()
 
-    def events(self, name: str, sw: Switch, data: Any) -> None:
-        """Connection event digest members from balancer `name`: connections opened, closed."""
+    def events(self, name: str, sw: Switch, digest: str, data: Any) -> None:
+        """The members of a connection event digest (`digest`, one of CONN_EVENT_DIGESTS)
+        from balancer `name`: connections opened, closed."""
         events = conn_events(sw)
         now = time.monotonic()
         with self.lock:
             for member in data:
                 try:
-                    ev = events.event(member)
+                    ev = events.event(member, digest)
                 except DigestError as err:
                     log.warning("%s: connection event ignored: %s", name, err)
                     continue
                 if ev.event == OPENED:
-                    self.shared.opened(name, ev.flow, ev.backend_id, now)
+                    self.shared.opened(name, ev.flow, ev.backend, now)
                 elif ev.event == CLOSED:
-                    self.shared.closed(ev.flow, now, ev.backend_id)
+                    self.shared.closed(ev.flow, now, ev.backend)
 
     def idle(self, name: str, entries: list[Entry]) -> None:
-        """conn_table entries `name`'s switch reports idle: copies it no longer holds."""
+        """conn_table and conn6_table entries `name`'s switch reports idle: copies it no
+        longer holds."""
         with self.lock:
             for e in entries:
                 if not pin(e):
@@ -129,7 +133,7 @@ class Sharing:
         if drop and not todo:
             events = conn_events(sw)
             try:
-                sw.write([Update("DELETE", events.copy(f, 0)) for f in drop])
+                sw.write([Update("DELETE", events.copy(f, None)) for f in drop])
             except NotPrimaryError:
                 raise
             except SwitchError as e:  # some were gone already (idle): forget them all
@@ -154,7 +158,7 @@ class Sharing:
             )
 
     def _insert_copies(
-        self, name: str, sw: Switch, todo: list[tuple[FlowKey, int]], timed: bool = True
+        self, name: str, sw: Switch, todo: list[tuple[FlowKey, Backend]], timed: bool = True
     ) -> None:
         if not todo:
             return
@@ -189,17 +193,18 @@ class Sharing:
                 self.shared.written(name, [f for f, _ in chunk], time.monotonic(), timed)
 
 
-def _copies(sw: Switch) -> list[tuple[FlowKey, int]]:
-    """The shared connections' copies a switch holds: (flow, backend id) each."""
-    (param,) = conn_events(sw).conn.params
+def _copies(sw: Switch) -> list[tuple[FlowKey, Backend]]:
+    """The shared connections' copies a switch holds (both families): (flow, the copy's
+    parameters) each."""
+    tables = tuple(conn_events(sw).actions)
     return [
-        (flow_of(e), e.p(param[0]))
-        for e in sw.read_entries((CONN_TABLE,))
-        if e.action == SHARED_ACTION
+        (flow_of(e), tuple(value for _, value in e.params))
+        for e in sw.read_entries(tables)
+        if e.action in SHARED_ACTIONS
     ]
 
 
-def _overwrite(sw: Switch, flow: FlowKey, bid: int, ttl: int) -> bool:
+def _overwrite(sw: Switch, flow: FlowKey, bid: Backend, ttl: int) -> bool:
     """A copy there already (a reused 5-tuple's, or one written before): it gets this
     connection's backend. False if the switch refused that too."""
     try:

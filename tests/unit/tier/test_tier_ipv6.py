@@ -1,6 +1,6 @@
-"""IPv6 VIPs in a tier: accepted for the algorithms every balancer recomputes from the packet
-(maglev, iphash), each speaker given an IPv6 next hop (`nexthop6`) to announce them; what
-the tier cannot do refused in one line; the speaker announcing and withdrawing IPv6 routes
+"""IPv6 VIPs in a tier: every algorithm, a stateful one's connections shared as an IPv4 VIP's,
+each speaker given an IPv6 next hop (`nexthop6`) to announce them; what the tier cannot do
+(DSR) refused in one line; the speaker announcing and withdrawing IPv6 routes
 beside IPv4 ones; the balancers' entries for an IPv6 VIP those of one switch."""
 
 from __future__ import annotations
@@ -128,18 +128,32 @@ def test_an_ipv6_announce_needs_nexthop6_without_any_ipv6_vip() -> None:
     parse(text.replace(', "0::0/0"', ""))
 
 
-def test_a_stateful_algorithm_on_an_ipv6_vip_is_refused_in_a_tier() -> None:
-    """Round robin on an IPv6 VIP works on one switch (its connections pinned there), but
-    the tier's sharing (the cookie, the copies) holds IPv4 connections only: a flow the
-    routers move would reach a balancer that knows nothing of it."""
-    one_switch = BASE + WEB6.replace('"maglev"', '"wrr"')
-    assert parse(one_switch).vip("web6").algorithm == "wrr"
-    with pytest.raises(ConfigError) as e:
-        parse(one_switch + TIER6)
-    assert str(e.value) == (
-        "t.toml: vip.web6.algorithm: an IPv6 VIP in a [tier] balances by iphash or maglev, "
-        "not wrr (a flow moved to another balancer must get the same backend there)"
-    )
+@pytest.mark.parametrize("algorithm", ["wrr", "leastconn", "srchash"])
+def test_a_stateful_ipv6_vip_in_a_tier_shares_its_connections(algorithm: str) -> None:
+    """Every algorithm on an IPv6 VIP in a tier. A stateful one shares its connections as an
+    IPv4 VIP's: its flip entry reports a client's FIN or RST (shared), its new connections
+    are reported (conn_share_table), its backends' replies carry the cookie and the cookie
+    names the backend on every balancer; a hashing one (source hash) shares nothing."""
+    cfg = parse(BASE + WEB6.replace('"maglev"', f'"{algorithm}"') + TIER6)
+    _, entries = desired_entries(member_config(cfg, cfg.tier[0]), [])
+    (vip6,) = [e for e in entries if e.table == "vip6_table"]
+    sid = vip6.p("service_id")
+    stateful = algorithm != "srchash"
+    assert vip6.p("shared") == int(stateful)
+    shares = [e for e in entries if e.table == "conn_share_table" and e.exact("service_id") == sid]
+    assert len(shares) == int(stateful)
+    replies = [e for e in entries if e.table == "reverse_nat6_table"]
+    assert len(replies) == 2 and {e.p("cookie") for e in replies} == {int(stateful)}
+    cookies = {
+        e.exact("cookie"): e.p("backend_id")
+        for e in entries
+        if e.table == "cookie_table" and e.exact("service_id") == sid
+    }
+    assert cookies == ({e.p("backend_id"): e.p("backend_id") for e in replies} if stateful else {})
+    # The same VIP on one switch shares nothing.
+    one = dataclasses.replace(cfg, tier=(), tier_announce=())
+    _, alone = desired_entries(one, [])
+    assert next(e for e in alone if e.table == "vip6_table").p("shared") == 0
 
 
 def test_each_balancer_holds_the_ipv6_vip_as_one_switch_does() -> None:

@@ -28,7 +28,7 @@ def test_the_tiers_config_reads_back_as_written(
     assert [(v.name, v.algorithm, v.mode) for v in read.vips] == [
         ("web", "maglev", mode),
         ("web-maglev", "maglev", "nat"),
-    ] + ([] if pair else [("web6", "maglev", "nat")])
+    ] + ([] if pair else [("web6", "maglev", "nat"), ("web6-rr", "wrr", "nat")])
     assert read.vips == written.vips
     assert read.tier == written.tier
 
@@ -40,13 +40,16 @@ def test_the_servers_listen_where_the_config_sends_each_vip(mode: str) -> None:
     ipv4 = [v for v in cfg.vips if ":" not in v.address]
     for v, port in zip(ipv4, ports, strict=True):
         assert {b.port for b in v.backends} == {port}
-    # The IPv6 VIP's backends: the same servers (their twins) on a port they listen on.
-    (web6,) = [v for v in cfg.vips if ":" in v.address]
-    assert [b.address for b in web6.backends] == ["fd00:2::11", "fd00:2::12", "fd00:2::13"]
-    assert {b.port for b in web6.backends} < set(ports)
+    # The IPv6 VIPs' backends: the same servers (their twins) on a port they listen on.
+    ipv6 = [v for v in cfg.vips if ":" in v.address]
+    assert [v.name for v in ipv6] == ["web6", "web6-rr"]
+    for v in ipv6:
+        assert [b.address for b in v.backends] == ["fd00:2::11", "fd00:2::12", "fd00:2::13"]
+        assert {b.port for b in v.backends} < set(ports)
     # A NAT backend's (address, port) names its VIP to the reverse NAT: no two VIPs share
-    # one; a dsr VIP's backends listen on the VIP's own port.
+    # one (of a family); a dsr VIP's backends listen on the VIP's own port.
     assert len(set(ports)) == len(ports)
+    assert len({b.port for v in ipv6 for b in v.backends}) == len(ipv6)
     dsr = [v for v in cfg.vips if v.mode == "dsr"]
     assert all(b.port == v.port for v in dsr for b in v.backends)
     assert len(dsr) == (mode == "dsr")
