@@ -62,7 +62,7 @@ balancers reach each pair by a shared VRRP address. A router dies and comes back
 
 DSR_LINE = """The :80 VIP ({algorithm}) is in direct server return: the servers hold {vip}
 and answer the client themselves through r1 and r0, past the balancers (r1 has a rule
-for {vip} as source).
+for {vip} as source; the IPv6 :80 VIP likewise).
   sudo ip netns exec p4t-r1 ip route get 10.1.0.2 from {vip} iif r1-srv   # via r0
 """
 

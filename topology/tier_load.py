@@ -113,7 +113,7 @@ def start_tier(
         config.unlink(missing_ok=True)
         writer.save(p4lb_config(balancers, servers, algorithm, mode, pair), config)
         start_controller(t, config)
-        vips = [(VIP, 80), (VIP, 81)] + ([(VIP6, p) for _, p, _, _ in VIPS6] if t.ipv6 else [])
+        vips = [(VIP, 80), (VIP, 81)] + ([(VIP6, p) for _, p, _ in VIPS6] if t.ipv6 else [])
         for vip, port in vips:
             if not wait_for_vip(60, port=port, vip=vip):
                 raise RuntimeError(f"{url(vip, port)} never answered: {controller_log()[-2000:]}")

@@ -89,13 +89,11 @@ SERVER_PORT = 8000
 VIPS = (("web", 80, "wrr"), ("web-maglev", 81, "maglev"))
 MODES = ("nat", "dsr")
 # The IPv6 VIPs (at VIP6, the VIP's twin): Maglev, whose choice every balancer recomputes
-# from the packet, and round robin, whose connections the balancers share (NAT, whatever
-# the run's mode: the tier has no IPv6 DSR). Name, port, algorithm, and the IPv4 VIP
-# (its index in VIPS) on whose servers' port their backends listen: the servers' IPv6
-# addresses there, since the servers listen on IPv4 and IPv6 alike (no server runs for
-# an IPv6 VIP alone), each IPv6 VIP on a port of its own (the reverse NAT tells them apart
-# by it).
-VIPS6 = (("web6", 80, "maglev", 1), ("web6-rr", 81, "wrr", 0))
+# from the packet, and round robin, whose connections the balancers share. Each is served
+# as VIPS' VIP of its rank: the first has the run's mode (the others are NAT), and its
+# backends are the servers' IPv6 addresses on that VIP's servers' port (backend_port),
+# since the servers listen on IPv4 and IPv6 alike: no server runs for an IPv6 VIP alone.
+VIPS6 = (("web6", 80, "maglev"), ("web6-rr", 81, "wrr"))
 ROUTER_AS = 65000
 SPEAKER_AS = 65100
 CLIENT_NET = "10.1.0.0/16"  # every client: client k on 10.1.(k-1).0/24 behind r0
@@ -383,9 +381,10 @@ def tier_balancer(i: int, ipv6: bool = True) -> Balancer:
     )
 
 
-def vip_modes(mode: str) -> tuple[str, ...]:
-    """Each VIP's mode (VIPS' order) in a tier run with `mode`: the first VIP's."""
-    return tuple(mode if k == 0 else "nat" for k in range(len(VIPS)))
+def vip_modes(mode: str, vips: tuple[tuple[str, int, str], ...] = VIPS) -> tuple[str, ...]:
+    """Each VIP's mode (`vips`' order: VIPS, or VIPS6) in a tier run with `mode`: the first
+    VIP's."""
+    return tuple(mode if k == 0 else "nat" for k in range(len(vips)))
 
 
 def backend_port(k: int, mode: str) -> int:
@@ -404,16 +403,24 @@ def dsr_return_routes(name: str = "r1", pair: bool = False) -> list[list[str]]:
     """The commands (in return router `name`'s namespace) that send what comes from the
     VIP, a dsr VIP's replies, to the clients through r0 (or the front pair's shared
     address) and past the balancers: a policy rule for the VIP as source, a table with the
-    clients' route via the front, and its MAC fixed (no ARP on br-lb). Kernel rules and
-    routes beside FRR's: zebra leaves routes it did not make alone, and no BGP route comes
-    from the VIP's address."""
+    clients' route via the front, and its MAC fixed (no ARP on br-lb); in a dual-stack
+    tier the same for the IPv6 VIP (the front's IPv6 twin, no neighbour solicitation).
+    Kernel rules and routes beside FRR's: zebra leaves routes it did not make alone, and
+    no BGP route comes from the VIP's address."""
     table, dev = str(DSR_TABLE), f"{name}-lb"
     front = FRONT_GATEWAY if pair else ROUTER_LB
+    families = [(["ip"], f"{VIP}/32", CLIENT_NET, front)]
+    if dual_stack(pair):
+        families.append((["ip", "-6"], f"{VIP6}/128", CLIENT_NET6, ipv6_twin(front)))
     return [
-        ["ip", "rule", "add", "from", f"{VIP}/32", "lookup", table, "priority", table],
-        ["ip", "route", "add", CLIENT_NET, "via", front, "dev", dev, "table", table],
-        ["ip", "neigh", "replace", front, "lladdr", front_mac(pair), "dev", dev]
-        + ["nud", "permanent"],
+        cmd
+        for ip, vip, clients, via in families
+        for cmd in (
+            [*ip, "rule", "add", "from", vip, "lookup", table, "priority", table],
+            [*ip, "route", "add", clients, "via", via, "dev", dev, "table", table],
+            [*ip, "neigh", "replace", via, "lladdr", front_mac(pair), "dev", dev]
+            + ["nud", "permanent"],
+        )
     ]
 
 
@@ -457,14 +464,18 @@ def p4lb_config(
             )
         )
     if ipv6:
-        for name, port, alg, twin in VIPS6:
-            port6 = backend_port(twin, vip_modes(mode)[twin])
+        for k, ((name, port, alg), mode6) in enumerate(
+            zip(VIPS6, vip_modes(mode, VIPS6), strict=True)
+        ):
+            port6 = backend_port(k, mode6)
             backends = tuple(
                 Backend(f"s{j}", ipv6_twin(server_addr(j)), port6, 1, mac(2, j), 3)
                 for j in range(1, servers + 1)
             )
             health = HealthSettings(http_path="/", namespace=NS + "{backend}")
-            vips.append(Vip(name, VIP6, "tcp", port, alg, mac(1, 0xFF), backends, health))
+            vips.append(
+                Vip(name, VIP6, "tcp", port, alg, mac(1, 0xFF), backends, health, mode=mode6)
+            )
     tier = tuple(tier_balancer(i, ipv6) for i in range(1, balancers + 1))
     return Config(
         switch=SwitchConfig(
@@ -521,16 +532,18 @@ def reply_counter_rules() -> str:
     """nftables for the fabric's bridges (namespace p4t-fab) counting, per VIP, the replies
     that reach r0 (their source the VIP and its port, whatever the mode) by where they come
     from: r1 directly (`NAME_from_r1`, a dsr VIP's way) or a balancer's port 1
-    (`NAME_from_balancers`, the reverse NAT's). A reply's way, not a flow's: each counts
-    frames. Names with `_` for `-` (nftables' object names)."""
+    (`NAME_from_balancers`, the reverse NAT's); the IPv6 VIPs' too (a dual-stack tier's).
+    A reply's way, not a flow's: each counts frames. Names with `_` for `-` (nftables'
+    object names)."""
     counters, rules = [], []
-    for name, port, _ in VIPS:
+    vips = [("ip", VIP, v) for v in VIPS] + [("ip6", VIP6, v) for v in VIPS6]
+    for family, address, (name, port, _) in vips:
         key = name.replace("-", "_")
         for way, iif in (("from_r1", "r1-lb-f"), ("from_balancers", "t*")):
             counters.append(f"  counter {key}_{way} {{ }}")
             rules.append(
-                f'    ip saddr {VIP} tcp sport {port} iifname "{iif}" oifname "r0-lb-f" '
-                f'counter name "{key}_{way}"'
+                f'    {family} saddr {address} tcp sport {port} iifname "{iif}" '
+                f'oifname "r0-lb-f" counter name "{key}_{way}"'
             )
     body = "\n".join(counters)
     chain = "\n".join(rules)

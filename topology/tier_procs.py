@@ -397,6 +397,10 @@ class Tier:
                 for dev in ("all", "eth0"):
                     in_ns(s, "sysctl", "-qw", f"net.ipv4.conf.{dev}.arp_ignore=1")
                     in_ns(s, "sysctl", "-qw", f"net.ipv4.conf.{dev}.arp_announce=2")
+                if self.ipv6:
+                    # IPv6's neighbour discovery answers only for the receiving link's
+                    # own addresses, and solicits from them: nothing to turn off.
+                    in_ns(s, "ip", "-6", "addr", "add", f"{VIP6}/128", "dev", "lo")
         self.save()
 
     def start_router(self, name: str, router_id: str, prefixes: list[str]) -> None:

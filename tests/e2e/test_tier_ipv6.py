@@ -34,8 +34,8 @@ from topology.tier_load import Load, controller_log, verb, wait_hops
 from topology.tier_plan import NS, VIP6, VIPS6, nexthop6_addr
 from topology.tier_procs import Tier, in_ns
 
-(NAME, _, _, _), _ = VIPS6  # web6, Maglev (port 80); web6-rr, round robin (port 81)
-PORTS = tuple(port for _, port, _, _ in VIPS6)
+(NAME, _, _), _ = VIPS6  # web6, Maglev (port 80); web6-rr, round robin (port 81)
+PORTS = tuple(port for _, port, _ in VIPS6)
 
 
 @pytest.fixture(scope="module")

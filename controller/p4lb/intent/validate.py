@@ -102,10 +102,8 @@ def _speaker_next_hops(cfg: Config) -> None:
 
 
 def _ipv6_vip(cfg: Config, v: Vip) -> None:
-    """What an IPv6 VIP needs: backends of its own family (no NAT64), and in a tier NAT."""
+    """What an IPv6 VIP needs: backends of its own family (no NAT64)."""
     src, where = cfg.source, f"vip.{v.name}"
-    if (cfg.tier or cfg.shared) and v.mode != "nat":
-        raise ConfigError(f"{src}: {where}.mode: an IPv6 VIP in a [tier] supports mode nat only")
     for b in v.backends:
         if address_bits(b.address) != 128:
             raise ConfigError(

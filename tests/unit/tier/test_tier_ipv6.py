@@ -221,13 +221,24 @@ def test_a_speaker_without_an_ipv6_next_hop_never_asks_for_ipv6(calls: Path) -> 
     assert "ipv6" not in calls.read_text()
 
 
-def test_an_ipv6_dsr_vip_is_refused_in_a_tier() -> None:
-    """DSR works for an IPv6 VIP on one switch; the tier's return path has no IPv6 rule
-    for it yet."""
+@pytest.mark.parametrize("algorithm", ["maglev", "wrr"])
+def test_an_ipv6_dsr_vip_in_a_tier_changes_only_the_frame(algorithm: str) -> None:
+    """DSR for an IPv6 VIP in a tier, as for an IPv4 one: each balancer's backend entries
+    change only the frame, no reply is stamped (none crosses a balancer: no reverse NAT's
+    cookie), and a round-robin VIP's connections are still reported and copied."""
     dsr = WEB6.replace("port = 8001", "port = 80").replace(
-        'algorithm = "maglev"', 'algorithm = "maglev"\nmode = "dsr"'
+        'algorithm = "maglev"', f'algorithm = "{algorithm}"\nmode = "dsr"'
     )
-    assert parse(BASE + dsr).vip("web6").mode == "dsr"
-    with pytest.raises(ConfigError) as e:
-        parse(BASE + dsr + TIER6)
-    assert str(e.value) == "t.toml: vip.web6.mode: an IPv6 VIP in a [tier] supports mode nat only"
+    cfg = parse(BASE + dsr + TIER6)
+    assert cfg.vip("web6").mode == "dsr"
+    _, entries = desired_entries(member_config(cfg, cfg.tier[0]), [])
+    (vip6,) = [e for e in entries if e.table == "vip6_table"]
+    sid = vip6.p("service_id")
+    ids = {e.p("backend_id") for e in entries if e.table == "reverse_nat6_table"}
+    backends = [e for e in entries if e.table == "backend_table" and e.exact("backend_id") in ids]
+    assert len(backends) == 2 and {e.action for e in backends} == {"set_backend_dsr"}
+    assert not [e for e in entries if e.table == "cookie_table" and e.exact("service_id") == sid]
+    stateful = algorithm == "wrr"
+    assert vip6.p("shared") == int(stateful)
+    shares = [e for e in entries if e.table == "conn_share_table" and e.exact("service_id") == sid]
+    assert len(shares) == int(stateful)

@@ -28,7 +28,7 @@ def test_the_tiers_config_reads_back_as_written(
     assert [(v.name, v.algorithm, v.mode) for v in read.vips] == [
         ("web", "maglev", mode),
         ("web-maglev", "maglev", "nat"),
-    ] + ([] if pair else [("web6", "maglev", "nat"), ("web6-rr", "wrr", "nat")])
+    ] + ([] if pair else [("web6", "maglev", mode), ("web6-rr", "wrr", "nat")])
     assert read.vips == written.vips
     assert read.tier == written.tier
 
@@ -52,11 +52,18 @@ def test_the_servers_listen_where_the_config_sends_each_vip(mode: str) -> None:
     assert len({b.port for v in ipv6 for b in v.backends}) == len(ipv6)
     dsr = [v for v in cfg.vips if v.mode == "dsr"]
     assert all(b.port == v.port for v in dsr for b in v.backends)
-    assert len(dsr) == (mode == "dsr")
+    # The port-80 VIPs (web, and web6 of a dual-stack tier) have the run's mode.
+    assert [v.name for v in dsr] == (["web", "web6"] if mode == "dsr" else [])
 
 
 def test_r1_sends_what_comes_from_the_vip_to_every_client_through_r0() -> None:
-    rule, route, neigh = plan.dsr_return_routes()
+    rule, route, neigh, rule6, route6, neigh6 = plan.dsr_return_routes()
+    # IPv6 (a dual-stack tier's): the same three for the IPv6 VIP, the front's IPv6 twin.
+    assert rule6[:2] == route6[:2] == neigh6[:2] == ["ip", "-6"]
+    assert rule6[rule6.index("from") + 1] == f"{plan.VIP6}/128"
+    assert route6[route6.index("table") + 1] == rule6[rule6.index("lookup") + 1]
+    assert route6[4:7] == [plan.CLIENT_NET6, "via", plan.ipv6_twin(plan.ROUTER_LB)]
+    assert neigh6[4:7] == [plan.ipv6_twin(plan.ROUTER_LB), "lladdr", plan.ROUTER_MACS["r0-lb"]]
     assert rule[rule.index("from") + 1] == f"{plan.VIP}/32"
     table = rule[rule.index("lookup") + 1]
     assert route[route.index("table") + 1] == table
@@ -71,12 +78,13 @@ def test_r1_sends_what_comes_from_the_vip_to_every_client_through_r0() -> None:
 
 def test_the_reply_counters_tell_each_vips_replies_by_where_they_reach_r0() -> None:
     rules = plan.reply_counter_rules()
-    for name, port, _ in plan.VIPS:
+    vips = [("ip", plan.VIP, v) for v in plan.VIPS] + [("ip6", plan.VIP6, v) for v in plan.VIPS6]
+    for family, address, (name, port, _) in vips:
         key = name.replace("-", "_")
         for way, iif in (("from_r1", '"r1-lb-f"'), ("from_balancers", '"t*"')):
             line = next(ln for ln in rules.splitlines() if f'"{key}_{way}"' in ln)
             assert f"sport {port} " in line and f"iifname {iif}" in line
-            assert f"ip saddr {plan.VIP} " in line and 'oifname "r0-lb-f"' in line
+            assert f"{family} saddr {address} " in line and 'oifname "r0-lb-f"' in line
 
 
 def test_a_pair_sends_the_clients_replies_to_the_front_pairs_shared_mac() -> None:
