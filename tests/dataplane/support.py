@@ -200,7 +200,10 @@ def _spawn(log: Path, priority_queues: int) -> subprocess.Popen[bytes]:
 def running(workdir: Path, config: str = CONFIG, priority_queues: int = 0) -> Iterator[Bmv2]:
     """The lab's veths and switch, our pipeline and `config` applied; the switch's log and
     config in `workdir` (a test's tmp_path: pytest keeps the last few runs' and removes
-    older ones). The switch is stopped by its PID and the veths removed at the end."""
+    older ones). The switch is stopped by its PID and the veths removed at the end. Skips
+    the test without the compiled program."""
+    if not have_artifacts():
+        pytest.skip("dataplane layer skipped: missing p4src/compiled artifacts (make artifacts)")
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "switch.log"
     cfg_path = workdir / "lb.toml"
@@ -284,6 +287,19 @@ class Wire:
 
 
 SENTINEL_IP = "10.0.0.254"  # an ARP request for it is flooded to every port but port 1
+
+
+@contextmanager
+def flushed_wire() -> Iterator[Wire]:
+    """A wire on the lab's ports once everything an earlier test sent has come out (for a
+    switch a module shares), closed at the end."""
+    w = Wire()
+    try:
+        flush(w)
+        w.clear()
+        yield w
+    finally:
+        w.close()
 
 
 def flush(wire: Wire) -> None:

@@ -69,8 +69,6 @@ HOSTS6 = (
 def lab6(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bmv2]:
     """One switch for the module (each test reads its counters before and after), with
     the IPv6 hosts added to the test config by the controller."""
-    if not support.have_artifacts():
-        pytest.skip("dataplane layer skipped: missing p4src/compiled artifacts (make artifacts)")
     with support.running(tmp_path_factory.mktemp("ipv6") / "switch") as b:
         b.apply(dataclasses.replace(b.cfg, hosts=b.cfg.hosts + HOSTS6))
         yield b
@@ -78,13 +76,8 @@ def lab6(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bmv2]:
 
 @pytest.fixture
 def wire6(lab6: Bmv2) -> Iterator[Wire]:
-    w = Wire()
-    try:
-        flush(w)  # nothing of an earlier test's is still on its way out
-        w.clear()
+    with support.flushed_wire() as w:  # nothing of an earlier test's still on its way out
         yield w
-    finally:
-        w.close()
 
 
 def frame(dst_mac: str = SWITCH_MAC) -> Any:

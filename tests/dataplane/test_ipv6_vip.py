@@ -83,21 +83,14 @@ switch_port = {p}
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bmv2]:
-    if not support.have_artifacts():
-        pytest.skip("dataplane layer skipped: missing p4src/compiled artifacts (make artifacts)")
     with support.running(tmp_path_factory.mktemp("ipv6vip") / "switch", CONFIG6) as b:
         yield b
 
 
 @pytest.fixture
 def wire(lab: Bmv2) -> Iterator[Wire]:
-    w = Wire()
-    try:
-        flush(w)
-        w.clear()
+    with support.flushed_wire() as w:
         yield w
-    finally:
-        w.close()
 
 
 def sid_of(lab: Bmv2, vip: str) -> int:

@@ -40,8 +40,6 @@ thrift_port = {support.THRIFT_PORT}
 @pytest.fixture
 def qsw(tmp_path: Path) -> Iterator[support.Bmv2]:
     """The test switch with 8 priority queues per port and an empty [qos]."""
-    if not support.have_artifacts():
-        pytest.skip("dataplane layer skipped: missing p4src/compiled artifacts (make artifacts)")
     with support.running(tmp_path / "switch", QOS_CONFIG, priority_queues=8) as b:
         yield b
 

@@ -35,7 +35,6 @@ from tests.dataplane.support import (
     backend6,
     config6,
     drop_reasons,
-    flush,
     host_mac,
 )
 from tests.dataplane.test_shared import (
@@ -50,8 +49,6 @@ from tests.dataplane.test_shared import (
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bmv2]:
-    if not support.have_artifacts():
-        pytest.skip("dataplane layer skipped: missing p4src/compiled artifacts (make artifacts)")
     with support.running(tmp_path_factory.mktemp("shared6") / "switch", config6("wrr")) as b:
         yield b
 
@@ -69,13 +66,8 @@ def codec(lab: Bmv2) -> ConnEvents:
 
 @pytest.fixture
 def wire(lab: Bmv2) -> Iterator[Wire]:
-    w = Wire()
-    try:
-        flush(w)
-        w.clear()
+    with support.flushed_wire() as w:
         yield w
-    finally:
-        w.close()
 
 
 def sid(lab: Bmv2) -> int:

@@ -91,10 +91,7 @@ def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
                     (("switch_port", b.switch_port),),
                 )
             )
-            if bits == 128:
-                out.append(reverse_nat6_entry(v, b, sid, bid, shared))
-            else:
-                out.append(reverse_nat_entry(v, b, sid, bid, shared))
+            out.append(reverse_nat_entry(v, b, sid, bid, shared))
             if shared and v.mode == "nat":
                 # The backend's replies carry its id as their cookie; a client's echo of
                 # it finds the backend on any balancer.
@@ -158,37 +155,28 @@ def backend_entry(v: Vip, b: Backend, bid: int, sw_mac: int) -> Entry:
 
 
 def reverse_nat_entry(v: Vip, b: Backend, sid: int, bid: int, shared: bool) -> Entry:
-    """An IPv4 backend's replies: their source becomes the VIP; timed when the VIP balances
-    on response time; stamped with the backend's cookie when a tier shares the VIP's
-    connections (NAT: a DSR backend's replies never cross the switch)."""
-    return Entry(
-        "reverse_nat_table",
-        (("addr", ip(b.address)), ("protocol", PROTOCOL_CODES[v.protocol]), ("port", b.port)),
-        "set_vip_source",
-        (
-            ("vip_addr", ip(v.address)),
-            ("vip_port", v.port),
-            ("service_id", sid),
-            ("backend_id", bid),
-            ("track_time", int(v.algorithm == "leasttime")),
-            ("cookie", int(shared and v.mode == "nat")),
-        ),
+    """A backend's replies: their source becomes the VIP (an IPv6 one's checksum following
+    by the constant the rewrite adds, and the cookie's change, which the data plane adds);
+    timed when the VIP balances on response time; stamped with the backend's cookie when a
+    tier shares the VIP's connections (NAT: a DSR backend's replies never cross the
+    switch)."""
+    ids: tuple[tuple[str, int], ...] = (
+        ("vip_addr", ip(v.address)),
+        ("vip_port", v.port),
+        ("service_id", sid),
+        ("backend_id", bid),
     )
-
-
-def reverse_nat6_entry(v: Vip, b: Backend, sid: int, bid: int, shared: bool) -> Entry:
-    """An IPv6 backend's replies, as reverse_nat_entry's, their checksum following by the
-    constant the rewrite adds (and the cookie's change, which the data plane adds)."""
+    if address_bits(b.address) == 128:
+        table, action = "reverse_nat6_table", "set_vip6_source"
+        ids += (("csum_delta", l4_checksum_delta(b.address, b.port, v.address, v.port)),)
+    else:
+        table, action = "reverse_nat_table", "set_vip_source"
     return Entry(
-        "reverse_nat6_table",
+        table,
         (("addr", ip(b.address)), ("protocol", PROTOCOL_CODES[v.protocol]), ("port", b.port)),
-        "set_vip6_source",
+        action,
         (
-            ("vip_addr", ip(v.address)),
-            ("vip_port", v.port),
-            ("service_id", sid),
-            ("backend_id", bid),
-            ("csum_delta", l4_checksum_delta(b.address, b.port, v.address, v.port)),
+            *ids,
             ("track_time", int(v.algorithm == "leasttime")),
             ("cookie", int(shared and v.mode == "nat")),
         ),

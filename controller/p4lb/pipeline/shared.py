@@ -77,11 +77,11 @@ class ConnEvents:
     widths from the P4Info; and the copy each becomes."""
 
     layouts: dict[str, ConnDigests]  # each event digest's layout after the event
-    actions: dict[str, str]  # each copy table's copy action
+    copies: dict[str, tuple[str, ConnDigests]]  # each copy table's action and layout
 
     @classmethod
     def of(cls, schema: Schema) -> ConnEvents:
-        layouts, actions = {}, {}
+        layouts, copies = {}, {}
         for collision, (names, action) in CONN_EVENTS.items():
             conn = ConnDigests.of(schema, collision)
             params = tuple((p.name, p.bitwidth) for p in schema.action(action).params)
@@ -93,8 +93,8 @@ class ConnEvents:
                 if len(members) != 1 or members[0][1] != width:
                     raise P4InfoError(f"{name} must be one bit<{width}> member, not {members}")
                 layouts[name] = conn
-            actions[conn.table] = action
-        return cls(layouts, actions)
+            copies[conn.table] = (action, conn)
+        return cls(layouts, copies)
 
     def decode(self, packed: int, digest: str = "conn_opened_t") -> ConnEvent:
         conn = self.layouts[digest]
@@ -117,9 +117,10 @@ class ConnEvents:
         """The entry a balancer holds for a connection another one opened (None: its key
         alone, to remove it)."""
         table, match = flow
-        names = [n for n, _ in next(c for c in self.layouts.values() if c.table == table).params]
+        action, conn = self.copies[table]
+        names = [n for n, _ in conn.params]
         values = backend if isinstance(backend, tuple) else (0,) * len(names)
-        return Entry(table, match, self.actions[table], tuple(zip(names, values, strict=True)))
+        return Entry(table, match, action, tuple(zip(names, values, strict=True)))
 
 
 def flow_of(entry: Entry) -> FlowKey:

@@ -196,7 +196,7 @@ class Sharing:
 def _copies(sw: Switch) -> list[tuple[FlowKey, Backend]]:
     """The shared connections' copies a switch holds (both families): (flow, the copy's
     parameters) each."""
-    tables = tuple(conn_events(sw).actions)
+    tables = tuple(conn_events(sw).copies)
     return [
         (flow_of(e), tuple(value for _, value in e.params))
         for e in sw.read_entries(tables)
