@@ -1,6 +1,6 @@
 """The single-switch lab (`make run`): its topology as a Mininet Topo (SingleSwitchTopo), the
 network built from it with its hosts configured, the p4lb config that matches it, its HTTP
-servers, and its stop.
+servers, and its stop; `running` holds all of it for a measurement or a test.
 
 With `mode="dsr"` (`make run MODE=dsr`) the VIP is a direct-server-return one and the lab
 gains a return path beside the switch: a bridge b1 that joins a second interface of every
@@ -15,6 +15,8 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -503,3 +505,21 @@ def stop(lab: Lab) -> None:
     stop_pids(pid for name, pid in lab.pids.items() if not name.startswith("switch"))
     lab.net.stop()
     (RUN_DIR / "state.json").unlink(missing_ok=True)
+
+
+@contextmanager
+def running(
+    opts: Options, threaded: bool, apply: bool = True, apply_timeout_s: float = 120
+) -> Iterator[Lab]:
+    """The lab built from `opts`, programmed with `p4lb apply` (unless `apply` is False: the
+    caller programs the switch itself), its servers started; stopped however the block ends."""
+    lab = build(opts)
+    try:
+        if apply:
+            subprocess.run(
+                p4lb_cmd(lab, "apply"), check=True, capture_output=True, timeout=apply_timeout_s
+            )
+        start_servers(lab, threaded=threaded)
+        yield lab
+    finally:
+        stop(lab)

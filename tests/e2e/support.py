@@ -6,7 +6,6 @@ the tier's tests assert of the traffic through an event: the connections held th
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,20 +20,14 @@ COMPILED = Path(__file__).resolve().parents[2] / "p4src" / "compiled"
 @contextmanager
 def running_lab(opts: Any, threaded: bool, apply_timeout_s: float = 60) -> Iterator[Any]:
     """A `topology.net.Lab` built from `opts` (a `topology.net.Options`), programmed with
-    `p4lb apply`, its servers started. Skips without the compiled program."""
+    `p4lb apply`, its servers started (`topology.net.running`). Skips without the compiled
+    program."""
     if not (COMPILED / "lb.json").exists():
         pytest.skip("e2e layer skipped: missing p4src/compiled artifacts (make artifacts)")
-    from topology.net import build, p4lb_cmd, start_servers, stop
+    from topology.net import running
 
-    lab = build(opts)
-    try:
-        subprocess.run(
-            p4lb_cmd(lab, "apply"), check=True, capture_output=True, timeout=apply_timeout_s
-        )
-        start_servers(lab, threaded=threaded)
+    with running(opts, threaded, apply_timeout_s=apply_timeout_s) as lab:
         yield lab
-    finally:
-        stop(lab)
 
 
 @contextmanager
