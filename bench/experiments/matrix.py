@@ -36,17 +36,21 @@ class Job:
 
 
 def jobs(
-    profile: Profile, algs: tuple[str, ...], k6: bool, only: set[str], seed: int = 0
+    profile: Profile,
+    algs: tuple[str, ...],
+    k6: bool,
+    only: set[str],
+    seed: int = 0,
+    scenarios: list[str] | None = None,
+    names: list[str] | None = None,
 ) -> list[Job]:
-    """The whole matrix, grouped by scenario (one network each), then repetition: within a
-    repetition every variant runs once, in an order shuffled per repetition (seeded by
-    `seed`, recorded in meta.json), each with all its loads; so a drift of the machine
-    falls on every variant alike."""
+    """The whole matrix (or the part of these `scenarios` and variant `names`), grouped by
+    scenario (one network each), then repetition: within a repetition every variant runs
+    once, in an order shuffled per repetition (seeded by `seed`, recorded in meta.json),
+    each with all its loads; so a drift of the machine falls on every variant alike."""
     out: list[Job] = []
-    names = dict.fromkeys(
-        profile.ab_scenarios + profile.clients_scenarios + (profile.k6_scenarios if k6 else ())
-    )
-    for sname in names:
+    in_plan = profile.ab_scenarios + profile.clients_scenarios
+    for sname in dict.fromkeys(in_plan + (profile.k6_scenarios if k6 else ())):
         sc = SCENARIOS[sname]
         vs = [*plan.variants(algs, sc), SINGLE]
         orders = provenance.interleaved(
@@ -68,14 +72,9 @@ def jobs(
                     and (profile.k6_variants is None or v.name in profile.k6_variants)
                 ):
                     out += [Job("k6", sc, v, sh, r) for sh in profile.k6_shapes]
-    return out
-
-
-def selected(todo: list[Job], scenarios: list[str] | None, names: list[str] | None) -> list[Job]:
-    """The jobs of these scenarios and variants (None: all)."""
     return [
         j
-        for j in todo
+        for j in out
         if (not scenarios or j.scenario.name in scenarios)
         and (not names or j.variant.name in names)
     ]

@@ -1,13 +1,12 @@
-"""One run of the matrix in a running network: the variant's config applied, the load
-generator's raw output kept, and run.json with what the servers, their kernels and the
-switch counted meanwhile (bench.experiments.counters) and the machine's load."""
+"""One run of the matrix in a running network: the load generator's raw output, and
+run.json with what the servers, their kernels and the switch counted meanwhile
+(bench.experiments.counters) and the machine's load."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -16,46 +15,14 @@ from bench import provenance
 from bench.experiments import counters
 from bench.experiments import load as loadgen
 from bench.experiments.matrix import Job, draw_seed, draw_sources
-from bench.experiments.plan import SERVICE_MS, AbLoad, ClientsLoad, Scenario, Variant
+from bench.experiments.plan import SERVICE_MS, AbLoad, ClientsLoad, Scenario
 from bench.rate import process_cpu_s
-from p4lb.intent import reader, writer
-from topology.net import (
-    VIP_ADDR,
-    VIP_PORT,
-    Lab,
-    access_log,
-    p4lb_cmd,
-    start_server,
-    wait_servers_idle,
-)
+from topology.net import VIP_ADDR, VIP_PORT, Lab, access_log, start_server, wait_servers_idle
 
 URL = f"http://{VIP_ADDR}:{VIP_PORT}/"
 # No load balancer: the same server program and capacity on another port of one backend host.
 # (Port 8000 of a backend is the VIP's: the switch rewrites every reply from it to the VIP.)
 SINGLE_PORT = 8001
-
-
-def configure(lab: Lab, scenario: Scenario, variant: Variant) -> None:
-    """Write the variant's algorithm and weights into the lab's config and `p4lb apply` it."""
-    if variant.algorithm is None:
-        return
-    # Weights by server name: the config file's backend order need not be the servers'.
-    want = dict(zip((s.name for s in lab.servers), variant.weight_list(scenario), strict=True))
-    cfg = reader.load(lab.config_path)
-    vip = cfg.vips[0]
-    backends = tuple(dataclasses.replace(b, weight=want[b.name]) for b in vip.backends)
-    vip = dataclasses.replace(vip, algorithm=variant.algorithm, backends=backends)
-    writer.save(dataclasses.replace(cfg, vips=(vip,)), lab.config_path)
-    saved = reader.load(lab.config_path).vips[0]
-    got = {b.name: b.weight for b in saved.backends}
-    if got != want or saved.algorithm != variant.algorithm:
-        raise RuntimeError(
-            f"{lab.config_path}: wrote {variant.algorithm} {want}, reads back "
-            f"{saved.algorithm} {got}"
-        )
-    r = subprocess.run(p4lb_cmd(lab, "apply"), capture_output=True, text=True, timeout=120)
-    if r.returncode:
-        raise RuntimeError(f"p4lb apply ({variant.name}): {r.stdout}{r.stderr}".strip())
 
 
 def single_server(lab: Lab, scenario: Scenario) -> tuple[Any, Path]:

@@ -1,6 +1,7 @@
-"""The experiment run's meta.json: the facts a resumed run must share with the one it
-continues (versions), the order seed it continues with, what an invocation records at its
-start and at its end, and how the parts of a run in several invocations are chained."""
+"""The experiment run's directory and its meta.json: earlier raw runs kept or cleared,
+the facts a resumed run must share with the one it continues (versions), the order seed it
+continues with, what an invocation records at its start, and how the parts of a run in
+several invocations are chained."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import provenance
+from bench import provenance, rawstore
 from bench.experiments import load as loadgen
 from bench.experiments.counters import busiest
 from bench.experiments.matrix import Job
@@ -70,7 +71,7 @@ def order_seed(root: Path, facts: dict[str, Any], resume: bool, asked: int | Non
 def opening(
     facts: dict[str, Any], algs: tuple[str, ...], invocation: list[str], todo: list[Job], seed: int
 ) -> dict[str, Any]:
-    """What an invocation records at its start (its end: closing)."""
+    """What an invocation records at its start (main adds its end)."""
     return facts | {
         "algorithms": list(algs),
         "invocation": invocation,
@@ -85,14 +86,15 @@ def opening(
     }
 
 
-def closing(started: float, failures: list[str]) -> dict[str, Any]:
-    """What an invocation records at its end (`started`: time.monotonic() at its start)."""
-    return {
-        "finished": now(),
-        "loadavg_at_end": list(os.getloadavg()),
-        "elapsed_s": time.monotonic() - started,
-        "failures": failures,
-    }
+def fresh_root(root: Path, keep: bool) -> None:
+    """Without `keep`, the raw runs of earlier invocations go; with it, a completed run
+    kept as its archive is unpacked, so its runs are found (and skipped) in raw/."""
+    if not keep:
+        shutil.rmtree(root / "raw", ignore_errors=True)
+        (root / rawstore.ARCHIVE).unlink(missing_ok=True)
+    elif not (root / "raw").is_dir() and (root / rawstore.ARCHIVE).exists():
+        rawstore.unpack(root)
+    root.mkdir(parents=True, exist_ok=True)
 
 
 def chained(meta: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ next one goes on, an interrupted one is discarded."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -15,9 +16,33 @@ from pathlib import Path
 from typing import Any
 
 from bench.experiments.matrix import DRAW_POOL, Job, fmt_s
-from bench.experiments.measure import configure, one_run
-from bench.experiments.plan import SCENARIOS, Profile, Variant
+from bench.experiments.measure import one_run
+from bench.experiments.plan import SCENARIOS, Profile, Scenario, Variant
+from p4lb.intent import reader, writer
 from topology.net import Lab, Options, build, p4lb_cmd, start_servers, stop
+
+
+def configure(lab: Lab, scenario: Scenario, variant: Variant) -> None:
+    """Write the variant's algorithm and weights into the lab's config and `p4lb apply` it."""
+    if variant.algorithm is None:
+        return
+    # Weights by server name: the config file's backend order need not be the servers'.
+    want = dict(zip((s.name for s in lab.servers), variant.weight_list(scenario), strict=True))
+    cfg = reader.load(lab.config_path)
+    vip = cfg.vips[0]
+    backends = tuple(dataclasses.replace(b, weight=want[b.name]) for b in vip.backends)
+    vip = dataclasses.replace(vip, algorithm=variant.algorithm, backends=backends)
+    writer.save(dataclasses.replace(cfg, vips=(vip,)), lab.config_path)
+    saved = reader.load(lab.config_path).vips[0]
+    got = {b.name: b.weight for b in saved.backends}
+    if got != want or saved.algorithm != variant.algorithm:
+        raise RuntimeError(
+            f"{lab.config_path}: wrote {variant.algorithm} {want}, reads back "
+            f"{saved.algorithm} {got}"
+        )
+    r = subprocess.run(p4lb_cmd(lab, "apply"), capture_output=True, text=True, timeout=120)
+    if r.returncode:
+        raise RuntimeError(f"p4lb apply ({variant.name}): {r.stdout}{r.stderr}".strip())
 
 
 def run_jobs(

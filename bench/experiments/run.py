@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import shutil
 import signal
 import sys
 import time
@@ -29,7 +28,7 @@ from typing import Any
 from bench import outdir, profiles, rawstore, runner
 from bench.experiments import load as loadgen
 from bench.experiments import meta as record
-from bench.experiments.matrix import fmt_s, jobs, pending, plan_text, selected
+from bench.experiments.matrix import fmt_s, jobs, pending, plan_text
 from bench.experiments.networks import run_jobs
 from bench.experiments.plan import PROFILES, Profile
 from p4lb.pipeline.p4info import compiled_limits
@@ -38,11 +37,6 @@ from topology.net import ROOT
 
 OUT = ROOT / "results" / "experiments"
 EXPERIMENTS = ["ab", "clients", "k6"]
-
-
-def algorithms() -> tuple[str, ...]:
-    """Every algorithm the compiled program offers (its P4Info), in its order."""
-    return compiled_limits().algorithms
 
 
 def arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -73,23 +67,12 @@ def is_committed(a: argparse.Namespace, profile: Profile) -> bool:
     return profile.name == "full" and not partial and (a.reps or profile.reps) >= profile.reps
 
 
-def fresh_root(root: Path, keep: bool) -> None:
-    """Without `keep`, the raw runs of earlier invocations go; with it, a completed run
-    kept as its archive is unpacked, so its runs are found (and skipped) in raw/."""
-    if not keep:
-        shutil.rmtree(root / "raw", ignore_errors=True)
-        (root / rawstore.ARCHIVE).unlink(missing_ok=True)
-    elif not (root / "raw").is_dir() and (root / rawstore.ARCHIVE).exists():
-        rawstore.unpack(root)
-    root.mkdir(parents=True, exist_ok=True)
-
-
 def main(argv: list[str] | None = None) -> int:
     a = arguments(argv)
-    profile = PROFILES[a.profile]
+    profile, parts = PROFILES[a.profile], (a.scenarios, a.variants)
     if a.plan:
-        todo = jobs(profile, algorithms(), True, set(a.only))
-        print(plan_text(profile, selected(todo, a.scenarios, a.variants)))
+        algs = compiled_limits().algorithms  # every algorithm of the program (its P4Info)
+        print(plan_text(profile, jobs(profile, algs, True, set(a.only), 0, *parts)))
         return 0
     if os.geteuid() != 0:
         print("bench.experiments: needs root (Mininet and BMv2 on veths)", file=sys.stderr)
@@ -114,11 +97,11 @@ def main(argv: list[str] | None = None) -> int:
             "(go install go.k6.io/k6@v1.8.1 puts it in ~/go/bin)",
             flush=True,
         )
-    algs = algorithms()
-    todo = selected(jobs(profile, algs, k6 is not None, set(a.only), seed), a.scenarios, a.variants)
+    algs = compiled_limits().algorithms
+    todo = jobs(profile, algs, k6 is not None, set(a.only), seed, *parts)
     keep = a.keep or a.resume
     try:
-        fresh_root(root, keep)
+        record.fresh_root(root, keep)
     except rawstore.RawError as e:
         print(f"bench.experiments: {e}", file=sys.stderr)
         return 2
@@ -144,7 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         meta["interrupted"] = True
         print("interrupted: finished runs are kept; --resume continues", flush=True)
-    meta |= record.closing(started, failures)
+    meta |= {
+        "finished": record.now(),
+        "loadavg_at_end": list(os.getloadavg()),
+        "elapsed_s": time.monotonic() - started,
+        "failures": failures,
+    }
     meta["provenance"] = run.finish(profile.reps, order="meta.json's `order`", order_seed=seed)
     rawstore.write_meta(root, meta)
     print(outdir.said(root))

@@ -69,7 +69,8 @@ def ab_once(lab: Any, variant: Variant, n: int, tmp: Path) -> tuple[float, dict[
     """(seconds ab took for n requests at -c 10, requests per server) under `variant`."""
     from bench.experiments import load
     from bench.experiments.counters import log_lines
-    from bench.experiments.measure import URL, configure
+    from bench.experiments.measure import URL
+    from bench.experiments.networks import configure
 
     configure(lab, SCENARIO, variant)
     before = log_lines(lab)
@@ -105,7 +106,8 @@ def test_source_hash_with_few_clients_is_less_fair_than_round_robin(
 ) -> None:
     from bench.experiments import load
     from bench.experiments.counters import log_lines
-    from bench.experiments.measure import URL, configure
+    from bench.experiments.measure import URL
+    from bench.experiments.networks import configure
 
     per_address = 30
     sources = {c: lab.sources[c.name] for c in lab.clients}
