@@ -26,14 +26,9 @@ def tcp_counters(host: Any) -> dict[str, int]:
 
 def switch_packets(lab: Lab) -> int:
     """Packets the switch received on all its ports (the veths' counters, root namespace)."""
-    total = 0
-    for intf in lab.net.switches[0].intfList():
-        if intf.name == "lo":
-            continue
-        p = Path(f"/sys/class/net/{intf.name}/statistics/rx_packets")
-        if p.exists():
-            total += int(p.read_text())
-    return total
+    names = [i.name for i in lab.net.switches[0].intfList() if i.name != "lo"]
+    counts = [Path(f"/sys/class/net/{n}/statistics/rx_packets") for n in names]
+    return sum(int(p.read_text()) for p in counts if p.exists())
 
 
 def line_count(log: Path) -> int:

@@ -106,3 +106,28 @@ def test_only_the_whole_full_profile_is_the_committed_run() -> None:
         ("--profile", "full", "--variants", "wrr"),
     ):
         assert not run.is_committed(*args(*partial)), partial
+
+
+def test_k6_is_found_on_path_or_where_go_install_puts_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench.experiments.load import k6_binary
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("SUDO_HOME", raising=False)
+    monkeypatch.setenv("GOPATH", str(tmp_path / "gopath"))
+    if Path("/root/go/bin/k6").exists():
+        pytest.skip("/root/go/bin/k6 exists: the absent case cannot be seen here")
+    assert k6_binary() is None
+    in_gopath = tmp_path / "gopath" / "bin" / "k6"
+    in_gopath.parent.mkdir(parents=True)
+    in_gopath.write_text("#!/bin/sh\n")
+    assert k6_binary() is None  # not executable: not a k6 to run
+    in_gopath.chmod(0o755)
+    assert k6_binary() == str(in_gopath)
+    on_path = tmp_path / "empty" / "k6"
+    on_path.parent.mkdir()
+    on_path.write_text("#!/bin/sh\n")
+    on_path.chmod(0o755)
+    assert k6_binary() == str(on_path)  # PATH first
