@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench import figure, outdir, provenance, templates
-from bench.experiments.run import tcp_counters
+from bench.experiments.counters import tcp_counters
 from p4lb.intent import reader
 from p4lb.pipeline.entries import Entry, Update
 from p4lb.pipeline.p4info import Schema, load_p4info

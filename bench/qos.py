@@ -34,7 +34,7 @@ from typing import Any
 from bench import figure, outdir, runner, templates
 from bench import provenance as pv
 from bench import qos_metrics as m
-from bench.experiments.run import switch_packets
+from bench.experiments.counters import switch_packets
 from bench.outdir import ROOT
 from bench.rate import process_cpu_s
 from bench.stats import percentile_interpolated

@@ -24,17 +24,12 @@ K6_SCRIPT = HERE / "shapes.js"
 
 def k6_binary() -> str | None:
     """k6 on PATH or where `go install go.k6.io/k6@v1.8.1` puts it; None when absent."""
-    found = shutil.which("k6")
-    if found:
-        return found
-    for home in {os.path.expanduser("~"), os.environ.get("SUDO_HOME", ""), "/root"}:
-        cand = Path(home or "/nonexistent") / "go" / "bin" / "k6"
-        if cand.is_file() and os.access(cand, os.X_OK):
-            return str(cand)
-    gopath = os.environ.get("GOPATH")
-    if gopath and (Path(gopath) / "bin" / "k6").is_file():
-        return str(Path(gopath) / "bin" / "k6")
-    return None
+    homes = {os.path.expanduser("~"), os.environ.get("SUDO_HOME", ""), "/root"}
+    places = [Path(h or "/nonexistent") / "go" / "bin" / "k6" for h in homes]
+    if gopath := os.environ.get("GOPATH"):
+        places.append(Path(gopath) / "bin" / "k6")
+    found = [str(p) for p in places if p.is_file() and os.access(p, os.X_OK)]
+    return shutil.which("k6") or next(iter(found), None)
 
 
 def run_ab(host: Any, url: str, n: int, concurrency: int, out: Path, timeout_s: float) -> str:

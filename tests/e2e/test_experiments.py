@@ -58,7 +58,7 @@ def lab() -> Iterator[Any]:
 
 
 def served_since(lab: Any, before: dict[str, int]) -> dict[str, int]:
-    from bench.experiments.run import log_since
+    from bench.experiments.counters import log_since
     from topology.net import wait_servers_idle
 
     wait_servers_idle(lab)
@@ -68,7 +68,9 @@ def served_since(lab: Any, before: dict[str, int]) -> dict[str, int]:
 def ab_once(lab: Any, variant: Variant, n: int, tmp: Path) -> tuple[float, dict[str, int]]:
     """(seconds ab took for n requests at -c 10, requests per server) under `variant`."""
     from bench.experiments import load
-    from bench.experiments.run import URL, configure, log_lines
+    from bench.experiments.counters import log_lines
+    from bench.experiments.measure import URL
+    from bench.experiments.networks import configure
 
     configure(lab, SCENARIO, variant)
     before = log_lines(lab)
@@ -103,7 +105,9 @@ def test_source_hash_with_few_clients_is_less_fair_than_round_robin(
     lab: Any, tmp_path: Path
 ) -> None:
     from bench.experiments import load
-    from bench.experiments.run import URL, configure, log_lines
+    from bench.experiments.counters import log_lines
+    from bench.experiments.measure import URL
+    from bench.experiments.networks import configure
 
     per_address = 30
     sources = {c: lab.sources[c.name] for c in lab.clients}

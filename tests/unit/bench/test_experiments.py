@@ -11,8 +11,8 @@ from bench.experiments.plan import SCENARIOS
 
 
 def test_every_algorithm_of_the_program_joins_by_name() -> None:
+    from bench.experiments.matrix import jobs
     from bench.experiments.plan import QUICK, variants
-    from bench.experiments.run import jobs
 
     algs = ("iphash", "wrr", "some_new_algorithm")
     assert [v.name for v in variants(algs, SCENARIOS["equal"])] == list(algs)
@@ -26,8 +26,8 @@ def test_every_algorithm_of_the_program_joins_by_name() -> None:
 
 
 def test_variants_take_turns_within_each_repetition_in_a_seeded_shuffled_order() -> None:
+    from bench.experiments.matrix import jobs
     from bench.experiments.plan import QUICK
-    from bench.experiments.run import jobs
 
     algs = ("iphash", "wrr", "srchash", "maglev")
     todo = [j for j in jobs(QUICK, algs, False, {"ab"}, seed=7) if j.scenario.name == "equal"]
@@ -44,7 +44,7 @@ def test_variants_take_turns_within_each_repetition_in_a_seeded_shuffled_order()
 
 
 def test_each_repetition_draws_other_client_addresses() -> None:
-    from bench.experiments.run import draw_sources
+    from bench.experiments.matrix import draw_sources
 
     pool = [f"10.1.0.{i}" for i in range(1, 33)]
     draws = {tuple(draw_sources(pool, 8, seed)) for seed in range(5)}
@@ -94,8 +94,8 @@ def test_random_placement_jain_matches_a_seeded_simulation() -> None:
 
 
 def test_least_time_of_a_run_follows_capacity_and_concurrency() -> None:
+    from bench.experiments.matrix import Job, run_seconds
     from bench.experiments.plan import SCENARIOS, SINGLE, AbLoad, ClientsLoad, K6Shape, Variant
-    from bench.experiments.run import Job, run_seconds
 
     eq, wrr = SCENARIOS["equal"], Variant("wrr", "wrr")
     # -c 10 on 6 workers of 25 ms: the servers' 240 requests/s bound it
@@ -122,8 +122,9 @@ def test_resume_continues_one_run_and_skips_what_finished(tmp_path: Path) -> Non
 
     import pytest
 
+    from bench.experiments.matrix import jobs, pending
+    from bench.experiments.meta import resumed_seed
     from bench.experiments.plan import FULL
-    from bench.experiments.run import jobs, pending, resumed_seed
 
     facts = {"profile": "full", "p4_program": "abc", "bmv2": "/usr/local/bin/x 1.15"}
     assert resumed_seed(tmp_path, facts) is None  # nothing there yet: start afresh
@@ -144,7 +145,7 @@ def test_resume_continues_one_run_and_skips_what_finished(tmp_path: Path) -> Non
 
 
 def test_each_part_is_chained_and_the_plan_order_kept_once() -> None:
-    from bench.experiments.run import chained
+    from bench.experiments.meta import chained
 
     order = [["equal", 0, "wrr", "n300-c1"], ["equal", 0, "iphash", "n300-c1"]]
     first = {"started": "T0", "loadavg_at_start": [0.1], "order": order, "commit": "a"}

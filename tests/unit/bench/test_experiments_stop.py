@@ -1,4 +1,4 @@
-"""Stopping the experiment matrix (bench/experiments/run.py) by Ctrl-C or SIGTERM: the
+"""Stopping the experiment matrix (bench/experiments/networks.py) by Ctrl-C or SIGTERM: the
 interrupt must reach main's bookkeeping even when the signal lands inside a Mininet command
 (session 38: it left a host's shell "waiting", the network's stop then raised AssertionError
 in its place, and the meta's end, the begun run's removal and the report were all skipped)."""
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bench.experiments import run
+from bench.experiments import matrix, networks
 from bench.experiments.plan import QUICK
 from topology import net
 
@@ -68,10 +68,10 @@ def test_the_network_stop_frees_waiting_shells_before_mininet_stops_it() -> None
 def test_an_interrupt_survives_a_network_stop_that_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    todo = run.jobs(QUICK, ("wrr",), k6=False, only={"ab"})[:2]
+    todo = matrix.jobs(QUICK, ("wrr",), k6=False, only={"ab"})[:2]
     done, begun = todo
 
-    def one_run(lab: Any, job: run.Job, root: Path, *_: Any) -> dict[str, Any]:
+    def one_run(lab: Any, job: matrix.Job, root: Path, *_: Any) -> dict[str, Any]:
         job.path(root).mkdir(parents=True)
         if job is begun:
             raise KeyboardInterrupt  # the signal, inside the run
@@ -86,17 +86,17 @@ def test_an_interrupt_survives_a_network_stop_that_fails(
         raise AssertionError  # as Mininet's node.cmd on a shell left waiting
 
     killed: list[tuple[int, int]] = []
-    monkeypatch.setattr(run.os, "kill", lambda pid, sig: killed.append((pid, sig)))
+    monkeypatch.setattr(networks.os, "kill", lambda pid, sig: killed.append((pid, sig)))
     lab = SimpleNamespace(qdiscs={}, pids={"switch": 4242, "h1-server": 4343})
-    monkeypatch.setattr(run, "build", lambda options: lab)
-    monkeypatch.setattr(run, "p4lb_cmd", lambda lab, *args: ["true"])
-    monkeypatch.setattr(run, "start_servers", lambda lab, threaded: None)
-    monkeypatch.setattr(run, "configure", lambda lab, sc, variant: None)
-    monkeypatch.setattr(run, "one_run", one_run)
-    monkeypatch.setattr(run, "stop", failing_stop)
+    monkeypatch.setattr(networks, "build", lambda options: lab)
+    monkeypatch.setattr(networks, "p4lb_cmd", lambda lab, *args: ["true"])
+    monkeypatch.setattr(networks, "start_servers", lambda lab, threaded: None)
+    monkeypatch.setattr(networks, "configure", lambda lab, sc, variant: None)
+    monkeypatch.setattr(networks, "one_run", one_run)
+    monkeypatch.setattr(networks, "stop", failing_stop)
     with pytest.raises(KeyboardInterrupt):
-        run.run_jobs(todo, QUICK, tmp_path, None, {}, [])
+        networks.run_jobs(todo, QUICK, tmp_path, None, {}, [])
     assert stops == ["stop"]
-    assert killed == [(4242, run.signal.SIGTERM)]  # the switch Mininet's stop did not reach
+    assert killed == [(4242, networks.signal.SIGTERM)]  # the switch Mininet's stop did not reach
     assert (done.path(tmp_path) / "run.json").exists()
     assert not begun.path(tmp_path).exists()
