@@ -100,42 +100,35 @@ def claims(g: Groups, algorithms: list[str], c10: str, c1: str) -> list[Claim]:
         return len({r.get("draw") for r in clients(sc)} - {None})
 
     out = []
+
+    def add(name: str, **slots: Any) -> None:
+        out.append(claim(name, **slots))
+
     if all(wi("rps") + wi("rps", "1:1:4")):
-        d, one = vs("rps"), wi("rps", ld=c1)
-        out.append(claim("002-throughput", eq=wi("rps"), un=wi("rps", "1:1:4"), one=one, d=d))
+        one = wi("rps", ld=c1)
+        add("002-throughput", eq=wi("rps"), un=wi("rps", "1:1:4"), one=one, d=vs("rps"))
     if all(wi("mean_ms")):
-        slots = {"mean": wi("mean_ms"), "p95": wi("p95_ms"), "p95_1": wi("p95_ms", ld=c1)}
-        out.append(claim("002-response-time", **slots, d=vs("mean_ms")))
+        p95 = {"p95": wi("p95_ms"), "p95_1": wi("p95_ms", ld=c1)}
+        add("002-response-time", mean=wi("mean_ms"), **p95, d=vs("mean_ms"))
     if g.get(ab("equal", "iphash")) and g.get(ab("equal", "wrr")):
         n, k = load_count(c10), len(g[ab("equal", "wrr")][0]["workers"])
-        jains = (values(g[ab("equal", v)], "jain") for v in ("iphash", "wrr"))
-        slots = {
-            "fairness_verdict": unfair_verdict(*jains),
-            "n": n,
-            "k": k,
-            "random": random_jain(n, k),
-        }
-        out.append(claim("002-fairness", **slots, jain=wi("jain"), d=vs("jain")))
+        verdict = unfair_verdict(*(values(g[ab("equal", v)], "jain") for v in ("iphash", "wrr")))
+        shape = {"n": n, "k": k, "random": random_jain(n, k)}
+        add("002-fairness", fairness_verdict=verdict, jain=wi("jain"), **shape, d=vs("jain"))
     single = ab("equal", "single")
-    gains = {
-        n: m(ab("equal", n), "rps") / (m(single, "rps") or 1)
-        for n in algorithms
-        if ab("equal", n) in g
-    }
+    rps = {n: m(ab("equal", n), "rps") for n in algorithms if ab("equal", n) in g}
+    gains = {n: x / (m(single, "rps") or 1) for n, x in rps.items()}
     if gains and single in g:
         lumped = [n for n, x in gains.items() if x <= 1.5]
-        p95 = (m(ab("equal", "wrr"), "p95_ms"), m(single, "p95_ms"))
-        out.append(
-            claim("003-throughput", gains=gains, lumped=lumped, p95=p95, d=vs("rps", b="single"))
-        )
-    p95 = {
-        n: m(ab("1:1:4", n), "p95_ms") for n in {*algorithms, "leastconn", "wrr", "rr", "iphash"}
-    }
+        p95 = {"p95": (m(ab("equal", "wrr"), "p95_ms"), m(single, "p95_ms"))}
+        add("003-throughput", gains=gains, lumped=lumped, **p95, d=vs("rps", b="single"))
+    lc = ab("1:1:4", "leastconn")
+    p95 = {n: m(ab("1:1:4", n), "p95_ms") for n in ("leastconn", "wrr", "rr", "iphash")}
     if p95["leastconn"] and p95["wrr"]:
-        best = min((n for n in algorithms if ab("1:1:4", n) in g), key=lambda n: p95[n] or 1e9)
-        lc = ab("1:1:4", "leastconn")
+        ran = [n for n in algorithms if ab("1:1:4", n) in g]
+        best = min(ran, key=lambda n: m(ab("1:1:4", n), "p95_ms") or 1e9)
         d = vs("p95_ms", "leastconn", "wrr", "1:1:4")
-        out.append(claim("003-latency", p95=p95, best=best, key=lc, reps=len(g[lc]), d=d))
+        add("003-latency", p95=p95, best=best, key=lc, reps=len(g[lc]), d=d)
     rr, ip = (Key("k6", "1:2:2", n, "average") for n in ("rr", "iphash"))
     if m(rr, "p95_ms") and m(ip, "p95_ms"):
         bp = {
@@ -143,20 +136,16 @@ def claims(g: Groups, algorithms: list[str], c10: str, c1: str) -> list[Claim]:
             for n in ("rr", "iphash")
             for f in ("completed", "planned")
         }
-        d = decided(g, rr, ip, "p95_ms")
-        out.append(
-            claim("001-latency", rr=stat(g[rr], "p95_ms"), ip=stat(g[ip], "p95_ms"), bp=bp, d=d)
-        )
+        p95 = {"rr": stat(g[rr], "p95_ms"), "ip": stat(g[ip], "p95_ms")}
+        add("001-latency", **p95, bp=bp, d=decided(g, rr, ip, "p95_ms"))
     if small("iphash") and small("wrr"):
-        out.append(
-            claim("000-shares", ip_s=small("iphash"), w_s=small("wrr"), draws=draws("1:2:2"))
-        )
+        add("000-shares", ip_s=small("iphash"), w_s=small("wrr"), draws=draws("1:2:2"))
     eq = sorted(axis(g, "ld", exp="clients", sc="equal"), key=load_count)
     if eq and Key("clients", "equal", "srchash", eq[0]) in g:
         few, many = (Key("clients", "equal", "srchash", ld) for ld in (eq[0], eq[-1]))
         jain = {"few": m(few, "jain"), "many": m(many, "jain")}
         jain["iphash"] = m(Key("clients", "equal", "iphash", few.ld), "jain")
         sources = {"few": 3 * load_count(few.ld), "many": 3 * load_count(many.ld)}
-        slots = {"jain": jain, "sources": sources, "reps": len(g[few]), "draws": draws("equal")}
-        out.append(claim("002-source-hash", **slots, key=few))
+        reps = {"reps": len(g[few]), "draws": draws("equal")}
+        add("002-source-hash", jain=jain, sources=sources, key=few, **reps)
     return out

@@ -109,6 +109,16 @@ class Point:
     def stat(self, field: str, scale: float = 1.0) -> Spread:
         return stat(self.runs, field, scale)
 
+    def per_server(self) -> dict[str, Any]:
+        """A many-source point's medians per server: requests, share %, capacity %."""
+        r0, idx = self.runs[0], range(len(self.runs[0]["servers"]))
+        return {
+            "sources": 3 * load_count(self.ld),
+            "served": [statistics.median(r["served"][i] for r in self.runs) for i in idx],
+            "shares": [statistics.median(100 * r["shares"][i] for r in self.runs) for i in idx],
+            "cap": [100 * w / sum(r0["workers"]) for w in r0["workers"]],
+        }
+
 
 def points(g: Groups, exp: str, algorithms: list[str], by_shape: bool = False) -> list[Point]:
     """An experiment's points in table order: scenario, load (k6's by shape), variant."""

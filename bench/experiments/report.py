@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from bench.experiments.measured import head, switch_ceiling
 from bench.experiments.measured import parts_text as parts_text  # bench.readme_figures reads it
 from bench.experiments.metrics import load_runs
 from bench.experiments.plots import PLOTS, plots
-from bench.experiments.points import Groups, Key, Point, Run, axis, groups, load_count, med, points
+from bench.experiments.points import Groups, Key, Run, axis, groups, load_count, med, points, spread
 from bench.experiments.points import variants as variants_of
 
 
@@ -55,18 +54,16 @@ def seed_figures(g: Groups, algorithms: list[str]) -> tuple[str, list[Claim]]:
             for f in ("rps", "p95_ms")
         ]
 
-    lds = sorted(axis(g, "ld", exp="clients", sc="1:2:2"))
-    shares = [
-        (
-            n,
-            [
-                (statistics.median(100 * r["shares"][0] for r in rs), 3 * load_count(ld))
-                for ld in lds
-                if (rs := g.get(Key("clients", "1:2:2", n, ld)))
-            ],
-        )
-        for n in variants_of(g, algorithms, exp="clients", sc="1:2:2")
-    ]
+    def small(n: str) -> list[tuple[float, int]]:
+        """The 1-worker server's median share, %, and the sources, per source count on 1:2:2."""
+        keys = [Key("clients", "1:2:2", n, ld) for ld in sorted(axis(g, "ld", exp="clients"))]
+        return [
+            (spread([100 * r["shares"][0] for r in g[k]])[0], 3 * load_count(k.ld))
+            for k in keys
+            if k in g
+        ]
+
+    shares = [(n, small(n)) for n in variants_of(g, algorithms, exp="clients", sc="1:2:2")]
     found = claims(g, algorithms, c10, c1)
     text = templates.render(
         "experiments/seeds.md",
@@ -81,17 +78,6 @@ def seed_figures(g: Groups, algorithms: list[str]) -> tuple[str, list[Claim]]:
         claims=found,
     )
     return text, found
-
-
-def per_server(p: Point) -> dict[str, Any]:
-    """A many-source point's medians per server: requests, share %, capacity %."""
-    r0, idx = p.runs[0], range(len(p.runs[0]["servers"]))
-    return {
-        "sources": 3 * load_count(p.ld),
-        "served": [statistics.median(r["served"][i] for r in p.runs) for i in idx],
-        "shares": [statistics.median(100 * r["shares"][i] for r in p.runs) for i in idx],
-        "cap": [100 * w / sum(r0["workers"]) for w in r0["workers"]],
-    }
 
 
 @dataclass(frozen=True)
@@ -134,7 +120,7 @@ def summary(
         "experiments/summary.md",
         head=head(root, runs, meta),
         ab=points(g, "ab", algorithms),
-        clients=[(p, per_server(p)) for p in points(g, "clients", algorithms)],
+        clients=[(p, p.per_server()) for p in points(g, "clients", algorithms)],
         k6=points(g, "k6", algorithms, by_shape=True),
         plots=made,
         rps_of=lambda p, n: med(g, Key("ab", p.sc, n, p.ld), "rps"),
