@@ -48,17 +48,14 @@ def plots(g: Groups, algorithms: list[str], out: Path, ceiling: float | None) ->
     def panel(title: str, field: str, labels: dict[str, dict[str, str]], **where: str) -> Panel:
         """A panel of the points that match `where`: a series per labelled key part."""
         names = variants_of(g, algorithms, **where)
-        return (
-            title,
-            names,
-            [
-                (label, [stat(g.get(Key(**where, n=n, **part), []), field) for n in names])
-                for label, part in labels.items()
-            ],
-        )
+        series = [
+            (label, [stat(g.get(Key(**where, n=n, **part), []), field) for n in names])
+            for label, part in labels.items()
+        ]
+        return title, names, series
 
     def row(panels: list[Panel], size: tuple[float, float], stacked: bool = False) -> Any:
-        """A figure of panels side by side (or stacked), each `size`; their axes."""
+        """A figure of panels side by side (or stacked), each `size`: the figure, its axes."""
         shape = (len(panels), 1) if stacked else (1, len(panels))
         figsize = (size[0] * shape[1], size[1] * shape[0])
         fig, axes = plt.subplots(*shape, figsize=figsize, squeeze=False)
