@@ -54,7 +54,7 @@ def test_each_repetition_draws_other_client_addresses() -> None:
 
 
 def test_percentiles_and_bands() -> None:
-    from bench.experiments.report import delay_band, throughput_band
+    from bench.experiments.points import delay_band, throughput_band
     from bench.stats import percentile_nearest_rank as percentile
 
     xs = [float(x) for x in range(1, 101)]
@@ -66,7 +66,7 @@ def test_percentiles_and_bands() -> None:
 
 
 def test_fairness_verdict_needs_the_hash_below_the_rotation_in_every_repetition() -> None:
-    from bench.experiments.report import unfair_verdict
+    from bench.experiments.claims import unfair_verdict
 
     wrr = [1.0] * 5
     # This run's figures: the hash below 1 in each repetition, as random placement gives.
@@ -79,7 +79,7 @@ def test_fairness_verdict_needs_the_hash_below_the_rotation_in_every_repetition(
 def test_random_placement_jain_matches_a_seeded_simulation() -> None:
     import random
 
-    from bench.experiments.report import random_jain
+    from bench.experiments.claims import random_jain
     from p4lb.stats.fairness import jain
 
     rng = random.Random(7)
@@ -161,7 +161,7 @@ def test_each_part_is_chained_and_the_plan_order_kept_once() -> None:
 
 
 def test_a_run_in_parts_says_so() -> None:
-    from bench.experiments.report import parts_text
+    from bench.experiments.measured import parts_text
 
     first = {"commit": "a" * 40, "started": "T0", "finished": None}
     second = {"commit": "a" * 40, "started": "T0", "finished": "T1", "interrupted": True}
