@@ -1,4 +1,4 @@
-"""Where a bench writes (issue 33): quick or partial runs never overwrite the committed
+"""Where a bench writes: quick or partial runs never overwrite the committed
 figures in results/.
 
 A run writes into results/ only when it measures the committed profile (every measurement

@@ -1,4 +1,4 @@
-"""`make bench-restore-peer`: the operator's leastconn restore scenario (issue 28) on
+"""`make bench-restore-peer`: the operator's leastconn restore scenario on
 HAProxy, the public balancer whose `leastconn` operators know, beside what p4lb's exact
 mode does in the same scenario (tests/e2e/test_leastconn.py).
 

@@ -1,5 +1,5 @@
 """`make results`: every figure of results/ rebuilt on this tree, in order, then the tables,
-plots and README regions generated from the files written (issue 33).
+plots and README regions generated from the files written.
 
     python -m bench.results [--profile quick|full] [--results-dir DIR] [--build NAME=PATH ...]
                             [--dry-run]

@@ -1,4 +1,4 @@
-"""k6's breakpoint as a measured figure (issue 33): the highest rate of requests that
+"""k6's breakpoint as a measured figure: the highest rate of requests that
 completed, over a sliding window of seconds, while the share of failed requests in that
 window stayed below a threshold. The planned arrival rate at the moment k6 stopped is
 reported beside it, labelled as planned: it is what k6 was asked to send, not what the

@@ -1,5 +1,5 @@
 """Load generators run inside Mininet hosts: ab (one, or one per source address at once)
-and k6 (seed 001's shapes, bench/experiments/shapes.js). Their raw output is written to the
+and k6 (Sudiatmika et al.'s shapes, bench/experiments/shapes.js). Their raw output is written to the
 run's directory; parsing lives here too so the report reads the same files."""
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ SERVICE_MS = 25.0  # each request takes 25 ms: one worker answers at most 40 req
 
 @dataclass(frozen=True)
 class Scenario:
-    """Server capacities as worker counts (same service time), e.g. 1:2:2 as in seed 000."""
+    """Server capacities as worker counts (same service time), e.g. 1:2:2 as in Fathurrohim
+    and Basuki."""
 
     name: str
     workers: tuple[int, ...]
@@ -59,7 +60,7 @@ def variants(algorithms: tuple[str, ...], scenario: Scenario) -> list[Variant]:
 
 @dataclass(frozen=True)
 class AbLoad:
-    """Seed 002/003: one client, ab -n N -c C."""
+    """As Usman et al. and Ramadhan and Wardhana load: one client, ab -n N -c C."""
 
     n: int
     concurrency: int
@@ -84,10 +85,10 @@ class ClientsLoad:
 
 @dataclass(frozen=True)
 class K6Shape:
-    """Seed 001's load shapes, per client: `average` ramps to `vus` and holds; `stress` ramps
-    to `vus` (higher), holds and ramps down; `breakpoint` raises the arrival rate from 1 to
-    `rate` requests/s over `ramp_s` until the failure rate passes 1 % or p95 passes
-    `p95_bound_ms` (k6 aborts the run)."""
+    """Sudiatmika et al.'s load shapes, per client: `average` ramps to `vus` and holds;
+    `stress` ramps to `vus` (higher), holds and ramps down; `breakpoint` raises the arrival
+    rate from 1 to `rate` requests/s over `ramp_s` until the failure rate passes 1 % or p95
+    passes `p95_bound_ms` (k6 aborts the run)."""
 
     name: str
     vus: int = 0
@@ -108,7 +109,7 @@ class Profile:
     clients_loads: tuple[ClientsLoad, ...]
     k6_scenarios: tuple[str, ...]
     k6_shapes: tuple[K6Shape, ...]
-    # Variants k6 runs (None: all); the quick profile keeps seed 001's own pair.
+    # Variants k6 runs (None: all); the quick profile keeps Sudiatmika et al.'s own pair.
     k6_variants: tuple[str, ...] | None = None
     clients: int = 3
     addresses_per_client: int = field(default=0)  # 0: the largest ClientsLoad.addresses
@@ -140,8 +141,8 @@ FULL = Profile(
     name="full",
     reps=5,
     ab_scenarios=("equal", "1:2:2", "1:1:4"),
-    # Seed 002's 20k..100k and seed 003's 3k..12k, divided by 10: with servers that answer
-    # 240 requests/s in all, 100k requests would take 7 minutes per run.
+    # Usman et al.'s 20k..100k and Ramadhan and Wardhana's 3k..12k, divided by 10: with
+    # servers that answer 240 requests/s in all, 100k requests would take 7 minutes per run.
     ab_loads=tuple(AbLoad(n, c) for c in (1, 10) for n in (300, 600, 900, 1200))
     + tuple(AbLoad(n, 10) for n in (2000, 4000, 6000, 8000, 10000)),
     clients_scenarios=("equal", "1:2:2", "1:1:4"),

@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     k6 = loadgen.k6_binary()
     if k6 is None and "k6" in a.only:
         print(
-            "k6 is not installed: the seed 001 load shapes are skipped "
+            "k6 is not installed: the k6 load shapes (Sudiatmika et al.'s) are skipped "
             "(go install go.k6.io/k6@v1.8.1 puts it in ~/go/bin)",
             flush=True,
         )

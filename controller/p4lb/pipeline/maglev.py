@@ -9,9 +9,9 @@
 * `candidate_sets`: the candidates of each slot for the least-* algorithms (leastconn,
   leasttime, leastpkt): every active backend (exact), or d weighted draws (power of d
   choices; `candidate_pairs` is d = 2).
-* `weighted_buckets`: seed 000's PCC weighted buckets (nginx `ip_hash` with weights) for
-  `srchash`: each backend gets buckets in proportion to its weight, interleaved; the data
-  plane indexes them by hash(source address) modulo the table size.
+* `weighted_buckets`: Fathurrohim and Basuki's PCC weighted buckets (nginx `ip_hash` with
+  weights) for `srchash`: each backend gets buckets in proportion to its weight,
+  interleaved; the data plane indexes them by hash(source address) modulo the table size.
 
 Both are pure and deterministic: the same (names, weights) give the same table on every
 machine and after every restart. Maglev's permutations come from hashlib digests of the
@@ -211,11 +211,11 @@ def maglev_update(
 def weighted_buckets(weights: Sequence[int], size: int | None = None) -> tuple[int, ...]:
     """Hash buckets for `srchash`: `size` entries, backend i in about size * w_i / sum(w).
 
-    Without `size`, the table is one cycle of the weights divided by their gcd — seed 000's
-    PCC exactly (1:2:2 gives 5 buckets: one, two and two). With `size`, counts are apportioned
-    by largest remainder (ties to the lower index), so each count is within one of its exact
-    share. Either way the buckets are interleaved like smooth WRR, not in runs. Weight 0
-    gets no bucket; no positive weight gives an empty tuple.
+    Without `size`, the table is one cycle of the weights divided by their gcd — Fathurrohim
+    and Basuki's PCC exactly (1:2:2 gives 5 buckets: one, two and two). With `size`, counts
+    are apportioned by largest remainder (ties to the lower index), so each count is within
+    one of its exact share. Either way the buckets are interleaved like smooth WRR, not in
+    runs. Weight 0 gets no bucket; no positive weight gives an empty tuple.
     """
     if any(w < 0 for w in weights):
         raise ValueError("weights must be >= 0")
