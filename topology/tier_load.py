@@ -85,9 +85,14 @@ def start_controller(t: Tier, config: Path, standby: bool = False, name: str = "
     )
 
 
-def controller_log() -> str:
-    p = plan.RUN / "controller.log"
+def log_of(name: str) -> str:
+    """The log of the tier's process recorded as `name` (RUN/NAME.log), or "" (none yet)."""
+    p = plan.RUN / f"{name}.log"
     return p.read_text() if p.exists() else ""
+
+
+def controller_log() -> str:
+    return log_of("controller")
 
 
 def start_tier(
@@ -348,6 +353,19 @@ class RouteSamples:
             at = time.monotonic()
             self.samples.append((at, next_hops("r0", f"{VIP}/32"), next_hops("r1", "0.0.0.0/0")))
             self.stop.wait(max(0.0, self.every_s - (time.monotonic() - at)))
+
+
+@contextmanager
+def sampling_routes(every_s: float = 0.2) -> Iterator[RouteSamples]:
+    """RouteSamples taken by a thread for the block, stopped (and joined, bounded) at its end."""
+    routes = RouteSamples(every_s=every_s)
+    sampler = threading.Thread(target=routes.run, daemon=True)
+    sampler.start()
+    try:
+        yield routes
+    finally:
+        routes.stop.set()
+        sampler.join(10)
 
 
 def route_gaps(samples: list[tuple[float, list[str]]], n: int, until: float) -> dict[str, Any]:
