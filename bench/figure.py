@@ -24,9 +24,10 @@ def save(fig: Any, path: Path, dpi: int) -> None:
     pyplot().close(fig)
 
 
-def bars(ax: Any, series: list[tuple[list[float], str]], width: float) -> None:
-    """Groups of bars side by side, one group at each of 0, 1, ... and one bar of each
-    group per (values, label) of `series`, each `width` wide, the group centred."""
-    for k, (values, label) in enumerate(series):
+def bars(ax: Any, series: dict[str, list[float]], width: float, ticks: list[str]) -> None:
+    """Groups of bars side by side, one group at each of 0, 1, ... (named by `ticks`, small)
+    with a bar of each series (label: values) in it, each `width` wide, the group centred."""
+    for k, (label, values) in enumerate(series.items()):
         offset = (k - (len(series) - 1) / 2) * width
         ax.bar([i + offset for i in range(len(values))], values, width=width, label=label)
+    ax.set_xticks(range(len(ticks)), ticks, fontsize=8)

@@ -347,60 +347,43 @@ def overload_points(t: Any, reps: int, seconds: int) -> dict[str, Any]:
     }
 
 
+def medians(table: dict[str, Any], key: str) -> list[float]:
+    return [v[key]["median"] for v in table.values()]
+
+
 def failover_panel(b: Any, doc: dict[str, Any]) -> None:
     """Per kind of event: until the router (or the twin, or the standby) took over, and the
     longest wait of an open connection; how many broke, under each."""
     fo = doc["failover"]
-    figure.bars(
-        b,
-        [
-            ([fo[k]["detection_s"]["median"] for k in fo], "taken over: routes, twin, standby (s)"),
-            (
-                [fo[k]["longest_stall_s"]["median"] for k in fo],
-                "longest stall of an open connection (s)",
-            ),
-        ],
-        0.4,
-    )
-    held_ = {k: sum(r["connections"] for r in fo[k]["runs"]) for k in fo}
-    b.set_xticks(
-        range(len(fo)), [f"{k}\nbroken {fo[k]['broken']} of {held_[k]}" for k in fo], fontsize=8
-    )
+    ticks = [
+        f"{k}\nbroken {v['broken']} of {sum(r['connections'] for r in v['runs'])}"
+        for k, v in fo.items()
+    ]
+    series = {
+        "taken over: routes, twin, standby (s)": medians(fo, "detection_s"),
+        "longest stall of an open connection (s)": medians(fo, "longest_stall_s"),
+    }
+    figure.bars(b, series, 0.4, ticks)
     b.legend()
 
 
-def overload_panel(c: Any, doc: dict[str, Any]) -> None:
+def overload_panel(c: Any, over: dict[str, Any], reps: int) -> None:
     """Per overload point: seconds r0 had fewer next hops than balancers, and none, and the
     longest wait of a held connection; the served rate under each."""
-    pts = doc["overload"]["points"]
-    below = [pts[p]["r0_s_below_n"]["median"] for p in pts]
-    none = [pts[p]["r0_s_none"]["median"] for p in pts]
-    stall = [pts[p]["longest_stall_s"]["median"] for p in pts]
-    figure.bars(
-        c,
-        [
-            (below, "s r0 below all next hops"),
-            (none, "s r0 without a route"),
-            (stall, "longest held-connection stall (s)"),
-        ],
-        0.27,
-    )
+    pts = over["points"]
+    below, none = medians(pts, "r0_s_below_n"), medians(pts, "r0_s_none")
+    series = {
+        "s r0 below all next hops": below,
+        "s r0 without a route": none,
+        "longest held-connection stall (s)": medians(pts, "longest_stall_s"),
+    }
+    served = medians(pts, "served_rps")
+    figure.bars(c, series, 0.27, [f"{p}\n{r:.0f} req/s" for p, r in zip(pts, served, strict=True)])
     for i in range(len(pts)):  # the seconds written out: a bar of 0 s is the finding
-        c.annotate(
-            f"{below[i]:.1f}/{none[i]:.1f}",
-            (i - 0.13, max(below[i], none[i])),
-            ha="center",
-            va="bottom",
-            fontsize=7,
-        )
-    c.set_xticks(
-        range(len(pts)),
-        [f"{p}\n{pts[p]['served_rps']['median']:.0f} req/s" for p in pts],
-        fontsize=8,
-    )
+        at = (i - 0.13, max(below[i], none[i]))
+        c.annotate(f"{below[i]:.1f}/{none[i]:.1f}", at, ha="center", va="bottom", fontsize=7)
     c.set_title(
-        f"Overload, nothing killed (capacity {doc['overload']['capacity_rps']:.0f} req/s; "
-        f"median of {doc['reps']})"
+        f"Overload, nothing killed (capacity {over['capacity_rps']:.0f} req/s; median of {reps})"
     )
     c.legend(fontsize=8)
 
@@ -432,7 +415,7 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     failover_panel(b, doc)
     b.set_title(f"Failover (median of {doc['reps']} repetitions)")
     if over:
-        overload_panel(axes[2], doc)
+        overload_panel(axes[2], over, doc["reps"])
     figure.save(fig, path, 110)
 
 
@@ -482,15 +465,10 @@ def main(argv: list[str] | None = None) -> int:
         t.down()
     # The tier's own facts (FRR, GoBGP, the load) beside the common provenance; the
     # points' order: scaling alternates 1-2-3 and 3-2-1, failover the kinds and reversed.
-    doc["provenance"] = doc["provenance"] | run.finish(
-        a.reps,
-        order="failover kinds, then reversed"
-        + (
-            ""
-            if a.ha
-            else "; scaling 1-2-3 / 3-2-1 alternating; overload 1x-2x-3x-baseline, then reversed"
-        ),
-    )
+    order = "failover kinds, then reversed"
+    if not a.ha:
+        order += "; scaling 1-2-3 / 3-2-1 alternating; overload 1x-2x-3x-baseline, then reversed"
+    doc["provenance"] = doc["provenance"] | run.finish(a.reps, order=order)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / f"{name}.json").write_text(json.dumps(doc, indent=1))
     print(outdir.said(a.out))
