@@ -150,14 +150,13 @@ def scaling(t: Any, config: Path, reps: int, seconds: int, points: list[int]) ->
     return {str(n): over_runs(rs, ("rps", "switch_cpu_ms_per_request")) for n, rs in runs.items()}
 
 
-def wait_for(what: str, done: Any, timeout_s: float = TAKEOVER_WAIT_S) -> float:
-    """Seconds until `done()` (polled every 10 ms, bounded)."""
-    t0 = time.monotonic()
-    while not done():
-        if time.monotonic() - t0 > timeout_s:
-            raise TimeoutError(f"bench-tier: {what} not within {timeout_s} s")
-        time.sleep(0.01)
-    return time.monotonic() - t0
+def wait_for(what: str, done: Callable[[], bool], timeout_s: float = TAKEOVER_WAIT_S) -> float:
+    """Seconds until `done()` (bounded)."""
+    from topology.tier_load import waited
+
+    if (took := waited(done, timeout_s)) is None:
+        raise TimeoutError(f"bench-tier: {what} not within {timeout_s} s")
+    return took
 
 
 def leave(t: Any, kind: str, victim: int, rep: int) -> tuple[float, Callable[[], None]]:

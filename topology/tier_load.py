@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,6 +182,16 @@ def verb(t: Tier, *args: str) -> str:
     return r.stdout
 
 
+def waited(done: Callable[[], bool], timeout_s: float) -> float | None:
+    """Seconds until `done()` held (polled every 10 ms), or None once `timeout_s` passed."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if done():
+            return time.monotonic() - t0
+        time.sleep(0.01)
+    return None
+
+
 def wait_hops(
     t: Tier,
     indexes: list[int],
@@ -192,11 +202,9 @@ def wait_hops(
     """Seconds until `router`'s next hops for the VIP (IPv4 or IPv6) are exactly those
     balancers' (bounded)."""
     want = hops(indexes, vip)
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        if t.ecmp_next_hops(vip, router=router) == want:
-            return time.monotonic() - t0
-        time.sleep(0.01)
+    took = waited(lambda: t.ecmp_next_hops(vip, router=router) == want, timeout_s)
+    if took is not None:
+        return took
     got = t.ecmp_next_hops(vip, router=router)
     raise TimeoutError(
         f"{router}'s next hops for {vip} {got} != {want} after {timeout_s} s\n{routing_report(t)}"
