@@ -28,13 +28,12 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import floor, instructions, lab, outdir, rate, runner, stats, templates, traffic
+from bench import floor, instructions, lab, outdir, runner, stats, templates, traffic
 from bench.toolchain import compile_p4, p4c, p4c_problem, tool_version
 
 FLOWS = 200
@@ -47,32 +46,6 @@ PEER_P4C_FLAGS = ["--arch", "v1model", "--std", "p4-16"]
 # A log_msg statement: its arguments hold strings and braces, never a semicolon.
 LOG_MSG = re.compile(r"\blog_msg\s*\((?:\"[^\"]*\"|[^;\"])*?\)\s*;")
 PATHS = ("syn", "data", "reply", "fin")
-# BMv2's phases, by the functions whose inclusive cost each is (callgrind_annotate
-# --inclusive=yes, summed over the files an inlined function's cost is split into). The
-# parser's figure includes the checksum verification it calls and the deparser's the
-# checksum update: both are subtracted. The pipeline is the ingress in the ingress thread,
-# the egress in an egress thread. Metadata reset: every metadata field of a packet, set
-# to 0 by the receiving thread. Other: the rest of each thread (packet I/O, queues, the
-# logging calls around the phases, idle threads).
-PHASES = (
-    "parser",
-    "verify_checksum",
-    "ingress",
-    "egress",
-    "deparser",
-    "compute_checksum",
-    "metadata_reset",
-    "other",
-)
-PHASE_FUNCTIONS = {
-    "parser": "bm::Parser::parse",
-    "verify_checksum": "bm::Parser::verify_checksums",
-    "pipeline": "bm::Pipeline::apply",
-    "deparser": "bm::Deparser::deparse",
-    "compute_checksum": "bm::Deparser::update_checksums",
-    "metadata_reset": "bm::PHV::reset_metadata",
-    "ingress_thread": "SimpleSwitch::ingress_thread",
-}
 
 
 def strip_logs(source: str) -> str:
@@ -242,84 +215,6 @@ def measure(build: str, binary: str, args: argparse.Namespace, workdir: Path) ->
     return runner.measure_build(SPEC, runner.Trial(build, binary, args, workdir))
 
 
-# --- the breakdown ------------------------------------------------------------------
-
-
-def annotate(dump: Path) -> dict[str, int]:
-    """Inclusive instructions per function (no arguments, summed over the files its code
-    comes from) of one callgrind dump."""
-    r = subprocess.run(
-        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", "--auto=no", str(dump)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    costs: dict[str, int] = {}
-    for line in r.stdout.splitlines():
-        # "  1,234 (12.3%)  /path/file.cpp:ns::fn(args) const [/usr/bin/obj]"
-        m = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+(.*)$", line)
-        if not m:
-            continue
-        where = re.sub(r" \[[^\]]*\]$", "", m.group(2))
-        fn = re.split(r"(?<!:):(?!:)", where, maxsplit=1)[-1]  # after "file:"
-        fn = re.sub(r"'\d+$", "", fn.split("(", 1)[0]).strip()
-        costs[fn] = costs.get(fn, 0) + int(m.group(1).replace(",", ""))
-    return costs
-
-
-def phases(dumps: list[Path]) -> dict[str, int]:
-    """BMv2's phases (PHASES), summed over the threads of one dump (a file per thread)."""
-    out = dict.fromkeys(PHASES, 0)
-    total = 0
-    for d in dumps:
-        total += sum(instructions.callgrind_totals([d]))
-        if not d.stat().st_size:
-            continue
-        costs = annotate(d)  # one callgrind_annotate a dump
-        c = {k: costs.get(f, 0) for k, f in PHASE_FUNCTIONS.items()}
-        out["parser"] += c["parser"] - c["verify_checksum"]
-        out["verify_checksum"] += c["verify_checksum"]
-        out["ingress" if c["ingress_thread"] else "egress"] += c["pipeline"]
-        out["deparser"] += c["deparser"] - c["compute_checksum"]
-        out["compute_checksum"] += c["compute_checksum"]
-        out["metadata_reset"] += c["metadata_reset"]
-    out["other"] = total - sum(out.values())
-    out["total"] = total
-    return out
-
-
-def breakdown_once(
-    prog: lab.Program, binary: str, workdir: Path, groups: list[dict[str, tuple[Path, int]]]
-) -> dict[str, dict[str, float]]:
-    """Per path, instructions per packet by phase: one switch; per group of connections,
-    a dump per path (a group's SYNs, then its data, ...: a half-open connection's state
-    outlives a group's SYNs under callgrind, not all FLOWS')."""
-    out_file = workdir / f"bd-{prog.name}"
-    wrap = instructions.callgrind_wrap(out_file)
-    sent = dict.fromkeys(PATHS, 0)
-    dumps: dict[str, list[int]] = {path: [] for path in PATHS}
-    with lab.running(prog, binary, workdir, None, wrap) as pid:
-        for group in groups:
-            for path in PATHS:
-                pcap_path, port = group[path]
-                lab.run_quietly("callgrind_control", "-i", "on", str(pid))
-                start = lab.rx_total()
-                n, _ = rate.replay(pcap_path, instructions.INSTR_PPS, port)
-                got = lab.settled_rx(start)
-                lab.run_quietly("callgrind_control", "-i", "off", str(pid))
-                lab.run_quietly("callgrind_control", "-d", str(pid))
-                if got < n:
-                    raise RuntimeError(f"breakdown: {prog.name} lost {n - got} of {n} {path}")
-                sent[path] += n
-                dumps[path].append(sum(len(v) for v in dumps.values()) + 1)
-    res = {}
-    for path in PATHS:
-        files = [f for k in dumps[path] for f in sorted(workdir.glob(f"bd-{prog.name}.{k}-*"))]
-        res[path] = {ph: v / sent[path] for ph, v in phases(files).items()}
-    return res
-
-
 def path_groups(workdir: Path, flows: int, direct: bool) -> list[dict[str, tuple[Path, int]]]:
     """Per group of 50 connections, each path's pcap and the port it is sent on (a reply
     on its backend's)."""
@@ -342,12 +237,13 @@ def path_groups(workdir: Path, flows: int, direct: bool) -> list[dict[str, tuple
 
 
 def breakdown(build: str, binary: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """Per program, each path's instructions per packet by phase (bench.instructions)."""
     shape = lab.Shape(flows=args.flows)
     res: dict[str, Any] = {"binary": binary, "programs": {}}
     for prog in programs(args, workdir, shape):
         groups = path_groups(workdir, args.flows, prog.name == "baseline")
         runner.progress(f"{build} breakdown {prog.name}")
-        res["programs"][prog.name] = breakdown_once(prog, binary, workdir, groups)
+        res["programs"][prog.name] = instructions.breakdown_once(prog, binary, workdir, groups)
     return res
 
 
@@ -355,7 +251,7 @@ def breakdown_markdown(result: dict[str, Any], before: dict[str, Any] | None = N
     """The breakdown as tables: per build, each path's phases per program (thousands of
     instructions per packet); with `before` (an earlier breakdown), its totals beside."""
     text = templates.render(
-        "switch/cost_breakdown.md", r=result, before=before, paths=PATHS, phases=PHASES
+        "switch/cost_breakdown.md", r=result, before=before, paths=PATHS, phases=instructions.PHASES
     )
     return text.rstrip("\n") + "\n"
 
@@ -372,35 +268,21 @@ def summary_facts(facts: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    def options(ap: argparse.ArgumentParser) -> None:
-        ap.add_argument("--peer", type=Path, default=None, help="the peer's P4 source (PEER_P4)")
-        ap.add_argument(
-            "--flows", type=int, default=None, help=f"{FLOWS}; {BREAKDOWN_FLOWS} broken down"
-        )
-        ap.add_argument("--algorithms", nargs="*", default=["wrr", "iphash"], help="lb.p4's")
-        ap.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True)
-        ap.add_argument("--breakdown", action="store_true", help="per path and phase instead")
-        ap.add_argument("--before", type=Path, default=None, help="an earlier breakdown, beside")
-        runner.add_common(ap)
-
-    cost = "--breakdown" in (sys.argv[1:] if argv is None else argv)
-    profile = "bench-cost" if cost else "bench-peers"
-    committed = ["flows", "algorithms", "floor"]
-    args = runner.command_line(
-        "bench-peers",
-        __doc__,
-        "switch",
-        argv,
-        options,
-        committed,
-        reps=3,
-        builds=True,
-        profile=profile,
+def options(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--peer", type=Path, default=None, help="the peer's P4 source (PEER_P4)")
+    ap.add_argument(
+        "--flows", type=int, default=None, help=f"{FLOWS}; {BREAKDOWN_FLOWS} broken down"
     )
-    runner.order_seed(args)
-    if args.flows is None:
-        args.flows = BREAKDOWN_FLOWS if args.breakdown else FLOWS
+    ap.add_argument("--algorithms", nargs="*", default=["wrr", "iphash"], help="lb.p4's")
+    ap.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--breakdown", action="store_true", help="per path and phase instead")
+    ap.add_argument("--before", type=Path, default=None, help="an earlier breakdown, beside")
+    runner.add_common(ap)
+
+
+def builds_to_measure(args: argparse.Namespace) -> dict[str, str] | None:
+    """The builds, or None once stderr says what is missing (the peer's source given but
+    absent, a tool, p4c's fitness); a note when no peer is given."""
     if args.peer is None:
         print(
             "bench-peers: the peer is skipped: no PEER_P4=path/to/l4_loadbalancer.p4 given; "
@@ -409,17 +291,34 @@ def main(argv: list[str] | None = None) -> int:
         )
     elif not args.peer.is_file():
         print(f"bench-peers: PEER_P4={args.peer}: no such file", file=sys.stderr)
-        return 2
+        return None
     tools = ["tcpreplay", "simple_switch_CLI", "valgrind", "callgrind_control"]
     tools += ["callgrind_annotate"] if args.breakdown else []
     builds = runner.builds_to_measure("bench-peers", args.build, [*tools, p4c()])
-    if builds is None:
-        return 2
-    if problem := p4c_problem(p4c()):
+    if builds and (problem := p4c_problem(p4c())):
         print(f"bench-peers: {problem}", file=sys.stderr)
-        return 2
-    run = runner.start_run("bench-peers", builds, argv)
-    if run is None:
+        return None
+    return builds
+
+
+def main(argv: list[str] | None = None) -> int:
+    cost = "--breakdown" in (sys.argv[1:] if argv is None else argv)
+    args = runner.command_line(
+        "bench-peers",
+        __doc__,
+        "switch",
+        argv,
+        options,
+        ["flows", "algorithms", "floor"],
+        reps=3,
+        builds=True,
+        profile="bench-cost" if cost else "bench-peers",
+    )
+    runner.order_seed(args)
+    if args.flows is None:
+        args.flows = BREAKDOWN_FLOWS if args.breakdown else FLOWS
+    builds = builds_to_measure(args)
+    if builds is None or (run := runner.start_run("bench-peers", builds, argv)) is None:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {
@@ -429,31 +328,27 @@ def main(argv: list[str] | None = None) -> int:
         "flows": args.flows,
         "instr_pps": instructions.INSTR_PPS,
         "peer": str(args.peer) if args.peer else None,
-        "builds": {},
+        "builds": {build: {"bmv2": tool_version(binary)} for build, binary in builds.items()},
     }
-    for build, binary in builds.items():
-        result["builds"][build] = {"bmv2": tool_version(binary)}
     out = args.out / ("cost_breakdown.json" if args.breakdown else "peers.json")
     with lab.veths(), tempfile.TemporaryDirectory(prefix="p4lb-bench-peers-") as tmp:
-        workdir = Path(tmp)
         for build, binary in builds.items():
             measure_build = breakdown if args.breakdown else measure
-            result["builds"][build].update(measure_build(build, binary, args, workdir))
+            result["builds"][build].update(measure_build(build, binary, args, Path(tmp)))
             out.write_text(json.dumps(result, indent=2) + "\n")  # what is done so far
     result["machine"]["loadavg_at_end"] = os.getloadavg()
     result["provenance"] = run.finish(
         result["reps"],
-        order="each build's `order`: the programs of each repetition"
-        if not args.breakdown
-        else "one pass per program, in the order of `programs` (counts are exact)",
+        order="one pass per program, in the order of `programs` (counts are exact)"
+        if args.breakdown
+        else "each build's `order`: the programs of each repetition",
         order_seed=args.order_seed,
     )
+    before = json.loads(args.before.read_text()) if args.breakdown and args.before else None
+    if before:
+        result["before"] = {"commit": before["commit"], "when": before["when"]}
     out.write_text(json.dumps(result, indent=2) + "\n")
     if args.breakdown:
-        before = json.loads(args.before.read_text()) if args.before else None
-        if before:
-            result["before"] = {"commit": before["commit"], "when": before["when"]}
-            out.write_text(json.dumps(result, indent=2) + "\n")
         out.with_suffix(".md").write_text(breakdown_markdown(result, before))
     runner.progress(f"wrote {out}; {outdir.said(args.out)}")
     return 0

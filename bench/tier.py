@@ -42,11 +42,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +54,9 @@ from bench.rate import process_cpu_s
 
 OVERLOAD_CLIENTS = 3  # ab processes offering the overload, as the independent check ran
 BASELINE = "3 x ab -c 64"  # its load: r0 below 3 of 3 next hops for 56 of 60 s before
+KINDS = ["switch killed", "speaker killed", "drain"]
+HA_KINDS = [*KINDS, "front router died", "return router died", "controller killed"]
+TAKEOVER_WAIT_S = 30.0  # bounds on a router's or a controller's takeover, and their return
 
 
 def alternating(names: list[Any], reps: int) -> Iterator[tuple[int, Any]]:
@@ -103,6 +105,19 @@ def ab(requests: int, concurrency: int, seconds: int) -> dict[str, Any]:
     return r
 
 
+def held(conns: list[dict[str, Any]]) -> dict[str, Any]:
+    """The connections held through a point (topology.tier_load.traffic's): how many, how
+    many broke (timed out or otherwise) or moved, the longest wait any saw for an answer."""
+    broken = [c["broken"]["error"] for c in conns if c["broken"]]
+    return {
+        "connections": len(conns),
+        "broken": len(broken),
+        "timed_out": sum(1 for e in broken if "timed out" in e),
+        "moved": sum(1 for c in conns if c["moved"]),
+        "longest_stall_s": max(c.get("longest_wait_s", 0.0) for c in conns),
+    }
+
+
 def set_active(t: Any, config: Path, active: int) -> None:
     """Balancers 1..active announce; the others are drained."""
     from p4lb.intent import reader, writer
@@ -135,134 +150,116 @@ def scaling(t: Any, config: Path, reps: int, seconds: int, points: list[int]) ->
     return {str(n): over_runs(rs, ("rps", "switch_cpu_ms_per_request")) for n, rs in runs.items()}
 
 
-KINDS = ["switch killed", "speaker killed", "drain"]
-HA_KINDS = [*KINDS, "front router died", "return router died", "controller killed"]
-TAKEOVER_WAIT_S = 30.0  # bounds on a router's or a controller's takeover, and their return
+def wait_for(what: str, done: Callable[[], bool], timeout_s: float = TAKEOVER_WAIT_S) -> float:
+    """Seconds until `done()` (bounded)."""
+    from topology.tier_load import waited
+
+    if (took := waited(done, timeout_s)) is None:
+        raise TimeoutError(f"bench-tier: {what} not within {timeout_s} s")
+    return took
 
 
-def wait_for(what: str, done: Any, timeout_s: float = TAKEOVER_WAIT_S) -> float:
-    """Seconds until `done()` (polled every 10 ms, bounded)."""
-    t0 = time.monotonic()
-    while not done():
-        if time.monotonic() - t0 > timeout_s:
-            raise TimeoutError(f"bench-tier: {what} not within {timeout_s} s")
-        time.sleep(0.01)
-    return time.monotonic() - t0
-
-
-def log_count(name: str, text: str) -> int:
+def leave(t: Any, kind: str, victim: int, rep: int) -> tuple[float, Callable[[], None]]:
+    """One event: (seconds until the router's next hops, the twin or the standby took over,
+    what brings the victim back and, for a router or the controller, waits for it)."""
     from topology import tier_plan as plan
+    from topology.tier_load import log_of, p4lb, start_controller, verb, wait_hops
+    from topology.tier_procs import next_hops
 
-    p = plan.RUN / f"{name}.log"
-    return p.read_text().count(text) if p.exists() else 0
+    if kind in KINDS:  # the balancer `victim`; it comes back by the operator's verb
+        if kind == "drain":
+            p4lb("tier", "drain", f"lb{victim}")
+        else:
+            t.kill(f"{'switch' if kind == 'switch killed' else 'gobgpd'}-lb{victim}")
 
+        def restart() -> None:
+            if kind == "drain":
+                p4lb("tier", "restore", f"lb{victim}")
+            else:
+                speaker = ["--speaker"] if kind == "speaker killed" else []
+                verb(t, "restart", f"lb{victim}", *speaker)
 
-def ha_leave(t: Any, kind: str, rep: int) -> tuple[float, Any]:
-    """A router pair's or the controller's event: (seconds until the twin or the standby
-    took over, what brings the victim back and waits for it)."""
-    from topology import tier_plan as plan
-    from topology.tier_load import next_hops, start_controller, wait_hops
-
+        return wait_hops(t, [i for i in (1, 2, 3) if i != victim]), restart
     if kind == "controller killed":
         # Each balancer a controller becomes primary on is logged "in the tier" (a standby
         # may have been primary before: on a restarted switch it can connect first).
-        before = log_count("standby", ": in the tier")
+        def taken(name: str, at_least: int) -> Callable[[], bool]:
+            return lambda: log_of(name).count(": in the tier") >= at_least
+
+        before = log_of("standby").count(": in the tier")
         t.kill("controller")
-        took = wait_for(
-            "the standby's takeover",
-            lambda: log_count("standby", ": in the tier") >= before + len(t.lbs),
-        )
+        took = wait_for("the standby's takeover", taken("standby", before + len(t.lbs)))
 
         def back() -> None:
             start_controller(t, plan.config_file())  # the config's id: primary again at once
-            wait_for(  # its log starts anew
-                "the old primary's return",
-                lambda: log_count("controller", ": in the tier") >= len(t.lbs),
-            )
+            wait_for("the old primary's return", taken("controller", len(t.lbs)))  # a new log
 
         return took, back
     front = kind == "front router died"
     pair = ("r0", "r0b") if front else ("r1", "r1b")
-    victim, twin = pair if rep % 2 == 0 else pair[::-1]  # the master: it alternates
+    victim_r, twin = pair if rep % 2 == 0 else pair[::-1]  # the master: it alternates
     groups = {vrid for _, vrid, _ in plan.vrrp_groups(twin, t.clients)}
-    t.router_down(victim)
+    t.router_down(victim_r)
     took = wait_for(f"{twin} master", lambda: t.vrrp_masters(twin) == groups)
 
     def back_router() -> None:
-        t.router_up(victim)
+        t.router_up(victim_r)
         if front:
-            wait_hops(t, list(t.lbs), router=victim)
+            wait_hops(t, list(t.lbs), router=victim_r)
         else:
             want = sorted(plan.nexthop_addr(i) for i in t.lbs)
-            wait_for(f"{victim}'s routes", lambda: next_hops(victim, "0.0.0.0/0") == want)
+            wait_for(f"{victim_r}'s routes", lambda: next_hops(victim_r, "0.0.0.0/0") == want)
 
     return took, back_router
 
 
+def ab_batches(batches: list[dict[str, Any]], when: str) -> dict[str, int]:
+    """The ab batches' failed requests, ab processes that gave up, and requests done."""
+    return {
+        f"ab_failed_{when}": sum(b["failed"] for b in batches),
+        f"ab_gave_up_{when}": sum(1 for b in batches if b["error"]),
+        f"ab_requests_{when}": sum(b["complete"] for b in batches),
+    }
+
+
 def failover(t: Any, config: Path, reps: int, kinds: list[str] = KINDS) -> dict[str, Any]:
-    from topology.tier_load import p4lb, steady_batches, traffic, verb, wait_hops
+    from topology.tier_load import steady_batches, traffic, wait_hops
 
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     for rep, kind in alternating(kinds, reps):
         victim = 1 + (rep % 3)
-        others = [i for i in (1, 2, 3) if i != victim]
-        come_back: Any = None
         # Connections open a second before the event (the issue's bar), ab -c 4 running.
         with traffic(1.0, 4) as (result, load):
-            if kind == "switch killed":
-                t.kill(f"switch-lb{victim}")
-            elif kind == "speaker killed":
-                t.kill(f"gobgpd-lb{victim}")
-            elif kind == "drain":
-                p4lb("tier", "drain", f"lb{victim}")
-            else:
-                detect, come_back = ha_leave(t, kind, rep)
-            if come_back is None:
-                detect = wait_hops(t, others)
+            detect, come_back = leave(t, kind, victim, rep)
             # Converged now: the event's start plus the wait would leave out the event's
             # own time (the drain's CLI process) and count batches begun before the
             # route change as steady.
             converged = time.monotonic()
-            while time.monotonic() < converged + 2:
-                time.sleep(0.1)
+            time.sleep(2)
             t1 = time.monotonic()  # the balancer comes back: routes change again
-            if come_back is not None:
-                come_back()
-            elif kind == "switch killed":
-                verb(t, "restart", f"lb{victim}")
-            elif kind == "speaker killed":
-                verb(t, "restart", f"lb{victim}", "--speaker")
-            else:
-                p4lb("tier", "restore", f"lb{victim}")
-            back = time.monotonic() - t1 if come_back is not None else 0.0
+            come_back()  # a balancer's verb is not timed: the wait for the routes is
+            back = 0.0 if kind in KINDS else time.monotonic() - t1
             back = max(back, wait_hops(t, [1, 2, 3]))
             back_at = time.monotonic()  # not t1 + back: starting a switch takes seconds
-            while time.monotonic() < back_at + 2:
-                time.sleep(0.1)
+            time.sleep(2)
         conns = result["connections"]
+        h = held(conns)
         errors = Counter(
             f"port {c['port']}: {c['broken']['error'][:40]}" for c in conns if c["broken"]
         )
         # Routes converged: after the event's convergence until the balancer comes back,
         # and after it is back; the rest overlaps a route change.
-        after, during = steady_batches(load, (converged, t1), (back_at, math.inf))
+        after, during = steady_batches(load, (converged, t1), (back_at, float("inf")))
         r = {
             "rep": rep,
-            "victim": f"lb{victim}" if come_back is None else kind,
+            "victim": f"lb{victim}" if kind in KINDS else kind,
             "detection_s": detect,
             "rejoin_s": back,
-            "longest_stall_s": max(c.get("longest_wait_s", 0.0) for c in conns),
-            "connections": len(conns),
-            "broken": sum(1 for c in conns if c["broken"]),
-            "moved": sum(1 for c in conns if c["moved"]),
+            **{k: h[k] for k in ("longest_stall_s", "connections", "broken", "moved")},
             "broken_by": dict(errors),
             "drops": result.get("drops", {}),
-            "ab_failed_across_route_changes": sum(b["failed"] for b in during),
-            "ab_gave_up_across_route_changes": sum(1 for b in during if b["error"]),
-            "ab_requests_across_route_changes": sum(b["complete"] for b in during),
-            "ab_failed_while_converged": sum(b["failed"] for b in after),
-            "ab_gave_up_while_converged": sum(1 for b in after if b["error"]),
-            "ab_requests_while_converged": sum(b["complete"] for b in after),
+            **ab_batches(during, "across_route_changes"),
+            **ab_batches(after, "while_converged"),
         }
         runs[kind].append(r)
         print(
@@ -272,7 +269,7 @@ def failover(t: Any, config: Path, reps: int, kinds: list[str] = KINDS) -> dict[
             f"{r['ab_failed_across_route_changes']} across route changes",
             flush=True,
         )
-    ab_counts = ("ab_failed_while_converged", "ab_gave_up_while_converged")
+    ab_counts: tuple[str, ...] = ("ab_failed_while_converged", "ab_gave_up_while_converged")
     ab_counts += ("ab_failed_across_route_changes", "ab_gave_up_across_route_changes")
     timed = ("detection_s", "longest_stall_s", "rejoin_s")
     return {k: over_runs(rs, timed, ("broken", "moved", *ab_counts)) for k, rs in runs.items()}
@@ -280,12 +277,10 @@ def failover(t: Any, config: Path, reps: int, kinds: list[str] = KINDS) -> dict[
 
 def overload_points(t: Any, reps: int, seconds: int) -> dict[str, Any]:
     """The overload figures (module docstring): per point and repetition, interleaved."""
-    import threading
-
     from topology.tier_load import (
-        RouteSamples,
         overload,
         route_gaps,
+        sampling_routes,
         traffic,
         unloaded_ms_per_request,
         wait_hops,
@@ -306,23 +301,15 @@ def overload_points(t: Any, reps: int, seconds: int) -> dict[str, Any]:
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in names}
     for rep, name in alternating(names, reps):
         c = concurrency[name]
-        routes = RouteSamples(every_s=0.2)
-        sampler = threading.Thread(target=routes.run, daemon=True)
-        sampler.start()
-        try:
-            with traffic(1.0, 4) as (held, _load):
-                with overload(OVERLOAD_CLIENTS, c, seconds) as results:
-                    started = time.monotonic()
-                    while time.monotonic() < started + seconds:
-                        time.sleep(0.2)
-                ended = time.monotonic()
-        finally:
-            routes.stop.set()
-            sampler.join(10)
+        with sampling_routes(every_s=0.2) as routes, traffic(1.0, 4) as (result, _load):
+            with overload(OVERLOAD_CLIENTS, c, seconds) as results:
+                started = time.monotonic()
+                time.sleep(seconds)
+            ended = time.monotonic()
         window = [s for s in routes.samples if started <= s[0] < ended]
         r0 = route_gaps([(at, h) for at, h, _ in window], n, ended)
         r1 = route_gaps([(at, h) for at, _, h in window], n, ended)
-        conns = held["connections"]
+        h = held(result["connections"])
         r = {
             "rep": rep,
             "concurrency_per_client": c,
@@ -333,15 +320,11 @@ def overload_points(t: Any, reps: int, seconds: int) -> dict[str, Any]:
             "r0": r0,
             "r1": r1,
             "seconds": ended - started,
-            "longest_stall_s": max(x.get("longest_wait_s", 0.0) for x in conns),
-            "held": len(conns),
-            "held_timed_out": sum(
-                1 for x in conns if x["broken"] and "timed out" in x["broken"]["error"]
-            ),
-            "held_broken": sum(
-                1 for x in conns if x["broken"] and "timed out" not in x["broken"]["error"]
-            ),
-            "held_moved": sum(1 for x in conns if x["moved"]),
+            "longest_stall_s": h["longest_stall_s"],
+            "held": h["connections"],
+            "held_timed_out": h["timed_out"],
+            "held_broken": h["broken"] - h["timed_out"],
+            "held_moved": h["moved"],
         }
         runs[name].append(r)
         print(
@@ -352,46 +335,60 @@ def overload_points(t: Any, reps: int, seconds: int) -> dict[str, Any]:
             flush=True,
         )
         wait_hops(t, list(t.lbs))  # whole again before the next point (bounded)
+    summarized = ("served_rps", "r0_s_below_n", "r0_s_none", "r1_s_none", "longest_stall_s")
     return {
         "balancers": n,
         "capacity_rps": capacity,
         "unloaded_ms_per_request": unloaded_ms,
         "points": {
-            k: over_runs(
-                rs,
-                ("served_rps", "r0_s_below_n", "r0_s_none", "r1_s_none", "longest_stall_s"),
-                ("failed", "held_broken"),
-            )
-            for k, rs in runs.items()
+            k: over_runs(rs, summarized, ("failed", "held_broken")) for k, rs in runs.items()
         },
     }
+
+
+def medians(table: dict[str, Any], key: str) -> list[float]:
+    return [v[key]["median"] for v in table.values()]
 
 
 def failover_panel(b: Any, doc: dict[str, Any]) -> None:
     """Per kind of event: until the router (or the twin, or the standby) took over, and the
     longest wait of an open connection; how many broke, under each."""
-    kinds = list(doc["failover"])
-    det = [doc["failover"][k]["detection_s"]["median"] for k in kinds]
-    stall = [doc["failover"][k]["longest_stall_s"]["median"] for k in kinds]
-    x = range(len(kinds))
-    b.bar([i - 0.2 for i in x], det, width=0.4, label="taken over: routes, twin, standby (s)")
-    b.bar([i + 0.2 for i in x], stall, width=0.4, label="longest stall of an open connection (s)")
-    b.set_xticks(
-        list(x),
-        [
-            f"{k}\nbroken {doc['failover'][k]['broken']} of "
-            f"{sum(r['connections'] for r in doc['failover'][k]['runs'])}"
-            for k in kinds
-        ],
-        fontsize=8,
-    )
+    fo = doc["failover"]
+    ticks = [
+        f"{k}\nbroken {v['broken']} of {sum(r['connections'] for r in v['runs'])}"
+        for k, v in fo.items()
+    ]
+    series = {
+        "taken over: routes, twin, standby (s)": medians(fo, "detection_s"),
+        "longest stall of an open connection (s)": medians(fo, "longest_stall_s"),
+    }
+    figure.bars(b, series, 0.4, ticks)
     b.legend()
+
+
+def overload_panel(c: Any, over: dict[str, Any], reps: int) -> None:
+    """Per overload point: seconds r0 had fewer next hops than balancers, and none, and the
+    longest wait of a held connection; the served rate under each."""
+    pts = over["points"]
+    below, none = medians(pts, "r0_s_below_n"), medians(pts, "r0_s_none")
+    series = {
+        "s r0 below all next hops": below,
+        "s r0 without a route": none,
+        "longest held-connection stall (s)": medians(pts, "longest_stall_s"),
+    }
+    served = medians(pts, "served_rps")
+    figure.bars(c, series, 0.27, [f"{p}\n{r:.0f} req/s" for p, r in zip(pts, served, strict=True)])
+    for i in range(len(pts)):  # the seconds written out: a bar of 0 s is the finding
+        at = (i - 0.13, max(below[i], none[i]))
+        c.annotate(f"{below[i]:.1f}/{none[i]:.1f}", at, ha="center", va="bottom", fontsize=7)
+    c.set_title(
+        f"Overload, nothing killed (capacity {over['capacity_rps']:.0f} req/s; median of {reps})"
+    )
+    c.legend(fontsize=8)
 
 
 def plot(doc: dict[str, Any], path: Path) -> None:
     plt = figure.pyplot()
-
-    over = doc.get("overload")
     if "scaling" not in doc:  # --ha: the failover alone
         fig, b = plt.subplots(1, 1, figsize=(11, 4.4))
         failover_panel(b, doc)
@@ -400,46 +397,24 @@ def plot(doc: dict[str, Any], path: Path) -> None:
         )
         figure.save(fig, path, 110)
         return
+    over = doc.get("overload")
     fig, axes = plt.subplots(1, 3 if over else 2, figsize=(16.5 if over else 11, 4))
     a, b = axes[0], axes[1]
     ns = sorted(doc["scaling"], key=int)
-    med = [doc["scaling"][n]["rps"]["median"] for n in ns]
-    lo = [m - doc["scaling"][n]["rps"]["min"] for n, m in zip(ns, med, strict=True)]
-    hi = [doc["scaling"][n]["rps"]["max"] - m for n, m in zip(ns, med, strict=True)]
-    a.bar(ns, med, yerr=[lo, hi], capsize=4, color="#4a7")
+    rps = [doc["scaling"][n]["rps"] for n in ns]
+    med = [r["median"] for r in rps]
+    err = [
+        [m - r["min"] for m, r in zip(med, rps, strict=True)],
+        [r["max"] - m for m, r in zip(med, rps, strict=True)],
+    ]
+    a.bar(ns, med, yerr=err, capsize=4, color="#4a7")
     a.set_xlabel("balancers announcing the VIP")
     a.set_ylabel("requests/s (median, min-max)")
     a.set_title("Tier throughput (ab -c 20, no keep-alive)")
     failover_panel(b, doc)
     b.set_title(f"Failover (median of {doc['reps']} repetitions)")
     if over:
-        c = axes[2]
-        pts = list(over["points"])
-        x = range(len(pts))
-        below = [over["points"][p]["r0_s_below_n"]["median"] for p in pts]
-        none = [over["points"][p]["r0_s_none"]["median"] for p in pts]
-        stall = [over["points"][p]["longest_stall_s"]["median"] for p in pts]
-        c.bar([i - 0.27 for i in x], below, width=0.27, label="s r0 below all next hops")
-        c.bar(list(x), none, width=0.27, label="s r0 without a route")
-        c.bar([i + 0.27 for i in x], stall, width=0.27, label="longest held-connection stall (s)")
-        for i in x:  # the seconds written out: a bar of 0 s is the finding
-            c.annotate(
-                f"{below[i]:.1f}/{none[i]:.1f}",
-                (i - 0.13, max(below[i], none[i])),
-                ha="center",
-                va="bottom",
-                fontsize=7,
-            )
-        c.set_xticks(
-            list(x),
-            [f"{p}\n{over['points'][p]['served_rps']['median']:.0f} req/s" for p in pts],
-            fontsize=8,
-        )
-        c.set_title(
-            f"Overload, nothing killed (capacity {over['capacity_rps']:.0f} req/s; "
-            f"median of {doc['reps']})"
-        )
-        c.legend(fontsize=8)
+        overload_panel(axes[2], over, doc["reps"])
     figure.save(fig, path, 110)
 
 
@@ -489,15 +464,10 @@ def main(argv: list[str] | None = None) -> int:
         t.down()
     # The tier's own facts (FRR, GoBGP, the load) beside the common provenance; the
     # points' order: scaling alternates 1-2-3 and 3-2-1, failover the kinds and reversed.
-    doc["provenance"] = doc["provenance"] | run.finish(
-        a.reps,
-        order="failover kinds, then reversed"
-        + (
-            ""
-            if a.ha
-            else "; scaling 1-2-3 / 3-2-1 alternating; overload 1x-2x-3x-baseline, then reversed"
-        ),
-    )
+    order = "failover kinds, then reversed"
+    if not a.ha:
+        order += "; scaling 1-2-3 / 3-2-1 alternating; overload 1x-2x-3x-baseline, then reversed"
+    doc["provenance"] = doc["provenance"] | run.finish(a.reps, order=order)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / f"{name}.json").write_text(json.dumps(doc, indent=1))
     print(outdir.said(a.out))

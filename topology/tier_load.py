@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,9 +85,14 @@ def start_controller(t: Tier, config: Path, standby: bool = False, name: str = "
     )
 
 
-def controller_log() -> str:
-    p = plan.RUN / "controller.log"
+def log_of(name: str) -> str:
+    """The log of the tier's process recorded as `name` (RUN/NAME.log), or "" (none yet)."""
+    p = plan.RUN / f"{name}.log"
     return p.read_text() if p.exists() else ""
+
+
+def controller_log() -> str:
+    return log_of("controller")
 
 
 def start_tier(
@@ -177,6 +182,16 @@ def verb(t: Tier, *args: str) -> str:
     return r.stdout
 
 
+def waited(done: Callable[[], bool], timeout_s: float) -> float | None:
+    """Seconds until `done()` held (polled every 10 ms), or None once `timeout_s` passed."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if done():
+            return time.monotonic() - t0
+        time.sleep(0.01)
+    return None
+
+
 def wait_hops(
     t: Tier,
     indexes: list[int],
@@ -187,11 +202,9 @@ def wait_hops(
     """Seconds until `router`'s next hops for the VIP (IPv4 or IPv6) are exactly those
     balancers' (bounded)."""
     want = hops(indexes, vip)
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        if t.ecmp_next_hops(vip, router=router) == want:
-            return time.monotonic() - t0
-        time.sleep(0.01)
+    took = waited(lambda: t.ecmp_next_hops(vip, router=router) == want, timeout_s)
+    if took is not None:
+        return took
     got = t.ecmp_next_hops(vip, router=router)
     raise TimeoutError(
         f"{router}'s next hops for {vip} {got} != {want} after {timeout_s} s\n{routing_report(t)}"
@@ -348,6 +361,19 @@ class RouteSamples:
             at = time.monotonic()
             self.samples.append((at, next_hops("r0", f"{VIP}/32"), next_hops("r1", "0.0.0.0/0")))
             self.stop.wait(max(0.0, self.every_s - (time.monotonic() - at)))
+
+
+@contextmanager
+def sampling_routes(every_s: float = 0.2) -> Iterator[RouteSamples]:
+    """RouteSamples taken by a thread for the block, stopped (and joined, bounded) at its end."""
+    routes = RouteSamples(every_s=every_s)
+    sampler = threading.Thread(target=routes.run, daemon=True)
+    sampler.start()
+    try:
+        yield routes
+    finally:
+        routes.stop.set()
+        sampler.join(10)
 
 
 def route_gaps(samples: list[tuple[float, list[str]]], n: int, until: float) -> dict[str, Any]:

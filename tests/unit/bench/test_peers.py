@@ -71,7 +71,7 @@ def test_annotate_sums_a_function_over_the_files_its_code_comes_from(
         return subprocess.CompletedProcess(cmd, 0, ANNOTATE, "")
 
     monkeypatch.setattr(subprocess, "run", run)
-    costs = peers.annotate(tmp_path / "dump")
+    costs = instructions.annotate(tmp_path / "dump")
     assert costs["bm::Parser::parse"] == 610
     assert costs["SimpleSwitch::ingress_thread"] == 1000
     assert costs["bm::Pipeline::apply"] == 300
@@ -98,15 +98,15 @@ def test_phases_take_the_checksum_out_of_the_parser_and_split_the_pipeline(
         },
     }
     totals = {ingress: 1000, egress: 200}
-    monkeypatch.setattr(peers, "annotate", lambda d: costs[d])
+    monkeypatch.setattr(instructions, "annotate", lambda d: costs[d])
     monkeypatch.setattr(instructions, "callgrind_totals", lambda files: [totals[f] for f in files])
-    got = peers.phases([ingress, egress])
+    got = instructions.phases([ingress, egress])
     assert got["parser"] == 500
     assert got["verify_checksum"] == 100
     assert (got["ingress"], got["egress"]) == (300, 70)
     assert (got["deparser"], got["compute_checksum"]) == (30, 20)
     assert got["total"] == 1200
-    assert sum(got[k] for k in peers.PHASES) == got["total"]
+    assert sum(got[k] for k in instructions.PHASES) == got["total"]
 
 
 def test_the_quoted_facts_come_from_the_runs_provenance() -> None:

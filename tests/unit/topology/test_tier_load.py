@@ -1,11 +1,12 @@
 """What the tier's overload figures are made of: the seconds a router had fewer next hops
-than balancers (or none) from its samples, and ab's numbers from its summary."""
+than balancers (or none) from its samples, and ab's numbers from its summary; the bounded
+wait every wait for the tier's routes is."""
 
 from __future__ import annotations
 
 import pytest
 
-from topology.tier_load import parse_ab, route_gaps
+from topology.tier_load import parse_ab, route_gaps, waited
 
 A, B, C = "10.10.0.41", "10.10.0.42", "10.10.0.43"
 
@@ -80,3 +81,10 @@ def test_parse_ab_takes_the_summary_and_the_per_request_mean() -> None:
         "rps": 0.0,
         "ms_per_request": 0.0,
     }
+
+
+def test_waited_is_the_seconds_until_a_check_holds_or_none_at_its_bound() -> None:
+    calls = iter([False, False, True])
+    took = waited(lambda: next(calls), 5.0)
+    assert took is not None and 0.0 < took < 5.0  # two 10 ms polls before it held
+    assert waited(lambda: False, 0.05) is None
