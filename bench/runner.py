@@ -10,6 +10,7 @@ variant, one repetition: the value to keep) and how a build's values become figu
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import platform
@@ -160,13 +161,23 @@ def command_line(
     if reps is not None:
         ap.add_argument("--reps", type=int, default=reps)
     options(ap)
-    profiles.add_argument(ap)
+    if (profile or prog) in profiles.QUICK:  # a bench without a quick profile: no --profile
+        profiles.add_argument(ap)
+        argv = profiles.expand(profile or prog, argv)
     default = outdir.RESULTS / subdir
     ap.add_argument("--out", type=Path, default=None, help=f"default: {default} or the scratch")
-    args = ap.parse_args(profiles.expand(profile or prog, argv))
+    args = ap.parse_args(argv)
     is_committed = outdir.is_committed_profile(ap, args, committed)
     args.out = outdir.destination(subdir, is_committed, args.out)
     return args
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str] | None = None) -> None:
+    """`rows` as a CSV file: the `columns` (default: the first row's keys), no others."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, columns or list(rows[0]), extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
 
 
 def signature(args: argparse.Namespace) -> dict[str, Any]:
