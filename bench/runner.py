@@ -149,12 +149,13 @@ def command_line(
     reps: int | None = None,
     builds: bool = False,
     profile: str | None = None,
+    reps_key: str = "reps",
 ) -> argparse.Namespace:
     """A bench's command line: --build NAME=PATH (with `builds`), --reps (when it has a
     default), the bench's own `options`, --profile (`profile`'s quick arguments, the
     bench's own by default) and --out. Without --out the output goes to `subdir` of
     results/ for the committed profile (`committed` at their defaults, at least the default
-    repetitions), else of the scratch tree (bench.outdir)."""
+    repetitions, `reps_key` naming them), else of the scratch tree (bench.outdir)."""
     ap = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
     if builds:
         ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
@@ -167,7 +168,7 @@ def command_line(
     default = outdir.RESULTS / subdir
     ap.add_argument("--out", type=Path, default=None, help=f"default: {default} or the scratch")
     args = ap.parse_args(argv)
-    is_committed = outdir.is_committed_profile(ap, args, committed)
+    is_committed = outdir.is_committed_profile(ap, args, committed, reps_key)
     args.out = outdir.destination(subdir, is_committed, args.out)
     return args
 
