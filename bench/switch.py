@@ -107,12 +107,8 @@ def timed_figures(args: argparse.Namespace, values: dict[str, Any]) -> dict[str,
         p = programs[name]
         p["zero_loss_vs_baseline"] = p["zero_loss_pps"]["median"] / base if base else 0.0
         # Side by side within each repetition.
-        p["zero_loss_vs_baseline_per_rep"] = stats.summary(
-            [z / b for z, b in zip(zl[name], zl["baseline"], strict=True) if b]
-        )
-        p["cpu_capacity_vs_baseline_per_rep"] = stats.summary(
-            [b / u for u, b in zip(busiest[name], busiest["baseline"], strict=True) if u]
-        )
+        p["zero_loss_vs_baseline_per_rep"] = stats.per_rep(zl[name], zl["baseline"])
+        p["cpu_capacity_vs_baseline_per_rep"] = stats.per_rep(busiest["baseline"], busiest[name])
     return {"programs": programs}
 
 
@@ -131,8 +127,8 @@ def instruction_figures(args: argparse.Namespace, values: dict[str, Any]) -> dic
         for name, v in values.items()
     }
     for name in args.algorithms:
-        programs[name]["capacity_vs_baseline_per_rep"] = stats.summary(
-            [b / u for u, b in zip(busiest[name], busiest["baseline"], strict=True) if u]
+        programs[name]["capacity_vs_baseline_per_rep"] = stats.per_rep(
+            busiest["baseline"], busiest[name]
         )
     return {"pps": INSTR_PPS, "flows": args.instr_flows, "programs": programs}
 
