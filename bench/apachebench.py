@@ -236,6 +236,7 @@ def plots(runs: list[Run], out: Path) -> None:
     plt = figure.pyplot()
 
     cases = sorted({r.case for r in runs if r.algorithm != "baseline"})
+    top = max(r.concurrency for r in runs)  # the lines at the highest concurrency
     for metric, label in (
         ("rps", "requests/s"),
         ("mean_ms", "mean time per request (ms)"),
@@ -243,11 +244,8 @@ def plots(runs: list[Run], out: Path) -> None:
     ):
         fig, ax = plt.subplots(figsize=(7, 4))
         for case in sorted({r.case for r in runs}):
-            pts = sorted(
-                (r.n, getattr(r, metric))
-                for r in runs
-                if r.case == case and r.concurrency == max(x.concurrency for x in runs)
-            )
+            mine = [r for r in runs if r.case == case and r.concurrency == top]
+            pts = sorted((r.n, getattr(r, metric)) for r in mine)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=case)
         ax.set_xlabel("requests (ab -n)")
