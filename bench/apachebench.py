@@ -1,4 +1,4 @@
-"""`make bench`: ApacheBench through the VIP for every algorithm and request count, plus the
+"""`make bench-ab`: ApacheBench through the VIP for every algorithm and request count, plus the
 same load through a plain forwarding program on the same BMv2 binary (the baseline).
 
 Writes results/: raw ab text, runs.csv / runs.json, meta.json, summary.md, PNG plots."""
@@ -6,7 +6,6 @@ Writes results/: raw ab text, runs.csv / runs.json, meta.json, summary.md, PNG p
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import platform
 import shutil
@@ -17,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import figure, outdir, provenance, templates
+from bench import figure, outdir, provenance, runner, templates
 from bench.experiments.counters import tcp_counters
 from p4lb.intent import reader
 from p4lb.pipeline.entries import Entry, Update
@@ -237,6 +236,7 @@ def plots(runs: list[Run], out: Path) -> None:
     plt = figure.pyplot()
 
     cases = sorted({r.case for r in runs if r.algorithm != "baseline"})
+    top = max(r.concurrency for r in runs)  # the lines at the highest concurrency
     for metric, label in (
         ("rps", "requests/s"),
         ("mean_ms", "mean time per request (ms)"),
@@ -244,11 +244,8 @@ def plots(runs: list[Run], out: Path) -> None:
     ):
         fig, ax = plt.subplots(figsize=(7, 4))
         for case in sorted({r.case for r in runs}):
-            pts = sorted(
-                (r.n, getattr(r, metric))
-                for r in runs
-                if r.case == case and r.concurrency == max(x.concurrency for x in runs)
-            )
+            mine = [r for r in runs if r.case == case and r.concurrency == top]
+            pts = sorted((r.n, getattr(r, metric)) for r in mine)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=case)
         ax.set_xlabel("requests (ab -n)")
@@ -282,23 +279,23 @@ def plots(runs: list[Run], out: Path) -> None:
     figure.save(fig, out / "distribution.png", 110)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="make bench")
+def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help=f"counts {QUICK_COUNTS}")
     p.add_argument("--counts", type=int, nargs="*", default=None)
     p.add_argument("--concurrency", type=int, nargs="*", default=[1, 10])
     p.add_argument("--cases", nargs="*", default=[c.name for c in CASES])
-    p.add_argument("--out", default=None, help="default: results/ (the paper's counts) or scratch")
     p.add_argument("--append", action="store_true", help="add to the runs already in OUT/runs.json")
-    a = p.parse_args(argv)
-    counts = a.counts or (QUICK_COUNTS if a.quick else PAPER_COUNTS)
-    committed = not a.quick and outdir.is_committed_profile(
-        p, a, ["counts", "concurrency", "cases"], reps_key=""
-    )
-    out = outdir.destination("", committed, Path(a.out) if a.out else None)
-    from bench.runner import start_run
 
-    record = start_run("bench-ab", {"standard": shutil.which("simple_switch_grpc") or "?"}, argv)
+
+def main(argv: list[str] | None = None) -> int:
+    # Into results/ only with the paper's counts, every case and concurrency.
+    committed = ["quick", "counts", "concurrency", "cases"]
+    a = runner.command_line("bench-ab", __doc__, "", argv, options, committed)
+    counts = a.counts or (QUICK_COUNTS if a.quick else PAPER_COUNTS)
+    out = a.out
+    record = runner.start_run(
+        "bench-ab", {"standard": shutil.which("simple_switch_grpc") or "?"}, argv
+    )
     if record is None:
         return 2
     raw = out / "raw"
@@ -321,21 +318,16 @@ def main(argv: list[str] | None = None) -> int:
             f"served {run.served}, jain {run.jain:.4f}",
             flush=True,
         )
-        with open(out / "runs.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(asdict(runs[0])))
-            w.writeheader()
-            w.writerows(asdict(r) for r in runs)
+        runner.write_csv(out / "runs.csv", [asdict(r) for r in runs])
         (out / "runs.json").write_text(json.dumps([asdict(r) for r in runs], indent=1))
     invocation = {"counts": counts, "concurrency": a.concurrency, "cases": a.cases}
+    meta_file = out / "meta.json"
+    earlier = json.loads(meta_file.read_text()) if a.append and meta_file.exists() else {}
     meta = versions() | {
-        "invocations": [invocation],
+        "invocations": earlier.get("invocations", []) + [invocation],
         "provenance": record.finish(1, order="the plan: cases, counts, concurrency"),
     }
-    if a.append and (out / "meta.json").exists():
-        meta["invocations"] = json.loads((out / "meta.json").read_text()).get("invocations", []) + [
-            invocation
-        ]
-    (out / "meta.json").write_text(json.dumps(meta, indent=1))
+    meta_file.write_text(json.dumps(meta, indent=1))
     (out / "summary.md").write_text(summary(runs))
     plots(runs, out)
     mismatches = [r for r in runs if not r.agree]

@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import outdir, profiles, provenance, runner
+from bench import outdir, provenance, runner, templates
 from p4lb.cli.main import main as p4lb_main
 from p4lb.intent import writer
 from p4lb.intent.model import Backend, Config, Host, SwitchConfig, Vip
@@ -193,40 +193,27 @@ def measure(n_vips: int, n_backends: int, trials: int) -> Figures:
     return figures
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="make bench (controller)")
+def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vips", type=int, default=100)
     p.add_argument("--backends", type=int, default=8)
     p.add_argument("--trials", type=int, default=20)
-    p.add_argument("--out", default=None, help="default: results/ or the scratch tree")
-    profiles.add_argument(p)
-    a = p.parse_args(profiles.expand("bench-controller", argv))
-    committed = outdir.is_committed_profile(p, a, ["vips", "backends"], reps_key="trials")
-    out = outdir.destination("", committed, Path(a.out) if a.out else None)
+
+
+def summary(f: Figures) -> str:
+    """The lines the bench prints: each figure beside its goal."""
+    return templates.render("controller-lines.md", f=f, median=statistics.median)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = runner.command_line(
+        "bench-controller", __doc__, "", argv, options, ["vips", "backends"], reps_key="trials"
+    )
     run = runner.start_run("bench-controller", {"standard": bmv2.switch_binary()}, argv)
     if run is None:
         return 2
     f = measure(a.vips, a.backends, a.trials)
-    print(f"pipeline push: {f.pipeline_push_s:.3f} s")
-    print(
-        f"apply {f.vips} WRR VIPs x {f.backends_per_vip} backends on an empty switch: "
-        f"{f.apply_empty_s:.3f} s ({f.apply_empty_writes} writes; goal < 2 s)"
-    )
-    print(
-        f"no-op apply: median {statistics.median(f.apply_noop_s):.3f} s, "
-        f"max {max(f.apply_noop_s):.3f} s (goal < 0.5 s)"
-    )
-    print(
-        f"`p4lb weight set` as a command (process start included): median "
-        f"{statistics.median(f.cli_weight_set_s):.3f} s"
-    )
-    print(
-        f"weight change -> next new connection follows it: {f.weight_change_trials_ok}/"
-        f"{len(f.weight_change_effect_ms)} trials, SYN out of the switch "
-        f"{statistics.median(f.weight_change_effect_ms):.1f} ms median, "
-        f"{max(f.weight_change_effect_ms):.1f} ms max after the CLI returned (goal < 100 ms)"
-    )
-    out.mkdir(parents=True, exist_ok=True)
+    print(summary(f), end="")
+    a.out.mkdir(parents=True, exist_ok=True)
     bm = provenance.version_line([bmv2.switch_binary(), "--version"]) or "missing"
     # Every trial's value is in the lists (apply_noop_s, cli_weight_set_s, ...), in the
     # order measured; the no-op applies and weight sets run 5 times each.
@@ -234,8 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         "bmv2": bm,
         "provenance": run.finish({"trials": a.trials, "noop": 5}, order="as listed, in turn"),
     }
-    (out / "controller.json").write_text(json.dumps(doc, indent=1))
-    print(outdir.said(out / "controller.json"))
+    (a.out / "controller.json").write_text(json.dumps(doc, indent=1))
+    print(outdir.said(a.out / "controller.json"))
     return 0 if f.weight_change_trials_ok == len(f.weight_change_effect_ms) else 1
 
 

@@ -20,7 +20,6 @@ tests/e2e/test_qos.py shows what a shared bucket does."""
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import random
 import re
@@ -44,6 +43,7 @@ from topology import wire
 
 PORT = 4  # the server's switch port: the bottleneck
 RATE_PPS = 1000
+VOIP_PPS = 50
 TCP_PORT, VOIP_PORT = 5001, 5002
 WARMUP_S = 3.0
 BULK_FLOWS = (3, 1)  # h1's and h2's
@@ -133,6 +133,35 @@ def place_flows(
     raise RuntimeError("bench.qos: no placement of the flows found in 5,000 draws")
 
 
+def measures(
+    sink: dict[str, Any], voip: list[list[float]], ping_out: str, sent: int, pings: int
+) -> dict[str, Any]:
+    """What the hosts saw in one run: the sink's bytes per bulk flow over its window (as
+    Mbit/s per flow and per host, with Jain's index), the VoIP receiver's (sequence,
+    one-way delay ms) pairs of the `sent`, and ping's output of `pings` echoes."""
+    hosts: dict[str, float] = {}
+    flows = {}
+    for peer, nbytes in sink["bytes"].items():
+        flows[peer] = nbytes * 8 / sink["window_s"] / 1e6
+        hosts[peer.split(":")[0]] = hosts.get(peer.split(":")[0], 0.0) + flows[peer]
+    delays = [d for _, d in sorted(voip, key=lambda x: x[0])]
+    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", ping_out)]
+    return {
+        "flows_mbps": flows,
+        "hosts_mbps": hosts,
+        "goodput_mbps": sum(flows.values()),
+        "jain_flows": jain(list(flows.values())),
+        "jain_hosts": jain(list(hosts.values())),
+        "voip_p50_ms": percentile_interpolated(delays, 0.5),
+        "voip_p95_ms": percentile_interpolated(delays, 0.95),
+        "voip_mean_ms": statistics.fmean(delays) if delays else float("nan"),
+        "voip_jitter_ms": m.jitter_rfc3550([d for _, d in voip]),
+        "voip_loss": m.loss(sent, len({s for s, _ in voip})),
+        "ping_mean_ms": statistics.fmean(rtts) if rtts else float("nan"),
+        "ping_loss": m.loss(pings, len(rtts)),
+    }
+
+
 def one_run(
     lab: Any,
     variant: str,
@@ -160,8 +189,8 @@ def one_run(
     soj0, deq0 = thrift_register("qos_sojourn_us", 0), thrift_register("qos_dequeued", 0)
     cpu0, rx0 = process_cpu_s(sw.switch_pid), switch_packets(lab)
     sink_out, voip_out = tmp / f"{variant}-sink.json", tmp / f"{variant}-voip.json"
-    sink_out.unlink(missing_ok=True)  # a previous repetition's
-    voip_out.unlink(missing_ok=True)
+    for old in (sink_out, voip_out):
+        old.unlink(missing_ok=True)  # a previous repetition's
     total = duration + WARMUP_S
     _host_py(
         server,
@@ -176,11 +205,10 @@ def one_run(
             f"--sports {','.join(map(str, mine))}",
         )
     time.sleep(WARMUP_S)
-    pps = 50
     _host_py(
         h3,
-        f"voip-send --dst {dst} --port {VOIP_PORT} --pps {pps} --size 160 --duration {duration} "
-        f"--sport {placement['voip_port']}",
+        f"voip-send --dst {dst} --port {VOIP_PORT} --pps {VOIP_PPS} --size 160 "
+        f"--duration {duration} --sport {placement['voip_port']}",
     )
     pings = int(duration / 0.2)
     ping_out = h3.cmd(f"ping -i 0.2 -c {pings} -W 2 {dst}")
@@ -191,33 +219,10 @@ def one_run(
     soj1, deq1 = thrift_register("qos_sojourn_us", 0), thrift_register("qos_dequeued", 0)
     drops1 = qos_drops(lab)
 
-    sink = json.loads(sink_out.read_text())
-    voip = json.loads(voip_out.read_text())
-    window = sink["window_s"]
-    hosts: dict[str, float] = {}
-    flows = {}
-    for peer, nbytes in sink["bytes"].items():
-        mbps = nbytes * 8 / window / 1e6
-        flows[peer] = mbps
-        hosts[peer.split(":")[0]] = hosts.get(peer.split(":")[0], 0.0) + mbps
-    delays = [d for _, d in sorted(voip, key=lambda x: x[0])]
-    arrival = [d for _, d in voip]
-    sent = int(duration * pps)
-    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", ping_out)]
+    sink, voip = json.loads(sink_out.read_text()), json.loads(voip_out.read_text())
     return {
         "variant": variant,
-        "flows_mbps": flows,
-        "hosts_mbps": hosts,
-        "goodput_mbps": sum(flows.values()),
-        "jain_flows": jain(list(flows.values())),
-        "jain_hosts": jain(list(hosts.values())),
-        "voip_p50_ms": percentile_interpolated(delays, 0.5),
-        "voip_p95_ms": percentile_interpolated(delays, 0.95),
-        "voip_mean_ms": statistics.fmean(delays) if delays else float("nan"),
-        "voip_jitter_ms": m.jitter_rfc3550(arrival),
-        "voip_loss": m.loss(sent, len({s for s, _ in voip})),
-        "ping_mean_ms": statistics.fmean(rtts) if rtts else float("nan"),
-        "ping_loss": m.loss(pings, len(rtts)),
+        **measures(sink, voip, ping_out, int(duration * VOIP_PPS), pings),
         "queue_delay_ms": (soj1 - soj0) / max(1, deq1 - deq0) / 1000,
         "drops": {k: drops1.get(k, 0) - drops0.get(k, 0) for k in drops1},
         "cpu_us_per_packet": (cpu1 - cpu0) * 1e6 / max(1, rx1 - rx0),
@@ -307,7 +312,7 @@ def provenance(reps: int, duration: float, binary: str) -> dict[str, Any]:
 
 def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, default=30.0)
-    p.add_argument("--variants", nargs="*", default=list(VARIANTS))
+    p.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
     p.add_argument("--label", default="full")
     p.add_argument("--seed", type=int, default=4, help="the flows' source ports (default 4)")
 
@@ -321,10 +326,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    unknown = [v for v in args.variants if v not in VARIANTS]
-    if unknown:
-        print(f"bench.qos: unknown variant {unknown[0]!r} (known: {', '.join(VARIANTS)})")
-        return 2
     from tests.e2e.lab import running_lab
     from topology.bmv2 import switch_binary
     from topology.net import Options
@@ -352,14 +353,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
     summary = summarize(runs)
     prov = provenance(args.reps, args.duration, switch_binary())
-    prov["label"] = args.label
-    prov["seed"] = args.seed
+    prov |= {"label": args.label, "seed": args.seed}
     (args.out / "runs.json").write_text(json.dumps({"provenance": prov, "runs": runs}, indent=1))
-    with open(args.out / "runs.csv", "w", newline="") as f:
-        cols = [k for k, v in runs[0].items() if isinstance(v, (int, float, str))]
-        w = csv.DictWriter(f, cols, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(runs)
+    cols = [k for k, v in runs[0].items() if isinstance(v, (int, float, str))]
+    runner.write_csv(args.out / "runs.csv", runs, cols)
     (args.out / "summary.json").write_text(
         json.dumps({"provenance": prov, "summary": summary}, indent=1)
     )

@@ -10,6 +10,7 @@ variant, one repetition: the value to keep) and how a build's values become figu
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import platform
@@ -148,25 +149,36 @@ def command_line(
     reps: int | None = None,
     builds: bool = False,
     profile: str | None = None,
+    reps_key: str = "reps",
 ) -> argparse.Namespace:
     """A bench's command line: --build NAME=PATH (with `builds`), --reps (when it has a
     default), the bench's own `options`, --profile (`profile`'s quick arguments, the
     bench's own by default) and --out. Without --out the output goes to `subdir` of
     results/ for the committed profile (`committed` at their defaults, at least the default
-    repetitions), else of the scratch tree (bench.outdir)."""
+    repetitions, `reps_key` naming them), else of the scratch tree (bench.outdir)."""
     ap = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
     if builds:
         ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
     if reps is not None:
         ap.add_argument("--reps", type=int, default=reps)
     options(ap)
-    profiles.add_argument(ap)
+    if (profile or prog) in profiles.QUICK:  # a bench without a quick profile: no --profile
+        profiles.add_argument(ap)
+        argv = profiles.expand(profile or prog, argv)
     default = outdir.RESULTS / subdir
     ap.add_argument("--out", type=Path, default=None, help=f"default: {default} or the scratch")
-    args = ap.parse_args(profiles.expand(profile or prog, argv))
-    is_committed = outdir.is_committed_profile(ap, args, committed)
+    args = ap.parse_args(argv)
+    is_committed = outdir.is_committed_profile(ap, args, committed, reps_key)
     args.out = outdir.destination(subdir, is_committed, args.out)
     return args
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str] | None = None) -> None:
+    """`rows` as a CSV file: the `columns` (default: the first row's keys), no others."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, columns or list(rows[0]), extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
 
 
 def signature(args: argparse.Namespace) -> dict[str, Any]:

@@ -39,6 +39,12 @@ def summary(values: Sequence[float]) -> dict[str, Any]:
     }
 
 
+def per_rep(num: Sequence[float], den: Sequence[float]) -> dict[str, Any]:
+    """summary() of num[i] / den[i], repetition by repetition (a zero denominator left out):
+    a ratio of two variants measured side by side."""
+    return summary([n / d for n, d in zip(num, den, strict=True) if d])
+
+
 def percentile_nearest_rank(values: Sequence[float], q: float) -> float:
     """The q-th percentile (q in 0..100) by nearest rank; 0 for no values."""
     if not values:

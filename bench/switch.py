@@ -47,11 +47,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import lab, outdir, profiles, runner, stats
+from bench import lab, outdir, runner, stats
 from bench.instructions import INSTR_PPS, instructions_once, traced_counts
-from bench.lab import ROOT, Program, Shape, running, rx_total, settled_rx, veths
+from bench.lab import Program, Shape, running, rx_total, settled_rx, veths
 from bench.rate import LOSS_TOLERANCE, cpu_per_packet, latencies, replay, trial, zero_loss_rate
-from bench.runner import add_common, builds_to_measure, order_seed, progress, start_run
+from bench.runner import builds_to_measure, order_seed, progress, start_run
 from bench.traffic import (
     PATH_EXTRA,
     PATH_STEPS,
@@ -62,8 +62,6 @@ from bench.traffic import (
     traffic,
     write_pcap,
 )
-
-OUT = ROOT / "results" / "switch"
 
 
 def timed_once(t: runner.Trial, name: str) -> dict[str, Any]:
@@ -109,12 +107,8 @@ def timed_figures(args: argparse.Namespace, values: dict[str, Any]) -> dict[str,
         p = programs[name]
         p["zero_loss_vs_baseline"] = p["zero_loss_pps"]["median"] / base if base else 0.0
         # Side by side within each repetition.
-        p["zero_loss_vs_baseline_per_rep"] = stats.summary(
-            [z / b for z, b in zip(zl[name], zl["baseline"], strict=True) if b]
-        )
-        p["cpu_capacity_vs_baseline_per_rep"] = stats.summary(
-            [b / u for u, b in zip(busiest[name], busiest["baseline"], strict=True) if u]
-        )
+        p["zero_loss_vs_baseline_per_rep"] = stats.per_rep(zl[name], zl["baseline"])
+        p["cpu_capacity_vs_baseline_per_rep"] = stats.per_rep(busiest["baseline"], busiest[name])
     return {"programs": programs}
 
 
@@ -133,8 +127,8 @@ def instruction_figures(args: argparse.Namespace, values: dict[str, Any]) -> dic
         for name, v in values.items()
     }
     for name in args.algorithms:
-        programs[name]["capacity_vs_baseline_per_rep"] = stats.summary(
-            [b / u for u, b in zip(busiest[name], busiest["baseline"], strict=True) if u]
+        programs[name]["capacity_vs_baseline_per_rep"] = stats.per_rep(
+            busiest["baseline"], busiest[name]
         )
     return {"pps": INSTR_PPS, "flows": args.instr_flows, "programs": programs}
 
@@ -193,6 +187,8 @@ def spec(prog: str, variants: Any, measure: runner.Measure, figures: Any) -> run
 
 
 TIMED = spec("bench-switch", lambda a: ["baseline", *a.algorithms], timed_once, timed_figures)
+# Instructions per packet, per program: a count, not a time, so the same binary, program
+# and packets give the same figure whatever else the machine does.
 INSTRUCTIONS = spec(
     "bench-switch instructions",
     lambda a: ["baseline", *a.algorithms],
@@ -207,30 +203,11 @@ PATHS = spec(
 )
 
 
-def measure_build(
-    build: str, binary: str, args: argparse.Namespace, workdir: Path
-) -> dict[str, Any]:
-    return runner.measure_build(TIMED, runner.Trial(build, binary, args, workdir))
-
-
-def measure_instructions(
-    build: str, binary: str, args: argparse.Namespace, workdir: Path
-) -> dict[str, Any]:
-    """Instructions per packet, per program: a count, not a time, so the same binary,
-    program and packets give the same figure whatever else the machine does."""
-    trial = runner.Trial(build, binary, args, workdir)
-    res = runner.measure_build(INSTRUCTIONS, trial, reps=args.instr_reps, salt=f"{build}/i")
-    del res["binary"]
-    return res
-
-
-def measure_path_instructions(
-    build: str, binary: str, args: argparse.Namespace, workdir: Path
-) -> dict[str, Any]:
-    """Each path's cost per program (path_costs_of); programs take turns within each
-    repetition."""
-    trial = runner.Trial(build, binary, args, workdir)
-    res = runner.measure_build(PATHS, trial, reps=args.instr_reps, salt=f"{build}/p")
+def counted(spec: runner.Spec, trial: runner.Trial, tag: str) -> dict[str, Any]:
+    """`spec`'s figures of one build over --instr-reps repetitions (orders salted by
+    `tag`), without the binary its timed figures already name."""
+    salt = f"{trial.build}/{tag}"
+    res = runner.measure_build(spec, trial, reps=trial.args.instr_reps, salt=salt)
     del res["binary"]
     return res
 
@@ -255,18 +232,15 @@ def measure_trace(binary: str, args: argparse.Namespace, workdir: Path) -> dict[
     return out
 
 
-def collisions_on_switch(workdir: Path) -> int:
-    """The collision counters of every VIP, through `p4lb stats --json`."""
-    return _sum_key(lab.p4lb_stats(workdir), "collisions")
-
-
-def _sum_key(obj: Any, key: str) -> int:
-    if isinstance(obj, dict):
+def collisions(stats_json: Any) -> int:
+    """The sum of every `collisions` counter in `p4lb stats --json`'s output."""
+    if isinstance(stats_json, dict):
         return sum(
-            (v if k == key and isinstance(v, int) else _sum_key(v, key)) for k, v in obj.items()
+            v if k == "collisions" and isinstance(v, int) else collisions(v)
+            for k, v in stats_json.items()
         )
-    if isinstance(obj, list):
-        return sum(_sum_key(v, key) for v in obj)
+    if isinstance(stats_json, list):
+        return sum(map(collisions, stats_json))
     return 0
 
 
@@ -293,7 +267,7 @@ def measure_growth(binary: str, args: argparse.Namespace, workdir: Path) -> list
                     # Slowly enough that the switch loses nothing: every SYN is stored.
                     start = rx_total()
                     sent, _ = replay(preload, args.preload_pps)
-                    coll.append(collisions_on_switch(workdir))
+                    coll.append(collisions(lab.p4lb_stats(workdir)))
                     if settled_rx(start) < sent * (1 - LOSS_TOLERANCE):
                         progress(f"  preload lost packets at {args.preload_pps} pps")
                 sat.append(trial(pcap, None)[1])
@@ -305,11 +279,7 @@ def measure_growth(binary: str, args: argparse.Namespace, workdir: Path) -> list
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="bench-switch", description=__doc__.splitlines()[0])
-    ap.add_argument("--build", action="append", default=[], help="NAME=PATH (repeatable)")
-    # Five: programs are compared, and bench.stats' "differs" test needs five a side.
-    ap.add_argument("--reps", type=int, default=5)
+def options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--flows", type=int, default=1000)
     ap.add_argument(
         "--algorithms", nargs="+", default=None, help="default: every algorithm in the P4Info"
@@ -345,17 +315,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--path-flows", type=int, default=50)
     ap.add_argument("--path-algorithms", nargs="*", default=None, help="default: --algorithms")
     ap.add_argument("--path-builds", nargs="*", default=None, help="builds to measure (all)")
-    add_common(ap)
-    ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
-    profiles.add_argument(ap)
-    args = ap.parse_args(profiles.expand("bench-switch", argv))
-    committed = outdir.is_committed_profile(
-        ap,
-        args,
-        ["flows", "latency_rounds", "live", "vips", "backends", "instr_flows", "instr_reps"]
-        + ["algorithms", "no_growth", "no_trace", "only_instructions", "only_growth"],
+    runner.add_common(ap)
+
+
+COMMITTED = ["flows", "latency_rounds", "live", "vips", "backends", "instr_flows", "instr_reps"]
+COMMITTED += ["algorithms", "no_growth", "no_trace", "only_instructions", "only_growth"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Five repetitions: programs are compared, and bench.stats' "differs" needs five a side.
+    args = runner.command_line(
+        "bench-switch", __doc__, "switch", argv, options, COMMITTED, reps=5, builds=True
     )
-    args.out = outdir.destination("switch", committed, args.out)
     if args.instructions is None:
         args.instructions = bool(shutil.which("valgrind") and shutil.which("callgrind_control"))
     if args.instr_reps is None:
@@ -373,8 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     if run is None:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     result: dict[str, Any] = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "when": when,
         "machine": runner.machine(),
         "method": __doc__,
         "loss_tolerance": LOSS_TOLERANCE,
@@ -383,57 +355,50 @@ def main(argv: list[str] | None = None) -> int:
         "builds": {},
     }
     out = args.out / "switch.json"
-    if args.only_instructions and out.exists():
-        result = {**json.loads(out.read_text()), "instructions_when": result["when"]}
-    if args.only_growth:
-        if not out.exists():
-            print(f"bench-switch: --only-growth: no {out} to add to", file=sys.stderr)
-            return 2
-        result = {**json.loads(out.read_text()), "growth_when": result["when"]}
+    adding = "instructions" if args.only_instructions else "growth" if args.only_growth else ""
+    if args.only_growth and not out.exists():
+        print(f"bench-switch: --only-growth: no {out} to add to", file=sys.stderr)
+        return 2
+    if adding and out.exists():  # added to the figures of the last full run
+        result = {**json.loads(out.read_text()), f"{adding}_when": when}
+
+    def save() -> None:  # what is done so far
+        out.write_text(json.dumps(result, indent=2) + "\n")
+
+    def grows(build: str) -> bool:
+        return not args.growth_builds or build in args.growth_builds
+
     with veths(), tempfile.TemporaryDirectory(prefix="p4lb-bench-switch-") as tmp:
         workdir = Path(tmp)  # traffic, configs, callgrind dumps: removed at the end
         for build, binary in builds.items():
-            if args.only_growth:
-                if not args.growth_builds or build in args.growth_builds:
-                    result["builds"].setdefault(build, {"binary": binary, "programs": {}})
-                    result["builds"][build]["growth"] = measure_growth(binary, args, workdir)
-                    out.write_text(json.dumps(result, indent=2) + "\n")
+            trial = runner.Trial(build, binary, args, workdir)
+            growth = args.only_growth or not (args.no_growth or args.only_instructions)
+            if args.only_growth and not grows(build):
                 continue
-            if args.only_instructions:  # added to the figures of the last full run
-                result["builds"].setdefault(build, {"binary": binary, "programs": {}})
+            if adding:
+                entry = result["builds"].setdefault(build, {"binary": binary, "programs": {}})
             else:
-                result["builds"][build] = measure_build(build, binary, args, workdir)
-            if args.instructions:
-                result["builds"][build]["instructions"] = measure_instructions(
-                    build, binary, args, workdir
-                )
+                entry = result["builds"][build] = runner.measure_build(TIMED, trial)
+            if args.instructions and not args.only_growth:
+                entry["instructions"] = counted(INSTRUCTIONS, trial, "i")
                 if args.path_instructions and build in (args.path_builds or [build]):
-                    result["builds"][build]["path_instructions"] = measure_path_instructions(
-                        build, binary, args, workdir
-                    )
-            out.write_text(json.dumps(result, indent=2) + "\n")
-            if args.only_instructions:
-                continue
-            if not args.no_growth and (not args.growth_builds or build in args.growth_builds):
-                result["builds"][build]["growth"] = measure_growth(binary, args, workdir)
-            out.write_text(json.dumps(result, indent=2) + "\n")  # what is done so far
-        if not args.no_trace and not args.only_instructions and not args.only_growth:
+                    entry["path_instructions"] = counted(PATHS, trial, "p")
+            if growth and grows(build):
+                save()
+                entry["growth"] = measure_growth(binary, args, workdir)
+            save()
+        if not (args.no_trace or adding):
             first = next(iter(builds.values()))
             result["trace"] = {"binary": first, "counts": measure_trace(first, args, workdir)}
-    if not (args.only_instructions or args.only_growth):  # else the full run's stays
+    if not adding:  # else the full run's stays
         result["machine"]["loadavg_at_end"] = os.getloadavg()
-    key = (
-        "provenance"
-        if not (args.only_instructions or args.only_growth)
-        else ("provenance_instructions" if args.only_instructions else "provenance_growth")
-    )
-    result[key] = run.finish(
+    result[f"provenance_{adding}".rstrip("_")] = run.finish(
         {"timed": args.reps, "instructions": args.instr_reps},
         order="each build's `order` (and its instructions' and paths'): the programs of each "
         "repetition, in the order they ran",
         order_seed=args.order_seed,
     )
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    save()
     progress(f"wrote {out}; {outdir.said(args.out)}")
     return 0
 

@@ -89,3 +89,29 @@ def test_a_stopped_run_resumes_where_it_stopped(tmp_path: Path, no_machine: None
     fresh: list[tuple[str, str]] = []
     assert runner.main(spec(fresh), [*argv, "--flows", "8", "--resume"]) == 0
     assert len(fresh) == 9
+
+
+def test_a_csv_keeps_the_columns_asked_for_in_their_order(tmp_path: Path) -> None:
+    rows = [{"a": 1, "b": "x", "c": [1]}, {"a": 2, "b": "y", "c": [2]}]
+    runner.write_csv(tmp_path / "all.csv", rows)
+    runner.write_csv(tmp_path / "some.csv", rows, ["b", "a"])
+    assert (tmp_path / "all.csv").read_text().splitlines() == ["a,b,c", "1,x,[1]", "2,y,[2]"]
+    assert (tmp_path / "some.csv").read_text().splitlines() == ["b,a", "x,1", "y,2"]
+
+
+def test_a_bench_without_a_quick_profile_takes_no_profile_option(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("P4LB_RESULTS_DIR", raising=False)
+
+    def options(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--n", type=int, default=3)
+
+    args = runner.command_line("bench-none", "doc", "sub", [], options, ["n"])
+    assert not hasattr(args, "profile")
+    assert args.out == runner.outdir.RESULTS / "sub"
+    assert runner.command_line("bench-none", "d", "sub", ["--n", "1"], options, ["n"]).out == (
+        runner.outdir.SCRATCH / "sub"
+    )
+    with pytest.raises(SystemExit):
+        runner.command_line("bench-none", "doc", "sub", ["--profile", "quick"], options, ["n"])

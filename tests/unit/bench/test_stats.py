@@ -29,3 +29,11 @@ def test_the_three_percentiles_differ_where_their_definitions_do() -> None:
     assert stats.percentile_index(xs, 0.99) == 100.0  # index 99: one rank above
     assert stats.percentile_interpolated(xs, 0.99) == pytest.approx(99.01)
     assert stats.percentile_index([5.0], 1.0) == 5.0
+
+
+def test_a_ratio_per_repetition_pairs_the_repetitions_and_skips_a_zero_denominator() -> None:
+    r = stats.per_rep([2.0, 9.0, 4.0, 5.0], [1.0, 0.0, 8.0, 2.0])
+    assert r["values"] == [2.0, 0.5, 2.5]
+    assert r["median"] == 2.0
+    with pytest.raises(ValueError):
+        stats.per_rep([1.0], [1.0, 2.0])
