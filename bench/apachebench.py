@@ -34,11 +34,9 @@ from topology.net import (
     Lab,
     Options,
     access_log,
-    build,
     mac,
     p4lb_cmd,
-    start_servers,
-    stop,
+    running,
     wait_servers_idle,
 )
 
@@ -125,15 +123,13 @@ def program_baseline(lab: Lab) -> None:
 
 def one_run(case: Case, n: int, c: int, raw_dir: Path) -> Run:
     algorithm = "wrr" if case.algorithm == "baseline" else case.algorithm
-    lab = build(Options(algorithm=algorithm, weights=case.weights))
-    try:
+    opts = Options(algorithm=algorithm, weights=case.weights)
+    with running(opts, threaded=False, apply=case.algorithm != "baseline") as lab:
         if case.algorithm == "baseline":
             program_baseline(lab)
             url = f"http://{lab.servers[0].IP()}:{SERVER_PORT}/"
         else:
-            subprocess.run(p4lb_cmd(lab, "apply"), check=True, capture_output=True, timeout=120)
             url = f"http://{VIP_ADDR}:{VIP_PORT}/"
-        start_servers(lab, threaded=False)
         client = lab.clients[0]
         tcp0 = tcp_counters(client)
         result: list[ab.AbResult] = []
@@ -194,8 +190,6 @@ def one_run(case: Case, n: int, c: int, raw_dir: Path) -> Run:
             retransmissions=tcp["RetransSegs"],
             resets=tcp["OutRsts"],
         )
-    finally:
-        stop(lab)
 
 
 def versions() -> dict[str, str]:

@@ -326,9 +326,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from tests.e2e.lab import running_lab
     from topology.bmv2 import switch_binary
-    from topology.net import Options
+    from topology.net import Options, running
 
     args.out.mkdir(parents=True, exist_ok=True)
     tmp = Path("/tmp/p4lb-bench-qos")
@@ -336,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[dict[str, Any]] = []
     rng = random.Random(args.seed)
     opts = Options(servers=1, clients=3, tls=False, priority_queues=8)
-    with running_lab(opts, threaded=False) as lab:
+    with running(opts, threaded=False) as lab:
         for rep in range(args.reps):
             k = rep % len(args.variants)
             order = args.variants[k:] + args.variants[:k]
