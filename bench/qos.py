@@ -40,6 +40,7 @@ from bench.stats import percentile_interpolated
 from p4lb.models.hashing import qos_flow_bucket
 from p4lb.stats.fairness import jain
 from topology import wire
+from topology.procs import poll_until
 
 PORT = 4  # the server's switch port: the bottleneck
 RATE_PPS = 1000
@@ -212,9 +213,7 @@ def one_run(
     )
     pings = int(duration / 0.2)
     ping_out = h3.cmd(f"ping -i 0.2 -c {pings} -W 2 {dst}")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (sink_out.exists() and voip_out.exists()):
-        time.sleep(0.5)
+    poll_until(lambda: sink_out.exists() and voip_out.exists(), 30, every=0.5)
     cpu1, rx1 = process_cpu_s(sw.switch_pid), switch_packets(lab)
     soj1, deq1 = thrift_register("qos_sojourn_us", 0), thrift_register("qos_dequeued", 0)
     drops1 = qos_drops(lab)

@@ -9,7 +9,6 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from mininet.node import Switch
 
 from topology import thrift_guard
+from topology.procs import poll_until
 
 GRPC_PORT = 9559
 THRIFT_PORT = 9090
@@ -24,13 +24,13 @@ THRIFT_PORT = 9090
 
 def wait_listening(port: int, timeout_s: float, what: str = "simple_switch_grpc") -> None:
     """Bounded wait until something accepts TCP connections on 127.0.0.1:port."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def accepts() -> bool:
         with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"{what} did not listen on 127.0.0.1:{port} within {timeout_s:.0f} s")
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    if not poll_until(accepts, timeout_s, every=0.05):
+        raise TimeoutError(f"{what} did not listen on 127.0.0.1:{port} within {timeout_s:.0f} s")
 
 
 def switch_binary() -> str:

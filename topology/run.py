@@ -6,7 +6,6 @@ import argparse
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from topology.net import (
     start_servers,
     stop,
 )
+from topology.procs import poll_until
 
 BANNER = """
 p4lb is running: VIP {vip}:{port} over {servers} ({algorithm}).{vip6}
@@ -70,12 +70,12 @@ def metrics_started(log: Path, proc: subprocess.Popen[bytes], timeout_s: float =
     """Whether `p4lb run` (`proc`, writing `log`) says it serves its metrics within
     `timeout_s`: it listens before it starts, and exits at once when it cannot (the port is
     taken). A connect would not tell: whoever holds the port answers it."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and proc.poll() is None:
-        if "metrics at http://" in log.read_text():
-            return True
-        time.sleep(0.2)
-    return False
+
+    def said() -> bool:
+        return "metrics at http://" in log.read_text()
+
+    poll_until(lambda: proc.poll() is not None or said(), timeout_s, every=0.2)
+    return said()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 
 from topology import ab as abtool
 from topology import tier_plan as plan
+from topology.procs import poll_until
 from topology.tier_plan import (
     NS,
     ROOT,
@@ -61,13 +62,12 @@ def ab(
 
 def wait_for_vip(timeout_s: float = 60.0, port: int = VIP_PORT, vip: str = VIP) -> bool:
     """Bounded wait until a request from the client through the VIP gets an answer."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def answers() -> bool:
         r = in_ns(NS + "c1", "curl", "-g", "-s", "-m", "1", url(vip, port), check=False)
-        if "p4lb" in r.stdout:
-            return True
-        time.sleep(0.2)
-    return False
+        return "p4lb" in r.stdout
+
+    return poll_until(answers, timeout_s, every=0.2)
 
 
 def start_controller(t: Tier, config: Path, standby: bool = False, name: str = "") -> int:
@@ -185,11 +185,7 @@ def verb(t: Tier, *args: str) -> str:
 def waited(done: Callable[[], bool], timeout_s: float) -> float | None:
     """Seconds until `done()` held (polled every 10 ms), or None once `timeout_s` passed."""
     t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        if done():
-            return time.monotonic() - t0
-        time.sleep(0.01)
-    return None
+    return time.monotonic() - t0 if poll_until(done, timeout_s) else None
 
 
 def wait_hops(
@@ -287,15 +283,12 @@ def traffic(
     thread = threading.Thread(target=load.run, daemon=True)
     result: dict[str, Any] = {}
     try:
-        deadline = time.monotonic() + 60
-        while not ready.exists() and holder.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        poll_until(lambda: ready.exists() or holder.poll() is not None, 60, every=0.05)
         if not ready.exists():
             raise RuntimeError("the holder did not open its connections within 60 s")
         opened = json.loads(ready.read_text())["at"]
         thread.start()
-        while time.monotonic() < opened + open_before_s:
-            time.sleep(0.05)
+        time.sleep(max(0.0, opened + open_before_s - time.monotonic()))  # held that long
         yield result, load
     finally:
         load.stop.set()

@@ -1,6 +1,6 @@
-"""The tests' one bounded poll (tests/support.py): it returns what the check returned as soon
-as that is true, gives up at the deadline having checked once more there, and with `what`
-fails naming what it waited for."""
+"""The one bounded poll of the labs, the benches and the tests (topology.procs): it returns
+what the check returned as soon as that is true, gives up at the deadline having checked
+once more there, and with `what` fails naming what it waited for."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.support import poll_until
+from topology.procs import poll_until
 
 
 def test_returns_the_first_true_value_without_waiting_out_the_timeout() -> None:
