@@ -22,12 +22,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from bench import outdir, profiles, provenance, runner
 from bench.outdir import ROOT
+from topology.procs import poll_until
 
 OUT = ROOT / "results" / "algorithms"
 NETNS = "p4lb-restore"
@@ -99,11 +99,12 @@ def sessions(sock: Path) -> dict[str, int]:
 
 
 def wait_sessions(sock: Path, total: int, timeout_s: float = 10) -> dict[str, int]:
-    deadline = time.monotonic() + timeout_s
-    while sum((got := sessions(sock)).values()) != total:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"HAProxy holds {got}, not {total} sessions")
-        time.sleep(0.05)
+    def held() -> dict[str, int]:  # the sessions once they are `total`, else none
+        got = sessions(sock)
+        return got if sum(got.values()) == total else {}
+
+    if not (got := poll_until(held, timeout_s, every=0.05)):
+        raise RuntimeError(f"HAProxy holds {sessions(sock)}, not {total} sessions")
     return got
 
 
@@ -129,11 +130,9 @@ def one_run(workdir: Path) -> dict[str, Any]:
     ]
     hap = subprocess.Popen(ns("haproxy", "-db", "-f", str(cfg)))
     try:
-        deadline = time.monotonic() + 10
-        while not sock.exists():
-            if time.monotonic() > deadline or hap.poll() is not None:
-                raise RuntimeError("HAProxy did not start")
-            time.sleep(0.05)
+        poll_until(lambda: sock.exists() or hap.poll() is not None, 10, every=0.05)
+        if not sock.exists():
+            raise RuntimeError("HAProxy did not start")
         admin(sock, "set server b/s3 weight 0")
         procs.append(open_held(20, 30))
         before = wait_sessions(sock, 20)

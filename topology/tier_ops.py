@@ -22,7 +22,7 @@ from p4lb.intent.lock import config_lock
 from p4lb.intent.model import ConfigError
 from topology import thrift_guard
 from topology import tier_plan as plan
-from topology.procs import alive, stop_pids
+from topology.procs import alive, poll_until, stop_pids
 from topology.tier_plan import (
     MAX_BALANCERS,
     NS,
@@ -138,8 +138,7 @@ def remove(t: Tier, i: int, wait_s: float = WITHDRAW_WAIT_S) -> float:
         v6 = t.ipv6 and nexthop6_addr(i) in t.ecmp_next_hops(VIP6)
         return v6 or nexthop_addr(i) in t.ecmp_next_hops()
 
-    while routed() and time.monotonic() - started < wait_s:
-        time.sleep(0.05)
+    poll_until(lambda: not routed(), wait_s, every=0.05)
     withdrawn = time.monotonic() - started
     procs, links, ns, thrift = balancer_records(i)
     for name in sorted(procs, key=lambda n: n.startswith("switch")):  # the switch last
