@@ -11,6 +11,9 @@ import pytest
 
 from bench import outdir, templates
 from bench import readme_figures as rf
+from bench.readme_figures import experiments as ex
+from bench.readme_figures.__main__ import main
+from bench.readme_figures.provenance_table import describe_file
 
 
 @pytest.mark.parametrize("rel", list(rf.READMES))
@@ -56,9 +59,9 @@ def test_verdicts_name_what_decided_them() -> None:
 
 
 def test_files_without_provenance_are_marked_not_recorded() -> None:
-    assert "not recorded" in rf.describe_file({"when": "x", "builds": {}})
-    assert "not recorded" in rf.describe_file({"standard": {"exactness": []}})
-    partial = rf.describe_file({"provenance": {"when": "w", "commit": "c" * 40, "bmv2": {}}})
+    assert "not recorded" in describe_file({"when": "x", "builds": {}})
+    assert "not recorded" in describe_file({"standard": {"exactness": []}})
+    partial = describe_file({"provenance": {"when": "w", "commit": "c" * 40, "bmv2": {}}})
     assert partial.startswith("partial") and "not recorded" in partial
 
 
@@ -67,10 +70,10 @@ def test_the_full_profile_is_quoted_once_its_plan_is_complete(tmp_path) -> None:
     (full / "raw" / "a").mkdir(parents=True)
     (full / "meta.json").write_text('{"runs_planned": 2}')
     (full / "raw" / "a" / "run.json").write_text("{}")
-    assert rf.experiments_dir(tmp_path) == tmp_path / "experiments"
+    assert ex.experiments_dir(tmp_path) == tmp_path / "experiments"
     (full / "raw" / "b").mkdir()
     (full / "raw" / "b" / "run.json").write_text("{}")
-    assert rf.experiments_dir(tmp_path) == full
+    assert ex.experiments_dir(tmp_path) == full
 
 
 def test_a_verdict_that_changes_between_the_profiles_is_named(monkeypatch, tmp_path) -> None:
@@ -86,8 +89,8 @@ def test_a_verdict_that_changes_between_the_profiles_is_named(monkeypatch, tmp_p
         )
 
     blocks = {"experiments": block("not reproduced"), "experiments-full": block("reproduced")}
-    monkeypatch.setattr(rf, "_block", lambda where: blocks[where.name])
-    monkeypatch.setattr(rf, "experiments_dir", lambda root: root / "experiments-full")
+    monkeypatch.setattr(ex, "_block", lambda where: blocks[where.name])
+    monkeypatch.setattr(ex, "experiments_dir", lambda root: root / "experiments-full")
     text = rf.region("profiles-compared", tmp_path)
     assert text.startswith("Verdicts that changed from the quick profile to the full one: 001: rr")
     assert (
@@ -165,10 +168,10 @@ def test_check_names_each_region_that_drifted_and_changes_nothing(monkeypatch, t
     edited.write_text(text.replace(body, body.replace("Measured", "Measured by hand", 1)))
     before = edited.read_text()
     monkeypatch.setattr(rf, "READMES", {"docs/tier.md": edited})
-    assert rf.main(["--check"]) == 1
+    assert main(["--check"]) == 1
     assert capsys.readouterr().out.splitlines() == [
         f"readme-figures: docs/tier.md: region tier-summary differs from {outdir.RESULTS}"
     ]
     assert edited.read_text() == before
     edited.write_text(text)
-    assert rf.main(["--check"]) == 0
+    assert main(["--check"]) == 0
