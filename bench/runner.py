@@ -101,12 +101,14 @@ def machine() -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Trial:
-    """Where one measurement runs: the build, its binary, the arguments, a scratch dir."""
+    """Where one measurement runs: the build, its binary, the arguments, a scratch dir and
+    what the spec's lab gave (its Mininet network, say)."""
 
     build: str
     binary: str
     args: argparse.Namespace
     workdir: Path
+    lab: Any = None
 
 
 Measure = Callable[[Trial, str], Any]  # one variant once: a JSON value
@@ -132,11 +134,14 @@ class Spec:
     passes: bool = False  # `measure` takes the arguments and returns the passes by name
     head: Callable[[argparse.Namespace], dict[str, Any]] = field(default=lambda a: {})
     provenance: dict[str, Any] = field(default_factory=dict)  # facts of this bench's own
-    lab: Callable[[], AbstractContextManager[Any]] | None = None  # default: bench.lab.veths
+    # What every measurement runs in, opened once (default: bench.lab.veths); Trial.lab.
+    lab: Callable[[argparse.Namespace], AbstractContextManager[Any]] | None = None
     # Each build's figures beside its binary and `order` (the switch files' layout), or
     # the orders under the file's own `order`.
     order_in_build: bool = False
     check: Callable[[argparse.Namespace], str | None] = field(default=lambda a: None)
+    # The bench's other files (tables, notes, plots), from the results file once written.
+    write: Callable[[argparse.Namespace, dict[str, Any]], None] | None = None
 
 
 def command_line(
@@ -237,8 +242,8 @@ def measure_build(
     return {"order": orders, "figures": figures}
 
 
-def main(spec: Spec, argv: list[str] | None = None) -> int:
-    """Parse, check, measure every build's variants interleaved, write spec.filename."""
+def arguments(spec: Spec, argv: list[str] | None = None) -> argparse.Namespace:
+    """The spec's command line: command_line's, --order-seed and --resume."""
 
     def options(ap: argparse.ArgumentParser) -> None:
         spec.options(ap)
@@ -250,9 +255,14 @@ def main(spec: Spec, argv: list[str] | None = None) -> int:
         )
 
     committed = list(spec.committed)
-    args = command_line(
+    return command_line(
         spec.prog, spec.doc, spec.subdir, argv, options, committed, reps=spec.reps, builds=True
     )
+
+
+def main(spec: Spec, argv: list[str] | None = None) -> int:
+    """Parse, check, measure every build's variants interleaved, write spec.filename."""
+    args = arguments(spec, argv)
     builds = builds_to_measure(spec.prog, args.build, list(spec.tools))
     if builds is None:
         return 2
@@ -274,14 +284,14 @@ def main(spec: Spec, argv: list[str] | None = None) -> int:
 
         lab = veth_lab.veths()
     else:
-        lab = spec.lab()
+        lab = spec.lab(args)
 
     def save() -> None:
         partial.write_text(json.dumps(state) + "\n")
 
-    with lab, tempfile.TemporaryDirectory(prefix=f"p4lb-{spec.prog}-") as tmp:
+    with lab as opened, tempfile.TemporaryDirectory(prefix=f"p4lb-{spec.prog}-") as tmp:
         for build, binary in builds.items():
-            trial = Trial(build, binary, args, Path(tmp))
+            trial = Trial(build, binary, args, Path(tmp), opened)
             kept = state["values"].setdefault(build, {})
             res = measure_build(spec, trial, kept, save)
             if spec.order_in_build:
@@ -300,5 +310,7 @@ def main(spec: Spec, argv: list[str] | None = None) -> int:
     out = args.out / spec.filename
     out.write_text(json.dumps(result, indent=2) + "\n")
     partial.unlink(missing_ok=True)
+    if spec.write is not None:
+        spec.write(args, result)
     progress(f"wrote {out}; {outdir.said(args.out)}")
     return 0

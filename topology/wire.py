@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import re
 import shutil
 import socket
 import subprocess
@@ -176,6 +177,16 @@ def thrift_cli(thrift_port: int, cmds: list[str]) -> str:
     if r.returncode != 0 or "Error" in r.stdout:
         raise RuntimeError(f"simple_switch_CLI failed: {r.stdout[-300:]} {r.stderr[-300:]}")
     return r.stdout
+
+
+def register_read(thrift_port: int, name: str, index: int) -> int:
+    """One cell of a P4 register, read over Thrift (P4Runtime cannot read registers on
+    BMv2); a cell the CLI did not print raises."""
+    out = thrift_cli(thrift_port, [f"register_read {name} {index}"])
+    found = re.search(rf"{re.escape(name)}\[{index}\]\s*=\s*(\d+)", out)
+    if found is None:
+        raise RuntimeError(f"register_read {name} {index}: no value in {out[-200:]!r}")
+    return int(found.group(1))
 
 
 def _listening(port: int) -> bool:

@@ -54,7 +54,7 @@ def older(root: Path) -> Slots:
 
 def qos_tiphon(root: Path) -> Slots:
     """bench-qos's full profile (results/qos/summary.json) beside the paper's own table."""
-    from bench.qos import SEED
+    from bench.qos_report import SEED
 
     return {"doc": load(root, "qos/summary.json"), "seed": SEED}
 

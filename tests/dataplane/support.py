@@ -5,7 +5,6 @@ removed after."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -180,11 +179,7 @@ class Bmv2:
         on BMv2): the per-backend load the LEAST* algorithms compare."""
         if wire.cli_command() is None:
             pytest.skip("register reads skipped: simple_switch_CLI with Python thrift missing")
-        out = LAB.thrift([f"register_read {name} {index}"])
-        found = re.search(rf"{re.escape(name)}\[{index}\]\s*=\s*(\d+)", out)
-        if found is None:
-            raise AssertionError(f"register_read {name} {index}: no value in {out!r}")
-        return int(found.group(1))
+        return wire.register_read(LAB.thrift_port, name, index)
 
     def wait_counter(self, name: str, index: int, at_least: int, timeout: float = 3.0) -> int:
         """Poll a counter until it reaches `at_least` (the switch processed the packet)."""

@@ -3,7 +3,7 @@ and 1) and a VoIP-like UDP flow through a switch port shaped to 1,000 packets/s.
 fq_codel-approx keeps the VoIP flow's delay far below a deep FIFO's; plain CoDel (one queue,
 the VoIP flow behind the bulk) keeps its median below half the FIFO's (relative comparisons
 with wide margins; `make bench-qos` measures the figures). Each flow has a queue bucket of
-its own (bench.qos.place_flows); a VoIP flow sharing a bulk flow's bucket loses its
+its own (bench.qos_metrics.place_flows); a VoIP flow sharing a bulk flow's bucket loses its
 isolation."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from bench import qos as bench_qos
+from bench import qos_run as bench_qos_run
 from tests.e2e.support import running_lab
 from topology.net import Options
 
@@ -23,11 +23,11 @@ def test_codel_and_fq_codel_keep_voip_delay_below_a_deep_fifo(tmp_path: Path) ->
     with running_lab(opts, threaded=False) as lab:
         rng = random.Random(33)
         runs = {
-            v: bench_qos.one_run(lab, v, DURATION_S, tmp_path, rng)
+            v: bench_qos_run.one_run(lab, v, DURATION_S, tmp_path, rng)
             for v in ("fifo-deep", "codel", "fq_codel-approx")
         }
         # The VoIP flow in the bucket of h2's bulk flow (the last of the four).
-        shared = bench_qos.one_run(lab, "fq_codel-approx", DURATION_S, tmp_path, rng, 3)
+        shared = bench_qos_run.one_run(lab, "fq_codel-approx", DURATION_S, tmp_path, rng, 3)
     for r in (*runs.values(), shared):
         # The bulk flows left from the ports they were placed on (else placement is moot).
         ports = sorted(int(peer.rsplit(":", 1)[1]) for peer in r["flows_mbps"])

@@ -3,7 +3,7 @@ the VoIP flow's delay and loss, ping's round trips and loss."""
 
 import pytest
 
-from bench.qos import measures
+from bench.qos_metrics import measures
 
 SINK = {
     "window_s": 2.0,
