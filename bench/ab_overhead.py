@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import runner
-from bench.apachebench import Case, one_run
+from bench.ab_run import Case, one_run
 from bench.stats import summary
 
 CASES = {

@@ -18,6 +18,7 @@ DEFAULT = "quick"  # make results' default: never the committed figures unless a
 # Each bench's quick profile, by its program name (its make target's).
 QUICK = {
     "bench-switch": "--reps 1 --flows 300 --latency-rounds 50 --live 1000 --vips 1 --backends 3",
+    "bench-ab": "--quick",
     "bench-ab-overhead": "--reps 1 -n 500",
     "bench-floor": "--reps 1 --no-timed",
     "bench-flood": "--reps 1 --syns 5000",

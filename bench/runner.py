@@ -140,8 +140,9 @@ class Spec:
     # the orders under the file's own `order`.
     order_in_build: bool = False
     check: Callable[[argparse.Namespace], str | None] = field(default=lambda a: None)
-    # The bench's other files (tables, notes, plots), from the results file once written.
-    write: Callable[[argparse.Namespace, dict[str, Any]], None] | None = None
+    # The bench's other files (tables, notes, plots) from the results, before the runner
+    # writes them (it may add fields, or take some out to files of their own); an exit status.
+    write: Callable[[argparse.Namespace, dict[str, Any]], int | None] | None = None
 
 
 def command_line(
@@ -307,10 +308,9 @@ def main(spec: Spec, argv: list[str] | None = None) -> int:
         order=f"{where}: the variants of each repetition, in the order they ran",
         order_seed=args.order_seed,
     )
+    status = spec.write(args, result) if spec.write is not None else None
     out = args.out / spec.filename
     out.write_text(json.dumps(result, indent=2) + "\n")
     partial.unlink(missing_ok=True)
-    if spec.write is not None:
-        spec.write(args, result)
     progress(f"wrote {out}; {outdir.said(args.out)}")
-    return 0
+    return status or 0

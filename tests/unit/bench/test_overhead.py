@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bench import ab_overhead, rate
-from bench.apachebench import Run
+from bench.ab_run import Run
 
 
 def scripted_trial(monkeypatch: pytest.MonkeyPatch, limit: int, stray: set[int]) -> list[int]:

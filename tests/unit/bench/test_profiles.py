@@ -13,6 +13,7 @@ from bench import profiles
 
 MODULES = {
     "bench-switch": "bench.switch",
+    "bench-ab": "bench.apachebench",
     "bench-ab-overhead": "bench.ab_overhead",
     "bench-floor": "bench.floor",
     "bench-flood": "bench.flood",
