@@ -27,7 +27,7 @@ from topology.tier_ops import main as verbs
 from topology.tier_plan import MODES, RUN, VIP, VIP6
 from topology.tier_procs import Tier, missing_tools, stop_from_state
 
-# bench/tier.py imports these from here.
+# The tier bench (bench/tier.py, bench/tier_runs.py) imports these from here.
 __all__ = ["RUN", "ab", "main", "missing_tools"]
 
 
