@@ -1,6 +1,6 @@
 """bench-switch's pure parts: the collisions it reads from `p4lb stats --json`."""
 
-from bench.switch import collisions
+from bench.switch_growth import collisions
 
 
 def test_collisions_are_summed_wherever_the_stats_nest_them() -> None:
