@@ -24,7 +24,7 @@ COMPILED = ROOT / "p4src" / "compiled"
 
 
 # Port 1: the clients; 2..4: the backends (BACKEND_PORTS of them); 5: idle but for a peer
-# program with four backends on ports 2..5 (bench/peers.py). Its ports apart from the packet
+# program with four backends on ports 2..5 (bench/peer_program.py). Its ports apart from the packet
 # tests' and the controller bench's, so they can run at once.
 LAB = VethLab("p4lbb", ports=5, grpc_port=39559, thrift_port=39090)
 

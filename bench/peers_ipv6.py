@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from bench import lab, peers
+from bench import lab, peer_program, peers
 
 VIP6 = "2001:db8::100"
 CLIENTS6 = "2001:db8:1::"  # /64, one client address per connection, as IPv4's
@@ -48,38 +48,20 @@ def lb_config6(algorithm: str, shape: lab.Shape) -> str:
     return "\n".join(lines) + "\n"
 
 
-IPV4_PATHS = peers.flow_paths
-
-
-def flow_paths6(i: int, direct: bool) -> dict[str, list[bytes]]:
-    """peers.flow_paths's packets over IPv6 (the baseline's, `direct`, stay IPv4)."""
+def ends6(i: int, direct: bool) -> tuple[Any, Any, int]:
+    """peer_program.ipv4_ends over IPv6 (the baseline's, `direct`, stay IPv4)."""
     if direct:
-        return IPV4_PATHS(i, direct)
-    from scapy.layers.inet import TCP
+        return peer_program.ipv4_ends(i, direct)
     from scapy.layers.inet6 import IPv6
     from scapy.layers.l2 import Ether
-    from scapy.packet import Raw
 
-    _, sport = peers.traffic.client_of(i)
     client = f"{CLIENTS6}{1 + i % 10000:x}"
     up = Ether(src=lab.port_mac(1), dst=lab.VIP_MAC) / IPv6(src=client, dst=VIP6)
     down = Ether(src=lab.port_mac(2), dst=lab.SWITCH_MAC) / IPv6(src=backend6(0), dst=client)
-    a, b, n = 1000, 5000, peers.DATA_BYTES
-    data: list[Any] = [
-        up / TCP(sport=sport, dport=80, flags="PA", seq=a + 1 + k * n, ack=b + 1) / Raw(b"d" * n)
-        for k in range(peers.DATA_SEGMENTS)
-    ]
-    end = a + 1 + peers.DATA_SEGMENTS * n
-    reply = down / TCP(sport=8000, dport=sport, flags="A", seq=b + 1, ack=end) / Raw(b"r" * n)
-    return {
-        "syn": [bytes(up / TCP(sport=sport, dport=80, flags="S", seq=a))],
-        "data": [bytes(p) for p in data],
-        "reply": [bytes(reply)],
-        "fin": [bytes(up / TCP(sport=sport, dport=80, flags="FA", seq=end, ack=b + 1))],
-    }
+    return up, down, 80
 
 
 if __name__ == "__main__":
     lab.lb_config = lb_config6
-    peers.flow_paths = flow_paths6
+    peer_program.ENDS = ends6
     sys.exit(peers.main(sys.argv[1:]))

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench import instructions, lab, peers
+from bench import instructions, lab, peer_program, peers
 
 SOURCE = """
 action a() {
@@ -28,7 +28,7 @@ apply {
 
 
 def test_the_log_free_variant_keeps_every_other_statement() -> None:
-    out = peers.strip_logs(SOURCE)
+    out = peer_program.strip_logs(SOURCE)
     assert "log_msg" not in out
     for kept in ("x = 1;", "drop();", "t.apply();", "if (y == 1) {"):
         assert kept in out
@@ -41,11 +41,11 @@ def test_the_peer_gets_a_backend_per_port_and_the_way_back(
 ) -> None:
     sent: list[str] = []
     monkeypatch.setattr(lab, "thrift_cli", lambda cmds: sent.extend(cmds) or "")
-    peers.program_peer(lab.Shape())
+    peer_program.program_peer(lab.Shape())
     backends = [c.split() for c in sent if "vip_to_backend" in c]
-    assert [int(c[3]) for c in backends] == list(peers.PEER_BACKEND_PORTS)
+    assert [int(c[3]) for c in backends] == list(peer_program.PEER_BACKEND_PORTS)
     assert len({c[5] for c in backends}) == len(backends)  # one address each
-    assert [c[7] for c in backends] == [lab.port_mac(p) for p in peers.PEER_BACKEND_PORTS]
+    assert [c[7] for c in backends] == [lab.port_mac(p) for p in peer_program.PEER_BACKEND_PORTS]
     assert any(f"{lab.vip_addr(0)} 80 => 1" in c for c in sent)
     assert any("backend_to_vip" in c and f"=> {lab.vip_addr(0)} 80" in c for c in sent)
 
