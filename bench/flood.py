@@ -63,18 +63,9 @@ def send(packets: list[bytes], workdir: Path, name: str, pps: int | None) -> int
     return sent
 
 
-def weighted_config(weights: list[int]) -> str:
-    text = lab.lb_config("wrr", lab.Shape())
-    # Backends of the TCP VIP appear in order b0, b1, b2 with "weight = 1".
-    head, _, tail = text.partition("[vip.v0udp]")
-    for w in weights:
-        head = head.replace("weight = 1\n", f"weight = {w} \n", 1)
-    return head.replace(" \n", "\n") + "[vip.v0udp]" + tail
-
-
 def exactness(binary: str, weights: list[int], workdir: Path, pps: int) -> dict[str, Any]:
     with lab.LAB.switch(binary=binary):
-        lab.program_lb(weighted_config(weights), workdir)
+        lab.program_lb(lab.lb_config("wrr", lab.Shape(), weights), workdir)
         packets = []
         for i in range(1500):
             packets += syn_ack(f"10.1.0.{1 + i % 20}", 20000 + i)

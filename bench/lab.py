@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.outdir import ROOT
+from p4lb.intent import writer
+from p4lb.intent.model import Backend, Config, Host, SwitchConfig, Vip
 from topology.wire import VethLab
 
 COMPILED = ROOT / "p4src" / "compiled"
@@ -75,48 +77,34 @@ class Shape:
     timestamps: bool = False  # TCP options as Linux sends them (RFC 7323 timestamps on)
 
 
-def lb_config(algorithm: str, shape: Shape) -> str:
-    """A p4lb config for `shape`: the client network on port 1, backends on ports 2..4."""
-    lines = [
-        "[switch]",
-        f'address = "127.0.0.1:{LAB.grpc_port}"',
-        "device_id = 0",
-        "election_id = 10",
-        f'mac = "{SWITCH_MAC}"',
-        "",
-        "[[host]]",
-        'name = "clients"',
-        f'address = "{CLIENT_NET}"',
-        "prefix_len = 16",
-        f'mac = "{port_mac(1)}"',
-        "switch_port = 1",
-    ]
+def lb_model(algorithm: str, shape: Shape, weights: list[int] | None = None) -> Config:
+    """A p4lb config for `shape`: the client network on port 1, backends on ports 2..4
+    (the first TCP VIP's at `weights`, else 1 each)."""
+    switch = SwitchConfig(f"127.0.0.1:{LAB.grpc_port}", 0, 10, mac=SWITCH_MAC)
+    clients = Host("clients", CLIENT_NET, port_mac(1), 1, prefix_len=16)
+    vips = []
     for v in range(shape.vips):
         # Every VIP serves TCP; the first also serves UDP (the table holds 255 services).
         for proto, port, bport in (("tcp", 80, 8000), ("udp", 53, 5353))[: 2 if v == 0 else 1]:
-            name = f"v{v}{proto}"
-            lines += [
-                "",
-                f"[vip.{name}]",
-                f'address = "{vip_addr(v)}"',
-                f'protocol = "{proto}"',
-                f"port = {port}",
-                f'algorithm = "{algorithm}"',
-                f'mac = "{VIP_MAC}"',
-            ]
-            for k in range(shape.backends):
-                sp = backend_port_of(k)
-                lines += [
-                    "",
-                    f"[[vip.{name}.backend]]",
-                    f'name = "b{k}"',
-                    f'address = "{backend_addr(v, k, shape.backends)}"',
-                    f"port = {bport}",
-                    "weight = 1",
-                    f'mac = "{port_mac(sp)}"',
-                    f"switch_port = {sp}",
-                ]
-    return "\n".join(lines) + "\n"
+            ws = weights if weights and (v, proto) == (0, "tcp") else [1] * shape.backends
+            backends = tuple(
+                Backend(
+                    f"b{k}",
+                    backend_addr(v, k, shape.backends),
+                    bport,
+                    ws[k],
+                    port_mac(backend_port_of(k)),
+                    backend_port_of(k),
+                )
+                for k in range(shape.backends)
+            )
+            vips.append(Vip(f"v{v}{proto}", vip_addr(v), proto, port, algorithm, VIP_MAC, backends))
+    return Config(switch, (clients,), tuple(vips))
+
+
+def lb_config(algorithm: str, shape: Shape, weights: list[int] | None = None) -> str:
+    """lb_model's config as the file p4lb reads."""
+    return writer.dumps(lb_model(algorithm, shape, weights))
 
 
 def run_quietly(*cmd: str) -> None:

@@ -6,9 +6,11 @@ otherwise), to set an IPv6 VIP's work per packet beside an IPv4 VIP's. Plain for
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import Any
 
 from bench import lab, peer_program, peers
+from p4lb.intent import writer
 
 VIP6 = "2001:db8::100"
 CLIENTS6 = "2001:db8:1::"  # /64, one client address per connection, as IPv4's
@@ -19,33 +21,13 @@ def backend6(k: int) -> str:
 
 
 def lb_config6(algorithm: str, shape: lab.Shape) -> str:
-    """lab.lb_config's first TCP VIP, over IPv6."""
-    lines = [
-        "[switch]",
-        f'address = "127.0.0.1:{lab.LAB.grpc_port}"',
-        "device_id = 0",
-        "election_id = 10",
-        f'mac = "{lab.SWITCH_MAC}"',
-        "",
-        "[[host]]",
-        'name = "clients"',
-        f'address = "{CLIENTS6}"',
-        "prefix_len = 64",
-        f'mac = "{lab.port_mac(1)}"',
-        "switch_port = 1",
-        "",
-        "[vip.v0tcp]",
-        f'address = "{VIP6}"',
-        'protocol = "tcp"',
-        "port = 80",
-        f'algorithm = "{algorithm}"',
-        f'mac = "{lab.VIP_MAC}"',
-    ]
-    for k in range(shape.backends):
-        sp = lab.backend_port_of(k)
-        lines += ["", "[[vip.v0tcp.backend]]", f'name = "b{k}"', f'address = "{backend6(k)}"']
-        lines += ["port = 8000", "weight = 1", f'mac = "{lab.port_mac(sp)}"', f"switch_port = {sp}"]
-    return "\n".join(lines) + "\n"
+    """lab.lb_model's first TCP VIP, over IPv6."""
+    cfg = lab.lb_model(algorithm, shape)
+    tcp = cfg.vips[0]
+    backends = tuple(replace(b, address=backend6(k)) for k, b in enumerate(tcp.backends))
+    clients = replace(cfg.hosts[0], address=CLIENTS6, prefix_len=64)
+    vip = replace(tcp, address=VIP6, backends=backends)
+    return writer.dumps(replace(cfg, hosts=(clients,), vips=(vip,)))
 
 
 def ends6(i: int, direct: bool) -> tuple[Any, Any, int]:
