@@ -242,7 +242,6 @@ bench-choices: $(VPY)
 
 bench-dsr: $(VPY)
 	$(RUN_BENCH) -m bench.dsr $(foreach b,$(BUILDS),--build $(b)) $(QUICK_ARGS)
-	$(VPY) -m bench.dsr --plot $(OUTDIR)/dsr
 
 bench-restore-peer: $(VPY)
 	$(RUN_BENCH) -m bench.restore_peer $(QUICK_ARGS)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import provenance
-from bench.dsr import MODES
+from bench.dsr_run import MODES
 from bench.readme_figures.common import Slots, load
 
 OLDER_CASES = ("iphash", "wrr", "wrr-1:2:2", "wrr-change", "baseline")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bench import dsr
+from bench import dsr, dsr_run
 from topology import ab
 
 
@@ -67,7 +67,7 @@ def search(first: ab.AbResult, rates: dict[int, ab.AbResult]) -> tuple[dict[str,
         asked.append(c)
         return rates[c]
 
-    return dsr.peak(first, 10, 80, at), asked
+    return dsr_run.peak(first, 10, 80, at), asked
 
 
 def test_the_peak_stops_where_the_rate_stops_growing() -> None:
