@@ -25,6 +25,7 @@ A ratio the floor cannot reach, no load balancer of this kind can reach on that 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 import time
@@ -37,24 +38,21 @@ from bench.toolchain import compile_p4, p4c, p4c_problem
 
 FLOOR_P4 = ROOT / "p4src" / "bench" / "floor.p4"
 LEVELS = {"floor-nat": 1, "floor-hash": 2, "floor-read": 3, "floor-state": 4}
-# As the Makefile compiles lb.p4 (see P4C_FLAGS there).
-P4C_FLAGS = [
-    "--arch",
-    "v1model",
-    "--std",
-    "p4-16",
-    "--Werror",
-    "--Wdisable=unused",
-    "--excludeMidendPasses",
-    "P4::LocalCopyPropagation",
-]
+
+
+def p4c_flags() -> list[str]:
+    """The flags the Makefile compiles lb.p4 with (its P4C_FLAGS), unused names allowed."""
+    found = re.search(r"^P4C_FLAGS := (.+)$", (ROOT / "Makefile").read_text(), re.M)
+    if found is None:
+        raise RuntimeError("Makefile: no P4C_FLAGS line")
+    return [*found.group(1).split(), "--Wdisable=unused"]
 
 
 def compile_floor(level: int, workdir: Path) -> Path:
     return compile_p4(
         FLOOR_P4,
         workdir / f"floor{level}.json",
-        [*P4C_FLAGS, f"-DFLOOR_LEVEL={level}"],
+        [*p4c_flags(), f"-DFLOOR_LEVEL={level}"],
         f"floor.p4 level {level}",
     )
 
