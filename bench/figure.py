@@ -25,8 +25,8 @@ def save(fig: Any, path: Path, dpi: int) -> None:
 
 
 def bars(ax: Any, series: dict[str, list[float]], width: float, ticks: list[str]) -> None:
-    """Groups of bars side by side, one group at each of 0, 1, ... (named by `ticks`, small)
-    with a bar of each series (label: values) in it, each `width` wide, the group centred."""
+    """Groups of bars, one at each of 0, 1, ... (named by `ticks`), a bar of each series
+    (label: values) in it, each `width` wide, the group centred."""
     for k, (label, values) in enumerate(series.items()):
         offset = (k - (len(series) - 1) / 2) * width
         ax.bar([i + offset for i in range(len(values))], values, width=width, label=label)

@@ -6,19 +6,16 @@ from __future__ import annotations
 import argparse
 import re
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 from bench.lab import Program, Shape, run_quietly, running, rx_total, settled_rx
 from bench.rate import LOSS_TOLERANCE, replay
 
 INSTR_PPS = 40  # under callgrind BMv2 runs some 50x slower, slower still on new code
-# BMv2's phases, by the functions whose inclusive cost each is (callgrind_annotate
-# --inclusive=yes, summed over the files an inlined function's cost is split into). The
-# parser's figure includes the checksum verification it calls and the deparser's the
-# checksum update: both are subtracted. The pipeline is the ingress in the ingress thread,
-# the egress in an egress thread. Metadata reset: every metadata field of a packet, set
-# to 0 by the receiving thread. Other: the rest of each thread (packet I/O, queues, the
-# logging calls around the phases, idle threads).
+# BMv2's phases, by the functions whose inclusive cost each is (PHASE_FUNCTIONS; the
+# checksums subtracted from the parser and deparser that call them). Other: the rest of each
+# thread (packet I/O, queues, logging, idle threads).
 PHASES = (
     "parser",
     "verify_checksum",
@@ -38,6 +35,9 @@ PHASE_FUNCTIONS = {
     "metadata_reset": "bm::PHV::reset_metadata",
     "ingress_thread": "SimpleSwitch::ingress_thread",
 }
+
+
+TRACED = [f"{w}{k}" for w in ("", "ingress_") for k in ("tables", "conditions", "primitives")]
 
 
 def traced_counts(log: Path) -> dict[int, dict[str, int]]:
@@ -61,17 +61,8 @@ def traced_counts(log: Path) -> dict[int, dict[str, int]]:
         pkt, msg = int(m.group(1)), m.group(2)
         if p := start_re.match(msg):
             pipeline[pkt] = p.group(1)
-            continue
-        k = kind_re.match(msg)
-        if k:
-            c = counts.setdefault(
-                pkt,
-                {
-                    f"{w}{k}": 0
-                    for w in ("", "ingress_")
-                    for k in ("tables", "conditions", "primitives")
-                },
-            )
+        elif k := kind_re.match(msg):
+            c = counts.setdefault(pkt, dict.fromkeys(TRACED, 0))
             kind = kinds[k.group(1)]
             c[kind] = c.get(kind, 0) + 1
             if pipeline.get(pkt) == "ingress":
@@ -91,9 +82,8 @@ def callgrind_totals(files: list[Path]) -> list[int]:
 
 
 def callgrind_wrap(out: Path) -> list[str]:
-    """The command that runs a switch under callgrind, counting nothing until told
-    (callgrind_control -i on), one output file per thread named after `out`; any earlier
-    run's files of that name are removed first."""
+    """The command that runs a switch under callgrind, counting nothing until told, a file per
+    thread named after `out` (earlier runs' removed)."""
     for old in out.parent.glob(f"{out.name}*"):
         old.unlink()
     return [
@@ -107,7 +97,7 @@ def callgrind_wrap(out: Path) -> list[str]:
 
 def counted(pid: int, pcap: Path, port: int = 1) -> tuple[int, int]:
     """(packets sent, delivered) of `pcap` replayed at INSTR_PPS on `port` through the switch
-    `pid` under callgrind, which counts only while the replay runs and then dumps."""
+    `pid`, callgrind counting only meanwhile."""
     run_quietly("callgrind_control", "-i", "on", str(pid))
     start = rx_total()
     sent, _ = replay(pcap, INSTR_PPS, port)
@@ -126,8 +116,7 @@ def instructions_once(
     prog: Program | None = None,
 ) -> tuple[float, float]:
     """(busiest thread, all threads) instructions per packet while `pcap` is replayed at
-    INSTR_PPS through a switch under callgrind, which counts only while the replay runs.
-    Every packet must come out, or the figure would be per packet of another mix."""
+    INSTR_PPS through a switch under callgrind; every packet must come out."""
     out = workdir / f"cg-{name}"
     wrap = callgrind_wrap(out)
     prog = prog or Program(name, Shape(flows=args.instr_flows))
@@ -144,8 +133,7 @@ def instructions_once(
 
 
 def annotate(dump: Path) -> dict[str, int]:
-    """Inclusive instructions per function (no arguments, summed over the files its code
-    comes from) of one callgrind dump."""
+    """Inclusive instructions per function (summed over its files) of one callgrind dump."""
     r = subprocess.run(
         ["callgrind_annotate", "--inclusive=yes", "--threshold=100", "--auto=no", str(dump)],
         capture_output=True,
@@ -153,7 +141,7 @@ def annotate(dump: Path) -> dict[str, int]:
         timeout=300,
         check=True,
     )
-    costs: dict[str, int] = {}
+    costs: Counter[str] = Counter()
     for line in r.stdout.splitlines():
         # "  1,234 (12.3%)  /path/file.cpp:ns::fn(args) const [/usr/bin/obj]"
         m = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+(.*)$", line)
@@ -162,8 +150,8 @@ def annotate(dump: Path) -> dict[str, int]:
         where = re.sub(r" \[[^\]]*\]$", "", m.group(2))
         fn = re.split(r"(?<!:):(?!:)", where, maxsplit=1)[-1]  # after "file:"
         fn = re.sub(r"'\d+$", "", fn.split("(", 1)[0]).strip()
-        costs[fn] = costs.get(fn, 0) + int(m.group(1).replace(",", ""))
-    return costs
+        costs[fn] += int(m.group(1).replace(",", ""))
+    return dict(costs)
 
 
 def phases(dumps: list[Path]) -> dict[str, int]:
@@ -190,10 +178,8 @@ def phases(dumps: list[Path]) -> dict[str, int]:
 def breakdown_once(
     prog: Program, binary: str, workdir: Path, groups: list[dict[str, tuple[Path, int]]]
 ) -> dict[str, dict[str, float]]:
-    """Per path (the groups' keys, in order), instructions per packet by phase: one switch;
-    per group of connections, a dump per path, its pcap sent on its port (a group's SYNs,
-    then its data, ...: a half-open connection's state outlives a group's SYNs under
-    callgrind, not every connection's). Every packet must come out."""
+    """Per path (the groups' keys), instructions per packet by phase: one switch, per group of
+    connections a dump per path, its pcap sent on its port; every packet must come out."""
     paths = list(groups[0])
     out_file = workdir / f"bd-{prog.name}"
     wrap = callgrind_wrap(out_file)

@@ -1,8 +1,6 @@
 """The switch benches' lab (topology.wire): five veth pairs and a simple_switch_grpc on
-them, programmed with lb.p4 (through `p4lb apply`) or with plain forwarding (through BMv2's
-Thrift CLI); the addresses the traffic uses, and when what the switch sent has all come out.
-The one lab of bench-switch, bench-floor, bench-peers, bench-cookie, bench-choices and
-bench-flood."""
+them, programmed with lb.p4 (`p4lb apply`) or plain forwarding (BMv2's Thrift CLI); the
+addresses the traffic uses, and when what the switch sent has all come out."""
 
 from __future__ import annotations
 
@@ -25,27 +23,15 @@ from topology.wire import VethLab
 COMPILED = ROOT / "p4src" / "compiled"
 
 
-# Port 1: the clients; 2..4: the backends (BACKEND_PORTS of them); 5: idle but for a peer
-# program with four backends on ports 2..5 (bench/peer_program.py). Its ports apart from the packet
-# tests' and the controller bench's, so they can run at once.
+# Port 1: the clients; 2..4: the backends; 5: a peer program's fourth backend
+# (bench/peer_program.py). Its ports apart from the packet tests' and the controller
+# bench's, so they can run at once.
 LAB = VethLab("p4lbb", ports=5, grpc_port=39559, thrift_port=39090)
-
-
 BACKEND_PORTS = 3
-
-
 SWITCH_MAC = "00:00:00:00:01:00"
-
-
 VIP_MAC = "00:00:00:00:01:64"
-
-
 CLIENT_NET = "10.1.0.0"
-
-
 SETTLE_S = 0.4  # the counters are final once they stay still this long
-
-
 SETTLE_MAX_S = 15.0
 
 
@@ -114,13 +100,19 @@ def run_quietly(*cmd: str) -> None:
 veths = LAB.veths  # the veth pairs every switch bench runs on (bench.runner)
 
 
-def program_lb(cfg_text: str, workdir: Path) -> None:
-    cfg = workdir / "lb.toml"
-    cfg.write_text(cfg_text)
-    p4lb = shutil.which("p4lb") or str(Path(sys.executable).with_name("p4lb"))
-    r = subprocess.run([p4lb, "-c", str(cfg), "apply"], capture_output=True, text=True)
+def p4lb(workdir: Path, *args: str, timeout: float | None = None) -> str:
+    """`p4lb -c workdir/lb.toml ARGS`'s output; a failure raises with what it said."""
+    exe = shutil.which("p4lb") or str(Path(sys.executable).with_name("p4lb"))
+    cmd = [exe, "-c", str(workdir / "lb.toml"), *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
-        raise RuntimeError(f"p4lb apply failed: {r.stdout.strip()} {r.stderr.strip()}")
+        raise RuntimeError(f"p4lb {args[0]} failed: {r.stdout.strip()} {r.stderr.strip()}")
+    return r.stdout
+
+
+def program_lb(cfg_text: str, workdir: Path) -> None:
+    (workdir / "lb.toml").write_text(cfg_text)
+    p4lb(workdir, "apply")
 
 
 def program_baseline(shape: Shape) -> None:
@@ -163,8 +155,7 @@ def settled_rx(start: int) -> int:
 class Program:
     name: str  # baseline | iphash | wrr | ... (lb.p4's algorithms)
     shape: Shape
-    # Another program than baseline.p4 or lb.p4 (bench/floor.py): its BMv2 JSON, and
-    # what programs it once the switch runs.
+    # Another program (bench/floor.py): its BMv2 JSON, and what programs it once it runs.
     json: Path | None = None
     setup: Callable[[Shape], None] | None = None
 
@@ -177,8 +168,7 @@ def running(
     log: Path | None = None,
     wrap: Sequence[str] = (),
 ) -> Iterator[int]:
-    """A switch running `prog`, programmed; its PID. It is stopped by that PID at the end,
-    or before the error goes on if it cannot be programmed."""
+    """A switch running `prog`, programmed; its PID (stopped at the end, or on an error)."""
     baseline = prog.name == "baseline"
     json_path = COMPILED / "baseline.json" if baseline else prog.json
     with LAB.switch(binary=binary, program=json_path, log_file=log, wrap=wrap) as proc:
@@ -193,14 +183,5 @@ def running(
 
 def p4lb_stats(workdir: Path) -> dict[str, Any]:
     """`p4lb stats --json --lifetime` on the lab's config (workdir/lb.toml), read."""
-    p4lb = shutil.which("p4lb") or str(Path(sys.executable).with_name("p4lb"))
-    r = subprocess.run(
-        [p4lb, "-c", str(workdir / "lb.toml"), "stats", "--json", "--lifetime"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if r.returncode != 0:
-        raise RuntimeError(f"p4lb stats failed: {r.stdout} {r.stderr}")
-    out: dict[str, Any] = json.loads(r.stdout)
+    out: dict[str, Any] = json.loads(p4lb(workdir, "stats", "--json", "--lifetime", timeout=60))
     return out

@@ -1,11 +1,6 @@
-"""Where a bench writes: quick or partial runs never overwrite the committed
-figures in results/.
-
-A run writes into results/ only when it measures the committed profile (every measurement
-argument at its default, at least the default repetitions) or when it is asked to
-explicitly: --out, or P4LB_RESULTS_DIR (the Makefile's RESULTS_DIR) naming results/.
-Anything else goes to the scratch tree build/results-quick/, laid out like results/, and
-the bench says where its output went."""
+"""Where a bench writes: into results/ only for the committed profile or when asked (--out,
+P4LB_RESULTS_DIR), else into the scratch tree build/results-quick/, so quick or partial runs
+never overwrite the committed figures."""
 
 from __future__ import annotations
 
@@ -23,23 +18,16 @@ def is_committed_profile(
 ) -> bool:
     """Whether `args` is the committed profile: each of `keys` at the parser's default and
     `reps_key` (if any) at least its default."""
-    for k in keys:
-        if getattr(args, k) != ap.get_default(k):
-            return False
-    if reps_key and getattr(args, reps_key, None) is not None:
-        default = ap.get_default(reps_key)
-        if default is not None and getattr(args, reps_key) < default:
-            return False
-    return True
+    if any(getattr(args, k) != ap.get_default(k) for k in keys):
+        return False
+    reps, default = getattr(args, reps_key, None) if reps_key else None, ap.get_default(reps_key)
+    return reps is None or default is None or reps >= default
 
 
 def results_root(committed: bool, env: dict[str, str] | None = None) -> Path:
-    """The tree to write into: P4LB_RESULTS_DIR when set, else results/ for the committed
-    profile and the scratch tree for anything less."""
-    explicit = (env if env is not None else os.environ).get("P4LB_RESULTS_DIR", "")
-    if explicit:
-        p = Path(explicit)
-        return p if p.is_absolute() else ROOT / p
+    """P4LB_RESULTS_DIR when set, else results/ (committed profile) or the scratch tree."""
+    if explicit := (env if env is not None else os.environ).get("P4LB_RESULTS_DIR", ""):
+        return ROOT / explicit  # an absolute path stays as it is
     return RESULTS if committed else SCRATCH
 
 
@@ -47,17 +35,11 @@ def destination(
     sub: str, committed: bool, out: Path | None = None, env: dict[str, str] | None = None
 ) -> Path:
     """`out` when given (an explicit request), else `sub` under results_root()."""
-    if out is not None:
-        return out
-    return results_root(committed, env) / sub if sub else results_root(committed, env)
+    return out if out is not None else results_root(committed, env) / sub
 
 
 def is_scratch(path: Path) -> bool:
-    try:
-        path.resolve().relative_to(RESULTS.resolve())
-    except ValueError:
-        return True
-    return False
+    return not path.resolve().is_relative_to(RESULTS.resolve())
 
 
 def said(path: Path) -> str:

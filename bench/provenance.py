@@ -1,14 +1,9 @@
-"""What every results file says about how it was measured: when, on which code
-(commit, dirty flag, the P4 sources' stamp), with which tools (p4c, each BMv2 binary's
-version and build flags), on which machine, how loaded the machine was while it ran, and
-how many repetitions ran in which order.
+"""What every results file says about how it was measured: when, on which code and tools,
+on which machine, how loaded it was, and how many repetitions ran in which order.
 
-A bench calls `start(...)` before its first measurement: it refuses to start when other
-processes use more than a set share of the CPU (P4LB_MAX_OTHER_CPU, a fraction of all
-cores; default 0.25), unless P4LB_ALLOW_BUSY=1, in which case the file is marked busy. A
-sampler thread then reads /proc/stat for the whole run; `Run.finish()` returns the
-`provenance` block to store in the file. The pure parts (parsing, shares, the verdict) are
-functions below so tests can hold them to their arithmetic."""
+`start(...)` refuses a machine whose other processes use more than P4LB_MAX_OTHER_CPU of
+the CPU (default 0.25; P4LB_ALLOW_BUSY=1 marks the file busy instead) and samples the load
+until `Run.finish()` returns the `provenance` block."""
 
 from __future__ import annotations
 
@@ -46,14 +41,11 @@ class BusyMachine(RuntimeError):
 
 
 def parse_proc_stat(text: str) -> tuple[int, int]:
-    """(busy, total) jiffies of all CPUs from /proc/stat's first line; idle and iowait are
-    not busy."""
+    """(busy, total) jiffies of all CPUs from /proc/stat's first line (idle, iowait: not busy)."""
     first = text.splitlines()[0].split()
     if first[0] != "cpu":
         raise ValueError(f"/proc/stat: first line is not the cpu total: {first[0]!r}")
-    cells = [int(x) for x in first[1:]]
-    # guest and guest_nice (cells 8, 9) are already inside user and nice.
-    cells = cells[:8]
+    cells = [int(x) for x in first[1:9]]  # guest and guest_nice are inside user and nice
     idle = cells[3] + (cells[4] if len(cells) > 4 else 0)
     return sum(cells) - idle, sum(cells)
 
@@ -66,9 +58,8 @@ def parse_pid_stat(text: str) -> tuple[int, int]:
 
 
 def tree(procs: dict[int, tuple[int, int]], root: int, *more: int) -> dict[int, int]:
-    """{pid: CPU jiffies} of `root` (and of `more` roots: processes a bench started that
-    daemonized away from its tree) and all their descendants, each once, from
-    {pid: (ppid, ticks)}."""
+    """{pid: CPU jiffies} of `root`, of `more` (daemons a bench started) and of all their
+    descendants, each once, from {pid: (ppid, ticks)}."""
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in procs.items():
         children.setdefault(ppid, []).append(pid)
@@ -94,11 +85,7 @@ class Sample:
 
 def other_share(a: Sample, b: Sample) -> float:
     """Share of all cores (0..1) that processes other than ours kept busy between two
-    samples. Ours: each of our processes' jiffies since the first sample (a process new in
-    the second, all of its own, at most the interval's). A process of ours that ended in
-    between is not counted (its last moments read as others': the safe side), nor is its
-    whole past subtracted: a bench that stops a busy switch would otherwise read as a busy
-    machine."""
+    samples; one of ours that ended in between counts as others' (the safe side)."""
     total = b.total - a.total
     if total <= 0:
         return 0.0
@@ -111,8 +98,7 @@ def other_share(a: Sample, b: Sample) -> float:
 
 
 def load_verdict(share: float, limit: float, allow_busy: bool) -> tuple[bool, str | None]:
-    """(may start, marker). Above `limit` a run is refused, or with `allow_busy` it starts
-    and carries a marker saying how busy the machine was."""
+    """(may start, marker): above `limit` refused, or with `allow_busy` started and marked."""
     if share <= limit:
         return True, None
     text = f"other processes used {share:.0%} of the CPU (limit {limit:.0%})"
@@ -134,15 +120,13 @@ def max_other_cpu(env: dict[str, str] | None = None) -> float:
 
 
 def configure_flags(stamp_text: str) -> tuple[str, list[str]]:
-    """(prefix, configure arguments) from a .p4lb-configure stamp of the source route
-    ("PREFIX ARG ..."; arguments as the script passed them, quoting lost)."""
+    """(prefix, configure arguments) from a .p4lb-configure stamp ("PREFIX ARG ...")."""
     words = stamp_text.strip().split(" ")
     return words[0], words[1:]
 
 
 def configure_from_log(log_text: str) -> list[str] | None:
-    """The configure arguments, quoting kept, from autoconf's config.log ("  $ PATH/configure
-    ARGS"); the --prefix is left out (the binary's path says it). None without that line."""
+    """The configure arguments but --prefix, quoting kept, from autoconf's config.log."""
     for line in log_text.splitlines()[:40]:
         if line.startswith("  $ ") and "configure" in line:
             words = shlex.split(line[4:])
@@ -170,9 +154,8 @@ def summarize_load(shares: list[float]) -> dict[str, Any]:
 
 
 def interleaved(variants: list[str], reps: int, seed: int, salt: str = "") -> list[list[str]]:
-    """Each repetition's order of `variants`: every variant once per repetition, the order
-    shuffled by a generator seeded with `seed` and `salt` (a build's name: each build gets
-    its own orders from one recorded seed, so a run can be replayed)."""
+    """Each repetition's order of `variants`, shuffled by a generator seeded with `seed` and
+    `salt` (a build's name), so a run can be replayed."""
     rng = random.Random(f"{seed}/{salt}")
     out = []
     for _ in range(reps):
@@ -183,6 +166,10 @@ def interleaved(variants: list[str], reps: int, seed: int, salt: str = "") -> li
 
 
 # ---------------------------------------------------------------- the machine
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _out(cmd: list[str], timeout: float = 15) -> str | None:
@@ -200,8 +187,7 @@ def version_line(cmd: list[str]) -> str | None:
 
 
 def git_state(root: Path = ROOT) -> dict[str, Any]:
-    """The commit, and whether the code differs from it: results/ is the benches' output
-    (one bench of a run writes it before the next starts), not code."""
+    """The commit, and whether the code (not results/, the benches' output) differs from it."""
     commit = _out(["git", "-C", str(root), "rev-parse", "HEAD"])
     status = _out(
         ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", "."]
@@ -223,8 +209,7 @@ def p4_stamp(path: Path = STAMP) -> dict[str, str]:
 
 
 def bmv2_build(binary: str, source_dirs: tuple[str, ...] = SOURCE_DIRS) -> dict[str, Any]:
-    """A simple_switch_grpc's version and, where the source route built it, its configure
-    flags (from the build tree's .p4lb-configure whose prefix holds the binary)."""
+    """A simple_switch_grpc's version and, where the source route built it, its configure flags."""
     path = Path(binary)
     info: dict[str, Any] = {"path": str(path), "version": _out([str(path), "--version"])}
     prefix = str(path.resolve().parent.parent)
@@ -237,29 +222,31 @@ def bmv2_build(binary: str, source_dirs: tuple[str, ...] = SOURCE_DIRS) -> dict[
                     log = stamp.parent / "config.log"
                     exact = configure_from_log(log.read_text()) if log.exists() else None
                     flags = exact or flags
-                    info |= {"configure": flags, "configure_from": str(log if exact else stamp)}
-                    info["kind"] = build_kind(flags)
-                    return info
-    info |= {
+                    return info | {
+                        "configure": flags,
+                        "configure_from": str(log if exact else stamp),
+                        "kind": build_kind(flags),
+                    }
+    return info | {
         "configure": "unknown",
         "configure_from": f"no .p4lb-configure for prefix {prefix} under {', '.join(dirs[1:])}",
         "kind": build_kind(None),
     }
-    return info
+
+
+def proc_field(path: str, pattern: str) -> str | None:
+    """The first group of `pattern` in /proc file `path`, None if absent."""
+    with contextlib.suppress(OSError):
+        if m := re.search(pattern, Path(path).read_text(), re.M):
+            return m.group(1).strip()
+    return None
 
 
 def machine() -> dict[str, Any]:
-    mem_kib = 0
-    with contextlib.suppress(OSError):
-        m = re.search(r"^MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text(), re.M)
-        mem_kib = int(m.group(1)) if m else 0
-    model = "unknown"
-    with contextlib.suppress(OSError):
-        m = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
-        model = m.group(1).strip() if m else model
+    mem_kib = int(proc_field("/proc/meminfo", r"^MemTotal:\s+(\d+)") or 0)
     return {
         "cores": os.cpu_count(),
-        "cpu": model,
+        "cpu": proc_field("/proc/cpuinfo", r"^model name\s*:\s*(.+)$") or "unknown",
         "memory_gib": round(mem_kib / 1024**2, 1),
         "kernel": platform.release(),
         "python": platform.python_version(),
@@ -267,8 +254,7 @@ def machine() -> dict[str, Any]:
 
 
 def sample(*adopted: int) -> Sample:
-    """The machine's and this process tree's CPU jiffies now (and those of `adopted`
-    processes, with their children: see other_share)."""
+    """The machine's and this process tree's (and `adopted`'s) CPU jiffies now."""
     busy, total = parse_proc_stat(Path("/proc/stat").read_text())
     procs: dict[int, tuple[int, int]] = {}
     for entry in os.scandir("/proc"):
@@ -322,16 +308,14 @@ class Run:
             last = now
 
     def adopt(self, pids: Callable[[], Iterable[int]]) -> None:
-        """Count the processes `pids()` names (and their children) as the run's own: daemons
-        it started that left its process tree (FRR's), asked at every sample (the tier's
-        failover restarts them)."""
+        """Count the processes `pids()` names (asked at every sample) and their children as
+        the run's own: daemons it started that left its tree (FRR's)."""
         self.adopted.append(pids)
 
     def finish(
         self, reps: int | dict[str, int], order: str | None = None, **more: Any
     ) -> dict[str, Any]:
-        """The provenance block: facts, load while running, repetitions and their order
-        (`order`: where the results keep it)."""
+        """The provenance block: facts, load while running, repetitions and their order."""
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5)
@@ -345,7 +329,7 @@ class Run:
         return (
             self.facts
             | {
-                "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "finished": now(),
                 "load": load,
                 "repetitions": reps,
                 "order": order or NOT_RECORDED,
@@ -357,11 +341,10 @@ class Run:
 def collect(
     bench: str, binaries: dict[str, str] | None = None, argv: list[str] | None = None
 ) -> dict[str, Any]:
-    """The facts of a run that do not depend on the load: when, which code, which tools,
-    which machine. Computed figures (no timing) carry only these."""
+    """The facts of a run that do not depend on the load: when, which code, tools, machine."""
     return {
         "bench": bench,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "started": now(),
         "command": shlex.join(argv if argv is not None else []),
         "git": git_state(),
         "p4_stamp": p4_stamp(),
@@ -402,8 +385,7 @@ def start(
 
 
 def describe(doc: dict[str, Any]) -> str:
-    """One line for a generated table: how a results file was measured, or that its
-    provenance was not recorded (older files)."""
+    """One line for a generated table: how a results file was measured, or that it does not say."""
     from bench import templates  # jinja2: the reports' dependency, not the benches'
 
     p = doc.get("provenance") if isinstance(doc, dict) else None

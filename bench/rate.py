@@ -17,20 +17,10 @@ from bench.lab import LAB, SETTLE_S, rx_total, settled_rx
 from bench.traffic import with_sport
 
 LOSS_TOLERANCE = 0.001
-
-
 SEARCH_STEPS = 5
-
-
 START_PPS = 1000
-
-
 MAX_PPS = 128_000
-
-
 CPU_PPS = 2000  # below every program's zero-loss rate on either build
-
-
 CPU_REPLAYS = 3
 
 
@@ -59,26 +49,24 @@ def trial(pcap: Path, pps: int | None) -> tuple[float, float]:
     return (sent - out) / sent, out / elapsed
 
 
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process `pid` so far."""
-    ticks = provenance.parse_pid_stat(Path(f"/proc/{pid}/stat").read_text())[1]
-    return ticks / os.sysconf("SC_CLK_TCK")
+def process_cpu_s(pid: int, task: str = "") -> float:
+    """User + system CPU seconds of process `pid` (or of its thread `task`) so far."""
+    stat = Path(f"/proc/{pid}/task/{task}/stat" if task else f"/proc/{pid}/stat").read_text()
+    return provenance.parse_pid_stat(stat)[1] / os.sysconf("SC_CLK_TCK")
 
 
 def thread_cpu_s(pid: int) -> dict[int, float]:
     """CPU seconds (user + system) of each thread of process `pid`."""
-    hz = os.sysconf("SC_CLK_TCK")
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         with contextlib.suppress(FileNotFoundError):
-            text = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-            out[int(tid)] = provenance.parse_pid_stat(text)[1] / hz
+            out[int(tid)] = process_cpu_s(pid, tid)
     return out
 
 
 def cpu_per_packet(pid: int, pcap: Path) -> tuple[float, float]:
-    """(busiest thread, all threads) CPU microseconds per packet the switch received,
-    replaying `pcap` CPU_REPLAYS times at CPU_PPS."""
+    """(busiest thread, all threads) CPU microseconds per packet, `pcap` replayed CPU_REPLAYS
+    times at CPU_PPS."""
     before = thread_cpu_s(pid)
     sent = 0
     for _ in range(CPU_REPLAYS):
@@ -92,34 +80,27 @@ def cpu_per_packet(pid: int, pcap: Path) -> tuple[float, float]:
 
 
 def holds(pcap: Path, pps: int) -> bool:
-    """Whether the switch forwards a replay at `pps` without loss. A loss must repeat in a
-    second replay: on a shared VM a stray drop (another process taking the CPU for a few
-    milliseconds) otherwise ends the search at a rate far below the switch's."""
+    """Whether the switch forwards a replay at `pps` without loss; a loss must repeat in a
+    second replay (a stray drop on a shared VM would end the search far too low)."""
     return trial(pcap, pps)[0] <= LOSS_TOLERANCE or trial(pcap, pps)[0] <= LOSS_TOLERANCE
 
 
 def zero_loss_rate(pcap: Path) -> tuple[float, float]:
-    """(zero-loss pps, delivered pps at top speed). The rate doubles from START_PPS until
-    a replay loses packets, then a binary search narrows the last doubling. (BMv2
-    overloaded at top speed delivers far less than its zero-loss rate, so that figure
-    cannot bound the search.)"""
+    """(zero-loss pps, delivered pps at top speed): the rate doubles from START_PPS until a
+    replay loses packets, then a binary search narrows the last doubling."""
     _, top = trial(pcap, None)
     lo, hi = 0.0, float(START_PPS)
     while hi <= MAX_PPS and holds(pcap, int(hi)):
         lo, hi = hi, hi * 2
     for _ in range(SEARCH_STEPS):
         mid = (lo + hi) / 2
-        if holds(pcap, int(mid)):
-            lo = mid
-        else:
-            hi = mid
+        lo, hi = (mid, hi) if holds(pcap, int(mid)) else (lo, mid)
     return lo, top
 
 
 def latencies(packets: list[tuple[str, bytes]], rounds: int) -> dict[str, list[float]]:
     """Per path, microseconds from send on port 1 to arrival on any port, one packet in
-    flight; `packets` is one flow's sequence of (path, frame), sent `rounds` times with a
-    different source port each round."""
+    flight; `packets` (one flow's (path, frame)) sent `rounds` times, a source port each."""
     rx = []
     for h in LAB.host_ifs():
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
@@ -134,11 +115,9 @@ def latencies(packets: list[tuple[str, bytes]], rounds: int) -> dict[str, list[f
             for path, frame in packets:
                 frame = with_sport(frame, 20_000 + r)
                 for s in rx:  # drain
-                    while True:
-                        try:
+                    with contextlib.suppress(BlockingIOError):
+                        while True:
                             s.recv(65535)
-                        except BlockingIOError:
-                            break
                 t0 = time.perf_counter()
                 tx.send(frame)
                 got = _await_output(rx, t0 + 0.5)

@@ -47,8 +47,8 @@ class RawError(Exception):
 
 
 def write_archive(members: Iterable[tuple[str, bytes]], dest: Path) -> None:
-    """`members` ({name: content} pairs, names like raw/ab/...) as a tar.xz at `dest`: sorted
-    by name, every header fixed, so the same files always give the same bytes."""
+    """(name, content) `members` as a tar.xz at `dest`, sorted, every header fixed (the same
+    files always give the same bytes)."""
     tmp = dest.with_name(dest.name + ".tmp")
     with tarfile.open(tmp, "w:xz", preset=XZ_PRESET, format=tarfile.PAX_FORMAT) as tar:
         for name, data in sorted(members):
@@ -69,8 +69,7 @@ def dir_members(root: Path) -> list[tuple[str, bytes]]:
 
 
 def git_members(root: Path, commit: str) -> list[tuple[str, bytes]]:
-    """(raw/relative path, content) of every file under root/raw at `commit` of the git
-    repository `root` is in."""
+    """(raw/relative path, content) of every file under root/raw at `commit`."""
     top = Path(git(root, "rev-parse", "--show-toplevel").decode().strip())
     where = (root.resolve().relative_to(top.resolve()) / "raw").as_posix()
     tar_bytes = git(top, "archive", "--format=tar", commit, "--", where)
@@ -96,11 +95,8 @@ def git(root: Path, *args: str) -> bytes:
 
 
 def sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 # ---------------------------------------------------------------- meta.json
@@ -125,9 +121,8 @@ def record(root: Path) -> dict[str, Any] | None:
 
 
 def pack(root: Path, commit: str | None = None) -> dict[str, Any]:
-    """root/raw (or, with `commit`, the files git holds there at that commit) into
-    root/raw.tar.xz; its record added to meta.json (every other field kept), the sample
-    refreshed and raw/ removed. Returns the record."""
+    """root/raw (or its files at `commit`) into root/raw.tar.xz, recorded in meta.json; the
+    sample refreshed and raw/ removed. Returns the record."""
     members = git_members(root, commit) if commit else dir_members(root)
     if not members:
         raise RawError(f"{root / 'raw'}: no files to pack")
@@ -151,8 +146,7 @@ def pack(root: Path, commit: str | None = None) -> dict[str, Any]:
 
 
 def write_sample(root: Path, members: list[tuple[str, bytes]], rec: dict[str, Any]) -> None:
-    """root/raw-sample/: the smallest run of each experiment (raw/<experiment>/.../r<k>/),
-    unpacked, and a README line naming them."""
+    """root/raw-sample/: the smallest run of each experiment, unpacked, and a README line."""
     runs: dict[str, dict[str, bytes]] = {}
     for name, data in members:
         parts = PurePosixPath(name).parts  # raw, experiment, scenario, variant, load, rK, file
@@ -218,22 +212,18 @@ def verified(root: Path) -> Path:
 def extract(archive: Path, dest: Path) -> None:
     """The files of `archive` under `dest`; a name leaving `dest` is refused."""
     with tarfile.open(archive, "r:xz") as tar:
-        for m in tar:
-            name = PurePosixPath(m.name)
-            if name.is_absolute() or ".." in name.parts:
-                raise RawError(f"{archive}: unsafe member name {m.name!r}")
-            if m.isfile():
-                (dest / name).parent.mkdir(parents=True, exist_ok=True)
-                (dest / name).write_bytes(tar.extractfile(m).read())  # type: ignore[union-attr]
+        try:
+            tar.extractall(dest, filter="data")
+        except tarfile.FilterError as e:
+            raise RawError(f"{archive}: unsafe member: {e}") from None
 
 
 _UNPACKED: dict[tuple[str, str], Path] = {}
 
 
 def raw_dir(root: Path) -> Path | None:
-    """Where root's raw files can be read: root/raw when it is a directory, else the
-    archive's files (checked, unpacked once per process into a temporary directory); None
-    when root has neither. RawError when the archive is recorded but missing or differs."""
+    """Where root's raw files can be read: root/raw, else the checked archive unpacked once per
+    process into a temporary directory; None when root has neither."""
     if (root / "raw").is_dir():
         return root / "raw"
     if not (root / ARCHIVE).exists() and record(root) is None:
@@ -257,9 +247,8 @@ def run_files(root: Path) -> list[Path]:
 def run_count(root: Path) -> int:
     """Runs recorded under root: run.json files in raw/, else the archive's record."""
     if (root / "raw").is_dir():
-        return sum(1 for _ in (root / "raw").glob("**/run.json"))
-    rec = record(root)
-    return int(rec.get("runs", 0)) if rec else 0
+        return len(list((root / "raw").glob("**/run.json")))
+    return int((record(root) or {}).get("runs", 0))
 
 
 def has_raw(root: Path) -> bool:
@@ -268,8 +257,7 @@ def has_raw(root: Path) -> bool:
 
 
 def unpack(root: Path) -> Path:
-    """root/raw from the checked archive (for --resume), the archive and its record then
-    removed: raw/ is again the one copy, and the run's end packs it anew."""
+    """root/raw from the checked archive (for --resume), the archive and its record removed."""
     archive = verified(root)
     extract(archive, root)
     archive.unlink()

@@ -1,10 +1,10 @@
 """Tables and plots for results/switch/ from the raw switch.json that `bench.switch` wrote,
-plus the connection-state collision model (the same placement the data plane does, on the
-reference hashing of p4lb.model). Re-run it alone to regenerate every table and plot; the
-page is the Markdown template bench/templates/switch/README.md."""
+plus the connection-state collision model (the data plane's placement, on p4lb.model's
+hashing); the page is the template bench/templates/switch/README.md."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import sys
@@ -22,8 +22,8 @@ GOALS = {"standard": 0.75, "fast": 0.9, "speed": 0.9}
 
 
 def turned_away(live: list[Flow], probes: list[Flow], buckets: int, ways: int) -> float:
-    """Fraction of `probes` whose bucket is already full with the `live` flows stored
-    (first come, first stored: a flow that finds its bucket full is not stored)."""
+    """Fraction of `probes` whose bucket is already full with the `live` flows stored (first
+    come, first stored)."""
     fill: dict[int, int] = {}
     for f in live:
         i = flow_hash(f) % buckets
@@ -34,20 +34,15 @@ def turned_away(live: list[Flow], probes: list[Flow], buckets: int, ways: int) -
 
 
 def collision_model() -> list[dict[str, float]]:
-    """New flows turned away by a full bucket, with n connections live, for the former
-    design (65,536 single slots) and this one (131,072 buckets x 4 ways)."""
+    """New flows turned away by a full bucket, with n connections live, for the former design
+    (65,536 single slots) and this one (131,072 buckets x 4 ways)."""
     rng = random.Random(MODEL_SEED)
-    flows = [
-        Flow(
-            f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}",
-            "10.0.0.100",
-            6,
-            rng.randrange(1024, 65536),
-            80,
-            1,
-        )
-        for _ in range(max(LIVE_POINTS) + PROBE_FLOWS)
-    ]
+
+    def flow() -> Flow:  # the draws in this order: the model's figures are committed
+        src = f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}"
+        return Flow(src, "10.0.0.100", 6, rng.randrange(1024, 65536), 80, 1)
+
+    flows = [flow() for _ in range(max(LIVE_POINTS) + PROBE_FLOWS)]
     probes = flows[max(LIVE_POINTS) :]
     return [
         {
@@ -64,45 +59,33 @@ templates.ENV.filters["describe"] = provenance.describe
 
 def plots(data: dict[str, Any], model: list[dict[str, float]], out: Path) -> None:
     plt = figure.pyplot()
+    builds = data.get("builds", {})
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     live = [r["live"] for r in model]
     ax.plot(live, [r["before"] * 100 for r in model], "o-", label="before: 65,536 x 1 slot")
     ax.plot(live, [max(r["after"], 1e-4) * 100 for r in model], "s-", label="after: 131,072 x 4")
-    for build, b in data.get("builds", {}).items():
+    for build, b in builds.items():
         pts = [g for g in b.get("growth", []) if g["dimension"] == "live" and "collisions" in g]
         if pts:
-            ax.plot(
-                [g["value"] for g in pts],
-                [max(g["collision_rate"], 1e-4) * 100 for g in pts],
-                "x",
-                markersize=9,
-                label=f"measured on BMv2 ({build})",
-            )
+            xs, ys = [g["value"] for g in pts], [max(g["collision_rate"], 1e-4) * 100 for g in pts]
+            ax.plot(xs, ys, "x", markersize=9, label=f"measured on BMv2 ({build})")
     ax.set_yscale("log")
     ax.set_xlabel("live connections")
     ax.set_ylabel("new flows finding no slot (%)")
     ax.legend(fontsize=8)
     figure.save(fig, out / "collisions.png", 120)
 
-    builds = data.get("builds", {})
     if not builds:
         return
     fig, ax = plt.subplots(figsize=(6, 3.5))
     names = list(next(iter(builds.values()))["programs"])
     width = 0.8 / len(builds)
     for i, (build, b) in enumerate(builds.items()):
-        med = [b["programs"][n]["zero_loss_pps"]["median"] for n in names]
-        lo = [m - b["programs"][n]["zero_loss_pps"]["min"] for m, n in zip(med, names, strict=True)]
-        hi = [b["programs"][n]["zero_loss_pps"]["max"] - m for m, n in zip(med, names, strict=True)]
-        ax.bar(
-            [x + i * width for x in range(len(names))],
-            med,
-            width,
-            yerr=[lo, hi],
-            capsize=3,
-            label=build,
-        )
+        z = [b["programs"][n]["zero_loss_pps"] for n in names]
+        err = [[s["median"] - s["min"] for s in z], [s["max"] - s["median"] for s in z]]
+        xs = [x + i * width for x in range(len(names))]
+        ax.bar(xs, [s["median"] for s in z], width, yerr=err, capsize=3, label=build)
     ax.set_xticks([x + width * (len(builds) - 1) / 2 for x in range(len(names))], names)
     ax.set_ylabel("zero-loss packets/s")
     ax.legend()
@@ -110,8 +93,7 @@ def plots(data: dict[str, Any], model: list[dict[str, float]], out: Path) -> Non
 
 
 def floor_plot(data: dict[str, Any], out: Path) -> None:
-    """Each program's instructions per packet as a share of plain forwarding's, per build,
-    with the overhead goal for that build."""
+    """Each program's instructions per packet over plain forwarding's, per build, and its goal."""
     plt = figure.pyplot()
 
     builds = data["builds"]
@@ -149,8 +131,6 @@ def page(out: Path, model: list[dict[str, float]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     ap = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.splitlines()[0])
     ap.add_argument(
         "--dir",

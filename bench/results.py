@@ -4,14 +4,10 @@ plots and README regions generated from the files written.
     python -m bench.results [--profile quick|full] [--results-dir DIR] [--build NAME=PATH ...]
                             [--dry-run]
 
-quick (the default) is a smoke profile: one short repetition of each bench, written into
-the scratch tree build/results-quick/ (never results/ unless --results-dir results). full
-is the committed profile: each bench's defaults, written into results/. A step whose tools
-this machine lacks (the tier's FRR and GoBGP, HAProxy for the restore comparison) or whose
-peer program was not given (PEER_P4: the public course balancer, fetched by whoever runs
-it, never committed) is skipped, named, and the run says it is incomplete. Must run as
-root, alone on the machine (the benches refuse a busy one), e.g.
-`flock /tmp/p4lb-bmv2.lock make results`."""
+quick (the default) is a smoke profile written into the scratch tree build/results-quick/;
+full is the committed profile, written into results/. A step whose tools or peer program
+(PEER_P4) are missing is skipped, named, and the run says it is incomplete. Run as root,
+alone on the machine, e.g. `flock /tmp/p4lb-bmv2.lock make results`."""
 
 from __future__ import annotations
 
@@ -48,9 +44,8 @@ def plan(
     profile: str, results_dir: Path, builds: dict[str, str], python: str, peer: str | None = None
 ) -> list[Step]:
     """The commands `make results` runs, in order, for `profile`: measurements first, then
-    the generators that read only the files the measurements wrote. `peer`: the course
-    balancer's P4 source for the cost comparison (without it those steps are skipped).
-    Each bench's arguments for the profile come from bench.profiles, spelled out."""
+    the generators that read only their files. `peer`: the course balancer's P4 source for
+    the cost comparison (without it those steps are skipped)."""
     if profile not in profiles.NAMES:
         raise ValueError(f"profile {profile!r}: want one of {', '.join(profiles.NAMES)}")
     b = [a for name, path in builds.items() for a in ("--build", f"{name}={path}")]
@@ -59,14 +54,12 @@ def plan(
         argv = [python, "-m", module, *args, *profiles.arguments(prog, profile)]
         return Step(name, argv, **kw)
 
-    def generator(name: str, *args: str) -> Step:
-        """A step that reads the files written and starts no switch."""
+    def generator(name: str, *args: str) -> Step:  # reads the files written, starts no switch
         return Step(name, [python, *args], switch=False)
 
     experiments = str(results_dir / "experiments")
 
-    # Each path's cost, as committed: the speed build, three algorithms (all of them on
-    # both builds would add some four hours).
+    # Each path's cost, as committed: the speed build, three algorithms (not all: hours more).
     paths = ["--path-instructions", "--path-builds", *[n for n in builds if n in SPEED]]
     paths += ["--path-algorithms", "iphash", "wrr", "leastconn"]
     steps = [
@@ -114,25 +107,20 @@ SPEED_PREFIXES = ("/opt/p4lb/bmv2-speed", "/usr/local/bmv2-speed", "/usr/local/b
 
 
 def default_builds(env: dict[str, str] | None = None) -> dict[str, str]:
-    """The standard simple_switch_grpc on PATH and the speed build where the source route
-    (or an earlier install) put it, as the Makefile finds them."""
+    """The standard simple_switch_grpc on PATH and the speed build, as the Makefile finds them."""
     env = env if env is not None else dict(os.environ)
     out = {}
-    std = shutil.which("simple_switch_grpc", path=env.get("PATH"))
-    if std:
+    if std := shutil.which("simple_switch_grpc", path=env.get("PATH")):
         out["standard"] = std
-    prefixes = [env.get("P4LB_SPEED_PREFIX", ""), *SPEED_PREFIXES]
-    for prefix in filter(None, prefixes):
-        cand = Path(prefix) / "bin" / "simple_switch_grpc"
-        if cand.is_file():
-            out["speed"] = str(cand)
-            break
+    prefixes = filter(None, [env.get("P4LB_SPEED_PREFIX", ""), *SPEED_PREFIXES])
+    cands = (Path(prefix) / "bin" / "simple_switch_grpc" for prefix in prefixes)
+    if speed := next((c for c in cands if c.is_file()), None):
+        out["speed"] = str(speed)
     return out
 
 
 def default_dir(profile: str, explicit: str | None) -> Path:
-    """--results-dir (relative to the repository), else results/ for full, the scratch tree
-    for quick."""
+    """--results-dir (relative to the repository), else results/ (full) or scratch (quick)."""
     return outdir.results_root(profile == "full", {"P4LB_RESULTS_DIR": explicit or ""})
 
 

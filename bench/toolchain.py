@@ -1,8 +1,5 @@
-"""The P4 toolchain found against the minimums scripts/toolchain.env names (one place for them).
-
-Tests and benchmarks that compile P4 ask `p4c_problem` first and skip or stop with its line,
-instead of failing on p4c's own error (p4c 1.2.4.x rejects lb.p4's if-statements in actions).
-"""
+"""The P4 toolchain found against the minimums scripts/toolchain.env names: tests and benches
+that compile P4 ask `p4c_problem` first rather than fail on p4c's own error."""
 
 from __future__ import annotations
 
@@ -17,12 +14,8 @@ TOOLCHAIN_ENV = Path(__file__).resolve().parents[1] / "scripts" / "toolchain.env
 
 def minimums(path: Path = TOOLCHAIN_ENV) -> dict[str, str]:
     """{"p4c": "1.2.5", "bmv2": ..., "pi": ...} from the P4LB_MIN_* lines."""
-    found = {}
-    for line in path.read_text().splitlines():
-        m = re.fullmatch(r"P4LB_MIN_([A-Z0-9]+)=(\S+)", line.strip())
-        if m:
-            found[m.group(1).lower()] = m.group(2)
-    return found
+    found = re.findall(r"^\s*P4LB_MIN_([A-Z0-9]+)=(\S+)[ \t]*$", path.read_text(), re.M)
+    return {name.lower(): value for name, value in found}
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -42,8 +35,7 @@ def tool_version(tool: str) -> str | None:
 
 
 def p4c_problem(p4c: str = "p4c-bm2-ss", path: Path = TOOLCHAIN_ENV) -> str | None:
-    """None when `p4c` is installed and new enough; else one line saying what was found and
-    what p4lb needs."""
+    """None when `p4c` is installed and new enough; else one line saying what p4lb needs."""
     need = minimums(path)["p4c"]
     if not shutil.which(p4c):
         return f"{p4c} (p4c >= {need}) is not installed"
@@ -59,8 +51,7 @@ def p4c() -> str:
 
 
 def compile_p4(source: Path, out: Path, flags: list[str], what: str) -> Path:
-    """`p4c FLAGS -o OUT SOURCE` (BMv2 JSON); a failure is an error naming `what` with the
-    end of p4c's complaint."""
+    """`p4c FLAGS -o OUT SOURCE` (BMv2 JSON); a failure raises naming `what`."""
     r = subprocess.run(
         [p4c(), *flags, "-o", str(out), str(source)], capture_output=True, text=True, timeout=600
     )

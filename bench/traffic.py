@@ -1,6 +1,5 @@
 """The switch benches' traffic, built with scapy: ten-packet TCP connections and UDP
-request/response pairs from many clients, interleaved 50 connections at a time, one
-connection's packets by path, idle connections to preload, written to pcap files."""
+request/response pairs from many clients, interleaved 50 at a time, written to pcap files."""
 
 from __future__ import annotations
 
@@ -10,14 +9,9 @@ from typing import Any
 from bench.lab import SWITCH_MAC, VIP_MAC, Shape, backend_addr, backend_port_of, port_mac, vip_addr
 
 FLOW_PACKETS = 10
-
-
-# Paths whose instructions per packet are measured by difference (--path-instructions):
-# the mix, then the mix with PATH_EXTRA more copies of one step of every TCP connection
-# (flow_packets' order); the copies take the same path as the original.
+# Paths measured by difference (--path-instructions): the mix, then the mix with PATH_EXTRA
+# more copies of one step (flow_packets' order) of every TCP connection.
 PATH_STEPS = {"established ACK": 6, "client data": 3, "reply": 4}
-
-
 PATH_EXTRA = 5
 
 
@@ -54,8 +48,8 @@ def flow_packets(i: int, shape: Shape, direct: bool) -> list[bytes]:
     clock = [7_000_000, 9_000_000]  # client's, server's TSval
 
     def options(flags: str, mine: int) -> list[Any]:
-        """Linux's layout: MSS, SACK-permitted, timestamp, NOP, window scale on a SYN;
-        NOP NOP timestamp after it. Each side's clock ticks, the other's is echoed."""
+        """Linux's layout (MSS, SACK-permitted, timestamp, NOP, window scale on a SYN; NOP NOP
+        timestamp after); each side's clock ticks, the other's is echoed."""
         if not shape.timestamps:
             return []
         clock[mine] += 1
@@ -93,8 +87,8 @@ def flow_packets(i: int, shape: Shape, direct: bool) -> list[bytes]:
 
 
 def traffic(shape: Shape, direct: bool, repeat: int | None = None) -> list[bytes]:
-    """All flows, interleaved 50 at a time (step k of each flow in a group, then k + 1).
-    `repeat`: step `repeat` of every TCP connection is sent PATH_EXTRA more times."""
+    """All flows, interleaved 50 at a time; step `repeat` of every TCP connection sent
+    PATH_EXTRA more times."""
     flows = [flow_packets(i, shape, direct) for i in range(shape.flows)]
     tcp = [not is_udp(i, shape) for i in range(shape.flows)]
     out: list[bytes] = []
@@ -129,13 +123,8 @@ def with_sport(frame: bytes, sport: int) -> bytes:
 def path_packets(shape: Shape, direct: bool) -> list[tuple[str, bytes]]:
     """One TCP connection's packets named by the path each takes through the LB."""
     pk = flow_packets(0, shape, direct)
-    return [
-        ("new", pk[0]),
-        ("reply", pk[1]),
-        ("handshake", pk[2]),
-        ("established", pk[3]),
-        ("fin", pk[7]),
-    ]
+    steps = {"new": 0, "reply": 1, "handshake": 2, "established": 3, "fin": 7}
+    return [(path, pk[i]) for path, i in steps.items()]
 
 
 def pcap_for(shape: Shape, direct: bool, workdir: Path, repeat: int | None = None) -> Path:
@@ -149,8 +138,8 @@ def pcap_for(shape: Shape, direct: bool, workdir: Path, repeat: int | None = Non
 
 
 def preload_packets(n: int, shape: Shape) -> list[bytes]:
-    """SYN then ACK of `n` connections that stay open (established, idle timeout ~2 min),
-    from client addresses and ports the measured traffic does not use."""
+    """SYN then ACK of `n` connections that stay open, from client addresses and ports the
+    measured traffic does not use."""
     from scapy.layers.inet import IP, TCP
     from scapy.layers.l2 import Ether
 

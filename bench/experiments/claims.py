@@ -1,6 +1,5 @@
-"""The papers' claims the runs decide. Python picks each claim's figures from the points; its
-template, bench/templates/experiments/claims/NAME.md, says what the paper claimed, what we
-found, the verdict and why, and which bench and test decided it."""
+"""The papers' claims the runs decide: each claim's figures from the points, its sentences and
+verdict from bench/templates/experiments/claims/NAME.md."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from bench.experiments.points import Groups, Key, Run, axis, load_count, med, st
 
 @dataclass(frozen=True)
 class Decision:
-    """What decided a comparison of two points: bench.stats' differs test on the
-    repetitions' values, provisional below its five repetitions a side."""
+    """What decided a comparison of two points: bench.stats' differs test."""
 
     a: Key
     b: Key
@@ -27,8 +25,7 @@ class Decision:
 
 
 def decided(g: Groups, a: Key, b: Key, field: str) -> Decision:
-    """bench.stats' differs test on two points' repetitions; `overlap`: their min–max
-    ranges overlap (no difference beyond the noise)."""
+    """bench.stats' differs test on two points' repetitions (`overlap`: within the noise)."""
     xs, ys = values(g.get(a, []), field), values(g.get(b, []), field)
     d = stats.differs(xs, ys)
     few = d["differs"] == "too few repetitions"
@@ -37,8 +34,7 @@ def decided(g: Groups, a: Key, b: Key, field: str) -> Decision:
 
 @dataclass(frozen=True)
 class Claim:
-    """One row of the claimed / found table: a paper's claim, what the suite found, the
-    verdict, why, and which bench and test decided it."""
+    """One row of the claimed / found table."""
 
     claim: str
     found: str
@@ -54,23 +50,22 @@ def claim(name: str, **slots: Any) -> Claim:
 
 
 def random_jain(n: int, k: int) -> float:
-    """Jain's index of `n` requests placed on `k` servers at random, on average (to first order):
-    the counts' squared coefficient of variation is (k - 1) / n, and Jain = 1 / (1 + CV²)."""
+    """Jain's index of `n` requests placed on `k` servers at random, on average (first order:
+    Jain = 1 / (1 + CV²), CV² = (k - 1) / n)."""
     return 1 / (1 + (k - 1) / n)
 
 
 def unfair_verdict(hash_jain: list[float], rotation_jain: list[float]) -> str:
-    """Usman et al.'s fairness claim (IP hash's Jain below 1, WRR's at 1) on the repetitions'
-    values: reproduced when the hash's whole min–max range lies below the rotation's. It is
-    small whatever it measures: one client's ports make the hash a random placement."""
+    """Usman et al.'s fairness claim: reproduced when IP hash's whole min–max range of Jain's
+    index lies below WRR's (small: one client's ports make the hash a random placement)."""
     if hash_jain and rotation_jain and max(hash_jain) < min(rotation_jain):
         return "reproduced, but small"
     return "not reproduced"
 
 
 def claims(g: Groups, algorithms: list[str], c10: str, c1: str) -> list[Claim]:
-    """The papers' claims whose points ran, each with its verdict; ab's at its largest
-    -c 10 load, `c10`, and -c 1's, `c1`."""
+    """The papers' claims whose points ran, each with its verdict; ab's at its largest -c 10
+    load `c10` and -c 1 load `c1`."""
 
     def ab(sc: str, n: str, ld: str = c10) -> Key:
         return Key("ab", sc, n, ld)

@@ -1,6 +1,5 @@
-"""What a run counts, read before and after it: the hosts' TCP counters (their kernels),
-the packets the switch's ports received, the servers' access logs, and the switch's own
-counters (new connections per backend, drops), read as a reader."""
+"""What a run counts, read before and after it: the hosts' TCP counters, the packets the
+switch's ports received, the servers' access logs, and the switch's own counters."""
 
 from __future__ import annotations
 
@@ -19,9 +18,7 @@ def tcp_counters(host: Any) -> dict[str, int]:
     lines = [
         ln.split() for ln in host.cmd("cat /proc/net/snmp").splitlines() if ln.startswith("Tcp:")
     ]
-    if len(lines) < 2:
-        return {}
-    return {k: int(v) for k, v in zip(lines[0][1:], lines[1][1:], strict=False)}
+    return dict(zip(lines[0][1:], map(int, lines[1][1:]), strict=False)) if len(lines) > 1 else {}
 
 
 def switch_packets(lab: Lab) -> int:
@@ -43,8 +40,8 @@ def log_lines(lab: Lab) -> dict[str, int]:
 
 
 def log_tail(log: Path, start: int) -> list[list[str]]:
-    """An access log's entries (fields) after its first `start` lines, blank lines left
-    out: one a connection the server accepted, its last field the status (200: served)."""
+    """An access log's entries (fields, the last the status) after its first `start` lines,
+    one a connection the server accepted; blank lines left out."""
     with open(log) as f:
         return [ln.split() for ln in f.readlines()[start:] if ln.strip()]
 
@@ -64,8 +61,7 @@ def log_since(
     by_source: dict[str, Counter[str]] = {}
     for s in lab.servers:
         lines = log_tail(access_log(s), start[s.name])
-        conns[s.name] = len(lines)
-        served[s.name] = requests(lines)
+        conns[s.name], served[s.name] = len(lines), requests(lines)
         for x in lines:
             if x[-1] == "200":
                 by_source.setdefault(x[0], Counter())[s.name] += 1
@@ -73,8 +69,7 @@ def log_since(
 
 
 def switch_view(lab: Lab) -> tuple[dict[str, int], dict[str, int]]:
-    """(new connections per backend, drops per reason) from the switch's counters, read as
-    a reader (no arbitration)."""
+    """(new connections per backend, drops per reason) from the switch's counters, as a reader."""
     cfg = reader.load(lab.config_path)
     with operations.connect_reader(cfg) as sw:
         st = operations.read_stats(sw, cfg)

@@ -1,12 +1,10 @@
-"""Load generators run inside Mininet hosts: ab (one, or one per source address at once)
-and k6 (Sudiatmika et al.'s shapes, bench/experiments/shapes.js). Their raw output is written to the
-run's directory; parsing lives here too so the report reads the same files."""
+"""Load generators run inside Mininet hosts, ab (one, or one per source address) and k6
+(bench/experiments/shapes.js), their output written to the run's directory, and its parsing."""
 
 from __future__ import annotations
 
 import dataclasses
 import gzip
-import io
 import os
 import shutil
 import subprocess
@@ -58,16 +56,14 @@ def run_ab_sources(
             procs.append((a, host.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
     reports = {}
     for a, p in procs:
-        text = output(p, timeout_s)
-        (out / f"ab-{a}.txt").write_text(text)
-        reports[a] = text
+        reports[a] = output(p, timeout_s)
+        (out / f"ab-{a}.txt").write_text(reports[a])
     pack(out, "ab-*", SOURCES_TAR)
     return reports
 
 
 def output(p: subprocess.Popen[bytes], timeout_s: float) -> str:
-    """What a client process printed; one still running after `timeout_s` is killed, and
-    its output says so."""
+    """What a client process printed; one still running after `timeout_s` is killed (said)."""
     try:
         return p.communicate(timeout=timeout_s)[0].decode(errors="replace")
     except subprocess.TimeoutExpired:
@@ -79,8 +75,7 @@ SOURCES_TAR = "ab-sources.tar.gz"
 
 
 def pack(out: Path, pattern: str, name: str) -> None:
-    """Move the files matching `pattern` in `out` into one tar.gz (one file per run instead
-    of three per source address); read them back with unpacked()."""
+    """Move the files matching `pattern` in `out` into one tar.gz (read back by unpacked())."""
     files = sorted(p for p in out.glob(pattern) if p.name != name)
     with tarfile.open(out / name, "w:gz") as tar:
         for f in files:
@@ -102,8 +97,7 @@ def unpacked(out: Path, name: str = SOURCES_TAR) -> dict[str, bytes]:
 
 
 def k6_env(shape: K6Shape, url: str, summary: Path) -> dict[str, str]:
-    """What shapes.js reads: the shape's name and fields (VUS, RAMP_S, ...), the URL and
-    where k6 writes its summary."""
+    """What shapes.js reads: the shape's name and fields, the URL and the summary's path."""
     fields = {k.upper(): str(v) for k, v in dataclasses.asdict(shape).items() if k != "name"}
     return {"SHAPE": shape.name, **fields, "URL": url, "SUMMARY": str(summary)}
 
@@ -132,16 +126,13 @@ def run_k6(
         trim_k6_csv(out / f"k6-{name}.csv.gz")
 
 
-# The rows of k6's CSV the figures read (every request's duration and outcome), and the two
-# per-second ones that say how the arrival rate was met; k6 writes ~15 rows per request
-# (timings of each phase, bytes, iterations), which would make the full profile's raw files
-# ~150 MB.
+# The rows of k6's CSV the figures read (each request's duration and outcome, how the arrival
+# rate was met), of the ~15 it writes a request.
 K6_KEPT = frozenset({"http_req_duration", "http_req_failed", "dropped_iterations", "vus"})
 
 
 def trim_k6_csv(csv_gz: Path) -> None:
-    """Keep only K6_KEPT's rows in k6's CSV output, in place (gzip, same header). A file k6
-    left cut short (killed at the timeout) is left as it is."""
+    """Keep only K6_KEPT's rows in k6's CSV output, in place; a file cut short is left as is."""
     if not csv_gz.exists():
         return
     try:
@@ -169,7 +160,7 @@ def ab_times_ms(tsv: Path | bytes) -> list[float]:
             tsv = tsv.read_bytes()
         else:
             return []
-    rows = io.StringIO(tsv.decode()).read().splitlines()
+    rows = tsv.decode().splitlines()
     if not rows:
         return []
     col = rows[0].split("\t").index("ttime")
@@ -184,14 +175,12 @@ def k6_requests(csv_gz: Path) -> tuple[list[float], int]:
 
 
 def k6_outcomes(csv_gz: Path) -> list[tuple[float, bool]]:
-    """(timestamp s, failed) of every request in k6's CSV output (its http_req_failed
-    rows), for the per-second rates of bench.experiments.breakpoint."""
+    """(timestamp s, failed) of every request (http_req_failed row) in k6's CSV output."""
     return [(ts, value > 0) for name, ts, value in k6_rows(csv_gz) if name == "http_req_failed"]
 
 
 def k6_rows(csv_gz: Path) -> Iterator[tuple[str, float, float]]:
-    """(metric name, timestamp s, value) of every row of k6's CSV output (none if there is
-    no file; a short row is passed over)."""
+    """(metric name, timestamp s, value) of every full row of k6's CSV output, if any."""
     if not csv_gz.exists():
         return
     with gzip.open(csv_gz, "rt") as f:

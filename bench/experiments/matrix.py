@@ -1,6 +1,5 @@
-"""The experiment matrix as a list of runs (jobs): which runs a profile makes, in which
-order, which of them are still to do, how long they take, and the client addresses a
-many-source run draws. Pure: nothing here talks to a switch."""
+"""The experiment matrix as a list of runs (jobs): which runs a profile makes, in which order,
+which are still to do, how long they take, and a many-source run's client addresses."""
 
 from __future__ import annotations
 
@@ -15,10 +14,8 @@ from bench.experiments.plan import SCENARIOS, SERVICE_MS, SINGLE, AbLoad, Client
 
 LoadSpec = AbLoad | ClientsLoad | plan.K6Shape
 
-# Each repetition of a many-source load draws its client addresses anew from a pool this
-# many times larger than it needs, so its repetitions are independent placements (srchash's
-# figure had been one placement reported three times). Within a repetition every variant
-# gets the same draw: they are compared on the same addresses.
+# A many-source repetition draws its client addresses from a pool this many times larger
+# than it needs (repetitions: independent placements; a repetition's variants: one draw).
 DRAW_POOL = 4
 
 
@@ -44,10 +41,8 @@ def jobs(
     scenarios: list[str] | None = None,
     names: list[str] | None = None,
 ) -> list[Job]:
-    """The whole matrix (or the part of these `scenarios` and variant `names`), grouped by
-    scenario (one network each), then repetition: within a repetition every variant runs
-    once, in an order shuffled per repetition (seeded by `seed`, recorded in meta.json),
-    each with all its loads; so a drift of the machine falls on every variant alike."""
+    """The matrix (or its `scenarios` and variant `names`) by scenario, then repetition, each
+    repetition's variants in an order shuffled by `seed`, each with all its loads."""
     out: list[Job] = []
     in_plan = profile.ab_scenarios + profile.clients_scenarios
     for sname in dict.fromkeys(in_plan + (profile.k6_scenarios if k6 else ())):
@@ -86,10 +81,8 @@ def pending(todo: list[Job], root: Path) -> list[Job]:
 
 
 def run_seconds(job: Job, clients: int) -> float:
-    """How long a run takes, from the plan alone: ab and the many-source runs cannot outpace
-    the servers' capacity (the one server's for `single`) nor their own concurrency at
-    SERVICE_MS a request, which bounds them from below; a k6 shape counts at its planned
-    length (a breakpoint run stops earlier, when its thresholds fail). Setup comes on top."""
+    """How long a run takes at least, from the plan alone: the servers' capacity and the
+    load's concurrency at SERVICE_MS a request, a k6 shape's planned length; setup aside."""
     sc, ld = job.scenario, job.load
     workers = max(sc.workers) if job.variant is SINGLE else sum(sc.workers)
     per_s = workers * 1000 / SERVICE_MS
@@ -106,8 +99,7 @@ def run_seconds(job: Job, clients: int) -> float:
 
 
 def plan_text(profile: Profile, todo: list[Job]) -> str:
-    """`--plan`: the runs per experiment and scenario and about how long each part takes,
-    so the full profile can be run in parts (--only, --scenarios, --keep)."""
+    """`--plan`: the runs per experiment and scenario and about how long each part takes."""
     parts: dict[tuple[str, str], list[float]] = {}
     for j in todo:
         parts.setdefault((j.experiment, j.scenario.name), []).append(

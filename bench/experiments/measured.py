@@ -1,6 +1,5 @@
-"""How the experiments were measured, the paragraphs above their tables: the profile, the
-machine and its load, the switch's rate against its measured ceiling, its drops, and how
-many parts a resumed run took (from meta.json and the runs' own records)."""
+"""How the experiments were measured, the paragraphs above their tables (from meta.json and
+the runs' own records)."""
 
 from __future__ import annotations
 
@@ -17,8 +16,8 @@ OURS = ("topology.server", "bench.experiments", "ab -r", "k6 run", "127.0.0.1:95
 
 
 def switch_ceiling(results: Path | None = None) -> dict[str, Any]:
-    """The standard build's measured zero-loss rate for wrr (switch/switch.json beside the
-    experiments), its rate once overloaded, and when that file was measured."""
+    """The standard build's measured zero-loss and overloaded rates for wrr, and when
+    (switch/switch.json beside the experiments)."""
     p = (results or outdir.RESULTS) / "switch" / "switch.json"
     try:
         d = json.loads(p.read_text())
@@ -56,9 +55,8 @@ def other_cpu(runs: list[Run], meta: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def parts_text(meta: dict[str, Any], recorded: int) -> str:
-    """How far a run of a plan got (`recorded` of its runs: `--resume` runs a profile in
-    parts), in how many invocations, at which commits, and how many of them were stopped
-    before their end."""
+    """How far a run of a plan got (`recorded` of its runs), in how many invocations, at which
+    commits, and how many were stopped before their end."""
     parts = [*meta.get("earlier_invocations", []), meta]
     planned = meta.get("runs_planned")
     whole = len(parts) == 1 and not meta.get("interrupted")

@@ -1,7 +1,5 @@
-"""The experiment run's directory and its meta.json: earlier raw runs kept or cleared,
-the facts a resumed run must share with the one it continues (versions), the order seed it
-continues with, what an invocation records at its start, and how the parts of a run in
-several invocations are chained."""
+"""The experiment run's directory and its meta.json: earlier raw runs kept or cleared, what a
+resumed run must share with the one it continues, and how a run's invocations are chained."""
 
 from __future__ import annotations
 
@@ -16,10 +14,7 @@ from bench import provenance, rawstore
 from bench.experiments import load as loadgen
 from bench.experiments.counters import busiest
 from bench.experiments.matrix import Job
-
-
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+from bench.provenance import now as now  # bench.experiments.run reads it
 
 
 def versions() -> dict[str, Any]:
@@ -41,9 +36,8 @@ def versions() -> dict[str, Any]:
 
 
 def resumed_seed(root: Path, facts: dict[str, Any]) -> int | None:
-    """The order seed of the run in `root` that --resume continues, None when `root` has
-    none yet (the run starts afresh). ValueError, one line, when root's runs could not be
-    figures of one run with this one's: another profile, P4 program or BMv2."""
+    """The order seed of the run in `root` that --resume continues (None: none yet); ValueError
+    when its runs could not be one run with this one's (another profile, P4 program, BMv2)."""
     meta_p = root / "meta.json"
     if not meta_p.exists():
         return None
@@ -60,8 +54,8 @@ def resumed_seed(root: Path, facts: dict[str, Any]) -> int | None:
 
 
 def order_seed(root: Path, facts: dict[str, Any], resume: bool, asked: int | None) -> int:
-    """The seed of the variants' order: the resumed run's, else `asked` (--order-seed),
-    else one from the clock. ValueError, one line, when `asked` is not the resumed run's."""
+    """The seed of the variants' order: the resumed run's, else `asked` (--order-seed), else
+    the clock's; ValueError when `asked` is not the resumed run's."""
     earlier = resumed_seed(root, facts) if resume else None
     if earlier is not None and asked not in (None, earlier):
         raise ValueError(f"--order-seed {asked}, but the run in {root} has {earlier}")
@@ -87,8 +81,7 @@ def opening(
 
 
 def fresh_root(root: Path, keep: bool) -> None:
-    """Without `keep`, the raw runs of earlier invocations go; with it, a completed run
-    kept as its archive is unpacked, so its runs are found (and skipped) in raw/."""
+    """Without `keep` earlier raw runs go; with it an archived run is unpacked into raw/."""
     if not keep:
         shutil.rmtree(root / "raw", ignore_errors=True)
         (root / rawstore.ARCHIVE).unlink(missing_ok=True)
@@ -99,8 +92,7 @@ def fresh_root(root: Path, keep: bool) -> None:
 
 def chained(meta: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
     """This invocation's meta continuing `earlier` (the meta.json already in --out): the
-    earlier invocations listed in order, the start taken from the first. The order of the
-    runs is kept once, not per part, when it is the same plan (one seed)."""
+    earlier invocations in order, the start the first's, the same plan's order kept once."""
     earlier = dict(earlier)
     if earlier.get("order") == meta["order"]:
         del earlier["order"]

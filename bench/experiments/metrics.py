@@ -1,6 +1,5 @@
-"""One run's figures, read from its raw files alone: run.json (what the suite recorded: the
-servers' counts, the switch's, the machine's) and the load generator's own files beside it
-(ab's report and per-request data, k6's summaries and CSV output)."""
+"""One run's figures, read from its raw files alone: run.json and the load generator's own
+files beside it."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""The matrix's runs in order, one Mininet network per capacity scenario (3 clients with
-many source addresses, 3 servers with that scenario's capacities, BMv2, `p4lb apply`), the
-variant's algorithm and weights applied before its runs; a failed run is recorded and the
-next one goes on, an interrupted one is discarded."""
+"""The matrix's runs in order, one Mininet network per capacity scenario, each variant's
+algorithm and weights applied before its runs; a failed run is recorded, an interrupted one
+discarded."""
 
 from __future__ import annotations
 
@@ -53,8 +52,8 @@ def run_jobs(
     meta: dict[str, Any],
     failures: list[str],
 ) -> None:
-    """Every job in order, one network per scenario; a failed run is recorded in
-    `failures`, not fatal. Interrupted, the run under way is discarded (no run.json)."""
+    """Every job in order, one network per scenario; a failed run is recorded in `failures`,
+    an interrupted one discarded."""
     started = time.monotonic()
     done = 0
     running: Job | None = None
@@ -110,9 +109,8 @@ def run_jobs(
 
 
 def stop_after_error(lab: Lab) -> None:
-    """Stop the network while an error or interrupt is on its way out: a failure to stop
-    is said, not raised in its place (it would skip the interrupt's bookkeeping: the meta's
-    end, the begun run's removal, the report)."""
+    """Stop the network while an error or interrupt is on its way out: a failure to stop is
+    said, not raised in its place (it would skip the interrupt's bookkeeping)."""
     try:
         stop(lab)
     except Exception as e:  # noqa: BLE001 - the error in flight is the one to report

@@ -1,5 +1,5 @@
 """What the suite measures: capacity scenarios, the variants (every algorithm of the compiled
-program, by name), and the quick and full profiles. Pure data; nothing here talks to a switch."""
+program), and the quick and full profiles."""
 
 from __future__ import annotations
 
@@ -31,27 +31,22 @@ SCENARIOS = {
 
 @dataclass(frozen=True)
 class Variant:
-    """One way to balance: an algorithm of the compiled program with weights set to the
-    servers' capacities (what an operator who knows them writes), or `equal` weights (a
-    capacity-blind config: `wrr` with equal weights is plain round robin). `algorithm` None
-    is no load balancer: the client talks to one server straight through the switch."""
+    """One way to balance: an algorithm with weights set to the servers' capacities, or
+    `equal` weights (`wrr` so is round robin); `algorithm` None: one server, no balancer."""
 
     name: str
     algorithm: str | None
     weights: str = "capacity"  # capacity | equal
 
     def weight_list(self, scenario: Scenario) -> list[int]:
-        if self.weights == "equal":
-            return [1] * len(scenario.workers)
-        return list(scenario.workers)
+        return [1] * len(scenario.workers) if self.weights == "equal" else list(scenario.workers)
 
 
 SINGLE = Variant("single", None)
 
 
 def variants(algorithms: tuple[str, ...], scenario: Scenario) -> list[Variant]:
-    """Every algorithm by name with capacity weights, plus round robin (wrr, equal weights)
-    where the capacities differ (with equal capacities it is the same config as wrr)."""
+    """Every algorithm with capacity weights, plus round robin where the capacities differ."""
     out = [Variant(a, a) for a in algorithms]
     if "wrr" in algorithms and len(set(scenario.workers)) > 1:
         out.append(Variant("rr", "wrr", "equal"))
@@ -85,10 +80,8 @@ class ClientsLoad:
 
 @dataclass(frozen=True)
 class K6Shape:
-    """Sudiatmika et al.'s load shapes, per client: `average` ramps to `vus` and holds;
-    `stress` ramps to `vus` (higher), holds and ramps down; `breakpoint` raises the arrival
-    rate from 1 to `rate` requests/s over `ramp_s` until the failure rate passes 1 % or p95
-    passes `p95_bound_ms` (k6 aborts the run)."""
+    """Sudiatmika et al.'s load shapes, per client: `average` and `stress` ramp to `vus` and hold;
+    `breakpoint` raises the arrival rate to `rate` until failures or p95 pass their bounds."""
 
     name: str
     vus: int = 0
@@ -115,9 +108,7 @@ class Profile:
     addresses_per_client: int = field(default=0)  # 0: the largest ClientsLoad.addresses
 
     def max_addresses(self) -> int:
-        return self.addresses_per_client or max(
-            [x.addresses for x in self.clients_loads] + [1], default=1
-        )
+        return self.addresses_per_client or max([x.addresses for x in self.clients_loads] + [1])
 
 
 # Five repetitions: variants are compared (bench.stats' "differs" test needs five a side).

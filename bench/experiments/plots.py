@@ -1,5 +1,5 @@
-"""The experiments' plots: per variant, bars of a point's median with whiskers to its min and
-max, one colour per scenario or load; and every run's switch packet rate."""
+"""The experiments' plots: per variant, a point's median with whiskers to its min and max;
+and every run's switch packet rate."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The runs grouped into points, a point being one variant's repetitions in one scenario under
-one load: a figure of a point is its median with min and max, and the points come in the
-tables' order. The filters the experiments' templates use to print them are registered here."""
+"""The runs grouped into points (one variant's repetitions in one scenario under one load),
+in the tables' order, and the template filters that print them."""
 
 from __future__ import annotations
 
@@ -49,8 +48,8 @@ def groups(runs: list[Run]) -> Groups:
 
 
 def axis(g: Groups, dim: str, **where: str) -> set[str]:
-    """The values one part of the keys (exp, sc, n or ld) takes over the points that match
-    `where`: `axis(g, "ld", exp="ab")` is every load ab ran."""
+    """The values one part of the keys takes over the points that match `where`:
+    `axis(g, "ld", exp="ab")` is every load ab ran."""
     return {getattr(k, dim) for k in g if all(getattr(k, w) == v for w, v in where.items())}
 
 
@@ -77,9 +76,7 @@ def med(g: Groups, key: Key, field: str) -> float | None:
 
 def fmt(t: Spread, digits: int = 0) -> str:
     med, lo, hi = t
-    if lo == hi:
-        return f"{med:.{digits}f}"
-    return f"{med:.{digits}f} ({lo:.{digits}f}–{hi:.{digits}f})"
+    return f"{med:.{digits}f}" + ("" if lo == hi else f" ({lo:.{digits}f}–{hi:.{digits}f})")
 
 
 def load_count(name: str) -> int:

@@ -1,14 +1,6 @@
-"""Every table and plot of the experiment suite, rebuilt from the raw files alone.
-
-Reads results/experiments/raw/**/run.json (or those in raw.tar.xz, through bench.rawstore)
-and the load generators' files beside each, writes results/experiments/{summary.md,
-runs.json, *.png}; `readme_block` is results/README.md's experiments region
-(bench.readme_figures fills it): the papers' figures next to ours, and the claimed / found
-table with its verdicts, each naming the bench and the test that decided it. Points are
-medians over the repetitions with min and max. The sentences are Markdown templates in
-bench/templates/experiments/ (a claim's in claims/NAME.md); this module and its neighbours
-compute their figures: metrics (one run), points (the runs grouped), claims, plots,
-measured (how the runs were measured)."""
+"""Every table and plot of the experiment suite, rebuilt from the raw files alone: writes
+results/experiments/{summary.md, runs.json, *.png}; `readme_block` is results/README.md's
+experiments region. The sentences are templates in bench/templates/experiments/."""
 
 from __future__ import annotations
 
@@ -40,8 +32,7 @@ def seed_figures(g: Groups, algorithms: list[str]) -> tuple[str, list[Claim]]:
     fields |= {"loss": "loss_pct", "kbps": "kbps"}
 
     def pair(sc: str, k: str, ld: str) -> tuple[float, float] | None:
-        """WRR's and IP hash's medians of one of Usman et al.'s metrics, or None when either
-        is missing."""
+        """WRR's and IP hash's medians of one of Usman et al.'s metrics (None: one missing)."""
         f = ("jain" if sc == "equal" else "capacity_jain") if k == "jain" else fields[k]
         w, i = med(g, Key("ab", sc, "wrr", ld), f), med(g, Key("ab", sc, "iphash", ld), f)
         ok = w is not None and i is not None if k == "loss" else bool(w and i)

@@ -83,8 +83,7 @@ TEMPLATES = {
 
 
 def fill(template: str, inline: bool, **slots: object) -> str:
-    """A region template rendered: a block region's text ends with a line break, an inline
-    one's does not."""
+    """A region template rendered, a line break at its end unless `inline`."""
     text = templates.render(f"regions/{template}.md", **slots)
     return text.rstrip("\n") + ("" if inline else "\n")
 
@@ -97,10 +96,8 @@ def region(name: str, root: Path, inline: bool = False) -> str:
 def regenerate(
     text: str, root: Path, where: str = "", placeholder: bool = False
 ) -> tuple[str, list[str]]:
-    """`text` with every region rewritten from `root`; and the names of regions whose
-    source file is missing there or lacks what they quote: left as they were, or with
-    `placeholder` (a copy for a partial run) replaced by a line saying so, so that no
-    committed figure passes for one of the run's."""
+    """`text` with every region rewritten from `root`, and the regions it could not fill: left
+    as they were, or with `placeholder` (a partial run's copy) replaced by a line saying so."""
     missing: list[str] = []
 
     def sub(m: re.Match[str]) -> str:
@@ -128,8 +125,7 @@ def regions(text: str) -> dict[str, str]:
 
 
 def differing(text: str, root: Path, where: str = "") -> tuple[list[str], list[str]]:
-    """The regions of `text` that differ from what `root` generates, and those it could
-    not generate (left as they are)."""
+    """The regions of `text` that differ from what `root` generates, and those it could not."""
     new, missing = regenerate(text, root, where)
     old_r, new_r = regions(text), regions(new)
     return [name for name in old_r if old_r[name] != new_r[name]], missing

@@ -1,5 +1,4 @@
-"""`python -m bench.readme_figures [--results DIR] [--check]`: regenerate the documents'
-regions from a results directory, in place or as copies in it, or check them (see the
+"""`python -m bench.readme_figures`: regenerate or check the documents' regions (see the
 package's docstring)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The regions of experiments/ and algorithms/: the papers' claims with their verdicts, the
-two profiles side by side, and the algorithm studies (Maglev, least connections, HAProxy)."""
+"""The regions of experiments/ and algorithms/: the papers' claims, the two profiles side by
+side, and the algorithm studies."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from bench.readme_figures.common import MissingFile, Slots, load
 
 
 def experiments_dir(root: Path) -> Path:
-    """The experiments the READMEs quote: the full profile's once every run of its plan is
-    recorded (it runs in parts, `--resume`), the quick profile's until then."""
+    """The experiments the READMEs quote: the full profile's once all its runs are recorded,
+    else the quick profile's."""
     full = root / "experiments-full"
     planned = rawstore.read_meta(full).get("runs_planned")
     if isinstance(planned, int) and rawstore.run_count(full) >= planned:
@@ -45,8 +45,7 @@ def verdicts(root: Path) -> Slots:
 
 
 def profiles_compared(root: Path) -> Slots:
-    """Each seed claim's verdict and figures on the quick profile beside the full profile's,
-    and the verdicts that changed between them."""
+    """Each seed claim on the quick profile beside the full profile's, and what changed."""
     full = root / "experiments-full"
     if experiments_dir(root) != full:
         return {"complete": False}
@@ -64,7 +63,7 @@ def maglev_plain(root: Path) -> Slots:
 
 def over_argmin(policy: str) -> Callable[[Path], Slots]:
     """A least-connections policy's max/mean over the exact argmin's, over every case of
-    results/algorithms/leastconn.json: "exact" (choices = "all"), "p2c_pairs" (choices = 2)."""
+    algorithms/leastconn.json."""
 
     def slots(root: Path) -> Slots:
         runs = load(root, "algorithms/leastconn.json")["runs"]
@@ -80,8 +79,8 @@ def over_argmin(policy: str) -> Callable[[Path], Slots]:
 
 
 def choices_cost(root: Path) -> Slots:
-    """What comparing every backend adds to a new connection over two choices, per build
-    and pool size (busiest thread, medians of results/algorithms/choices.json)."""
+    """What comparing every backend adds to a new connection over two choices, per build and
+    pool size (algorithms/choices.json)."""
     doc = load(root, "algorithms/choices.json")
 
     def more(v: dict[str, Any]) -> float:

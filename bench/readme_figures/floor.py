@@ -11,8 +11,7 @@ from bench.readme_figures.common import Slots, builds, load
 
 
 def floor_order(names: Iterable[str]) -> list[str]:
-    """The floor's programs level by level, then lb.p4's (a run records them in the order
-    its first repetition drew)."""
+    """The floor's programs level by level, then lb.p4's."""
     return sorted(names, key=lambda n: (n not in LEVELS, LEVELS.get(n, 0), n))
 
 
@@ -43,8 +42,7 @@ def floor_table(root: Path) -> Slots:
 
 
 def floor_bullets(root: Path) -> Slots:
-    """results/README.md's reading of the floor table: what each step costs, per build,
-    the timed ratios beside the counts, and lb.p4 against the floor (switch/floor.json)."""
+    """results/README.md's reading of the floor table (switch/floor.json)."""
     fl = load(root, "switch/floor.json")
     std, spd = builds(fl)
 

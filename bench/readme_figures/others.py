@@ -60,9 +60,8 @@ def qos_tiphon(root: Path) -> Slots:
 
 
 def dsr(root: Path) -> Slots:
-    """docs/dsr.md's figures (dsr/dsr.json): per build, single switch and tier, and response
-    size, the switch's CPU per request and the peak rate under NAT and DSR, and DSR's share
-    of NAT's."""
+    """docs/dsr.md's figures (dsr/dsr.json): per build, place and response size, NAT's and
+    DSR's figures and their ratio."""
     d = load(root, "dsr/dsr.json")
 
     def row(build: str, b: dict[str, Any], where: str, size: str) -> dict[str, Any]:
@@ -89,10 +88,5 @@ def dsr(root: Path) -> Slots:
         for where in ("single switch", "tier")
         for size in d["sizes"]
     ]
-    return {
-        "rows": rows,
-        "reps": d["reps"],
-        "concurrency": d["concurrency"],
-        "peak_concurrency": d["peak_concurrency"],
-        "how": provenance.describe(d),
-    }
+    keys = ("reps", "concurrency", "peak_concurrency")
+    return {"rows": rows, "how": provenance.describe(d), **{k: d[k] for k in keys}}

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 from typing import Any
 
 from bench import provenance, rawstore, templates
+from bench.provenance import NOT_RECORDED
 from bench.readme_figures.common import Slots
 
 PROVENANCE_FILES = (
@@ -33,23 +33,23 @@ PROVENANCE_FILES = (
 
 
 def describe_file(doc: Any) -> str:
-    """How a results file says it was measured; files from before provenance was recorded
-    say what they lack."""
+    """How a results file says it was measured, or what an older one lacks."""
+
+    def file(kind: str, p: Any) -> str:
+        text = templates.render("regions/_file.md", kind=kind, p=p, not_recorded=NOT_RECORDED)
+        return text.rstrip("\n")
+
     if isinstance(doc, dict) and isinstance(doc.get("meta"), dict):
         doc = doc["meta"]  # algorithms/*.json
-    file = functools.partial(
-        templates.render, "regions/_file.md", not_recorded=provenance.NOT_RECORDED
-    )
     if isinstance(doc, dict) and isinstance(doc.get("provenance"), dict):
         p = doc["provenance"]
         if "git" not in p and "commit" in p:  # the tier's own record, from before
-            return file(kind="tier", p=p).rstrip("\n")
+            return file("tier", p)
         return provenance.describe(doc)
     if isinstance(doc, dict) and isinstance(doc.get("commit"), str):  # meta.json files
-        return file(kind="meta", p=doc).rstrip("\n")
+        return file("meta", doc)
     if isinstance(doc, dict) and all(isinstance(v, dict) for v in doc.values()) and doc:
-        builds = {k: provenance.describe(v) for k, v in doc.items()}  # flood.json
-        return file(kind="builds", p=builds).rstrip("\n")
+        return file("builds", {k: provenance.describe(v) for k, v in doc.items()})  # flood.json
     return provenance.describe(doc if isinstance(doc, dict) else {})
 
 

@@ -1,5 +1,5 @@
-"""The regions of switch/: lb.p4 against baseline.p4 (timed and counted), the instructions per
-path, the collisions, the flood, and the public course balancer beside lb.p4."""
+"""The regions of switch/: lb.p4 against baseline.p4, the instructions per path, the
+collisions, the flood, and the public course balancer beside lb.p4."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ ALGS = ("iphash", "wrr", "leastconn")
 
 
 def ratios(per_alg: list[dict[str, float]]) -> Slots:
-    """lb.p4 over baseline.p4 for iphash / wrr / leastconn (medians), and the lowest and
-    highest repetition of the three."""
+    """lb.p4 over baseline.p4 for ALGS (medians), and the lowest and highest repetition."""
     lo, hi = min(s["min"] for s in per_alg), max(s["max"] for s in per_alg)
     return {"med": [s["median"] for s in per_alg], "lo": lo, "hi": hi}
 
@@ -93,8 +92,7 @@ def switch_prose(root: Path) -> Slots:
 
 
 def collision_rate(root: Path) -> Slots:
-    """New flows finding their bucket full at the model's largest live count (the model in
-    switch/collision_model.json: the data plane's own hash and bucket layout)."""
+    """New flows finding their bucket full at switch/collision_model.json's largest live count."""
     return {"last": load(root, "switch/collision_model.json")[-1]}
 
 

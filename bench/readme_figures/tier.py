@@ -13,10 +13,8 @@ COOKIE_REF = "single switch, no TCP options"
 
 
 def events(t: dict[str, Any]) -> dict[str, Slots]:
-    """Each kind of failover event in tier/tier.json ("switch killed", "drain", ...): its
-    times (median, min, max over the runs) and its counts summed over the runs: connections
-    held (open a second before the event) and broken or moved, ab requests in batches while
-    the routes were converged and across a route change, and those failed or given up."""
+    """Each kind of failover event in tier/tier.json: its times over the runs and its counts
+    summed over them (connections held, broken or moved; ab requests, failed or given up)."""
 
     def event(kind: str, v: dict[str, Any]) -> Slots:
         def total(key: str) -> int:
@@ -56,8 +54,7 @@ def tier_scaling(root: Path) -> Slots:
 
 
 def cookie_more(c: dict[str, Any], build: str, name: str) -> float:
-    """A variant's instructions per packet (busiest thread) over the single switch's
-    without TCP options, less one."""
+    """A variant's instructions per packet (busiest thread) over COOKIE_REF's, less one."""
     v = c["builds"][build]
     return float(
         v[name]["busiest_thread_per_packet"]["median"]
@@ -86,8 +83,7 @@ def tier_cookie(root: Path) -> Slots:
 
 
 def tier_overload(root: Path) -> Slots:
-    """docs/tier.md's overload figures (tier/tier.json's "overload"), or a line saying they
-    are not measured yet."""
+    """docs/tier.md's overload figures (tier/tier.json's "overload"), if measured."""
     t = load(root, "tier/tier.json")
     o = t.get("overload")
     if not o:
