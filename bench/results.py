@@ -95,7 +95,7 @@ def plan(
             needs=CALLGRIND,
             skip=no_peer,
         ),
-        generator("algorithms", "scripts/algorithms_figures.py"),
+        generator("algorithms", "-m", "bench.algorithms"),
         generator("switch tables", "-m", "bench.report", "--dir", str(results_dir / "switch")),
         generator("experiments tables", "-m", "bench.experiments.report", "--out", experiments),
         generator("README regions", "-m", "bench.readme_figures", "--results", str(results_dir)),
