@@ -27,11 +27,6 @@ VARIANTS = {
 }
 
 
-def syn_packets(shape: lab.Shape) -> list[bytes]:
-    """The first packet (the SYN) of each of the shape's flows, all TCP to the VIP."""
-    return [traffic.flow_packets(i, shape, direct=False)[0] for i in range(shape.flows)]
-
-
 def setup(algorithm: str, choices: str, workdir: Path) -> Any:
     def program(shape: lab.Shape) -> None:
         text = lab.lb_config(algorithm, shape)
@@ -58,7 +53,8 @@ def measure(t: runner.Trial, label: str) -> tuple[float, float]:
     shape = lab.Shape(backends=int(n), flows=t.args.flows, udp_every=0)
     pcap = t.workdir / f"syn-{n}.pcap"
     if not pcap.exists():
-        traffic.write_pcap(syn_packets(shape), pcap)
+        syns = [traffic.flow_packets(i, shape, direct=False)[0] for i in range(shape.flows)]
+        traffic.write_pcap(syns, pcap)  # each flow's first packet, its SYN
     algorithm, choices = VARIANTS[name]
     prog = lab.Program(
         algorithm, shape, lab.COMPILED / "lb.json", setup(algorithm, choices, t.workdir)

@@ -20,13 +20,12 @@ import json
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench import lab, outdir, profiles, rate, runner, traffic
+from bench import lab, outdir, rate, runner, traffic
 from bench.stats import summary
 
 ROUND_CONNS = 30
@@ -144,23 +143,20 @@ def flood(binary: str, workdir: Path, n_syns: int, pps: int) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="bench-flood", description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--binary",
-        default=os.environ.get("P4LB_SIMPLE_SWITCH") or shutil.which("simple_switch_grpc"),
-    )
+def options(ap: argparse.ArgumentParser) -> None:
+    binary = os.environ.get("P4LB_SIMPLE_SWITCH") or shutil.which("simple_switch_grpc")
+    ap.add_argument("--binary", default=binary)
     ap.add_argument("--name", default="standard")
     ap.add_argument("--syns", type=int, default=70_000)
     ap.add_argument("--pps", type=int, default=2000)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=None, help="default: results/switch/flood.json")
-    profiles.add_argument(ap)
-    args = ap.parse_args(profiles.expand("bench-flood", argv))
-    committed = outdir.is_committed_profile(ap, args, ["syns", "pps"])
-    args.out = outdir.destination("switch/flood.json", committed, args.out)
-    if not args.binary or os.geteuid() != 0 or not shutil.which("tcpreplay"):
-        print("bench-flood: needs root, simple_switch_grpc and tcpreplay", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = runner.command_line(
+        "bench-flood", __doc__, "switch/flood.json", argv, options, ["syns", "pps"], reps=3
+    )
+    named = [f"{args.name}={args.binary}"] if args.binary else []
+    if runner.builds_to_measure("bench-flood", named, ["tcpreplay"]) is None:
         return 2
     run = runner.start_run("bench-flood", {args.name: args.binary}, argv)
     if run is None:

@@ -9,6 +9,7 @@ import ipaddress
 import random
 from collections import Counter
 from collections.abc import Sequence
+from statistics import fmean
 from typing import Any
 
 from p4lb.models.hashing import Flow, signature, source_slot
@@ -43,10 +44,6 @@ def flows(n: int, seed: int) -> tuple[list[int], list[str]]:
 
 def names(n: int) -> list[str]:
     return [f"b{i:02d}" for i in range(n)]
-
-
-def mean(xs: Sequence[float]) -> float:
-    return sum(xs) / len(xs)
 
 
 def shares(table: Sequence[int], picks: Sequence[int], n: int) -> tuple[list[float], list[float]]:
@@ -99,7 +96,7 @@ def disruption(keys: list[int]) -> list[dict[str, Any]]:
 
     def moved(before: list[str], afters: list[list[str]], added: list[str]) -> dict[str, Any]:
         rem, add = [changed_fraction(before, a) for a in afters], changed_fraction(before, added)
-        return {"remove_mean": mean(rem), "remove_max": max(rem), "add": add}
+        return {"remove_mean": fmean(rem), "remove_max": max(rem), "add": add}
 
     def vs_ideal(d: dict[str, Any], n: int) -> dict[str, Any]:
         return d | {"remove_vs_ideal": d["remove_mean"] * n, "add_vs_ideal": d["add"] * (n + 1)}

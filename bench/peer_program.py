@@ -35,10 +35,6 @@ def compile_peer(source: Path, workdir: Path, log_free: bool) -> Path:
     return compile_p4(src, workdir / f"{name}.json", PEER_P4C_FLAGS, str(source))
 
 
-def peer_backend(port: int) -> str:
-    return lab.backend_addr(0, port - 2, len(PEER_BACKEND_PORTS))
-
-
 def program_peer(shape: lab.Shape) -> None:
     """The peer's tables as its control plane writes them, for this bench's addresses:
     the VIP's TCP port, its four backends (by id = port) and their replies back to it."""
@@ -46,7 +42,7 @@ def program_peer(shape: lab.Shape) -> None:
     cmds = [f"table_add MyIngress.virtual_ip MyIngress.is_virtual_ip {vip} 80 => 1"]
     cmds += [
         f"table_add MyIngress.vip_to_backend MyIngress.update_backend_info {p} => "
-        f"{peer_backend(p)} 8000 {lab.port_mac(p)}"
+        f"{lab.backend_addr(0, p - 2, len(PEER_BACKEND_PORTS))} 8000 {lab.port_mac(p)}"
         for p in PEER_BACKEND_PORTS
     ]
     cmds.append(

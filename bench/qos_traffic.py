@@ -140,37 +140,26 @@ def voip_recv(port: int, duration: float, out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.qos_traffic")
     sub = p.add_subparsers(dest="role", required=True)
-    a = sub.add_parser("tcp-sink")
-    a.add_argument("--port", type=int, required=True)
-    a.add_argument("--duration", type=float, required=True)
-    a.add_argument("--skip", type=float, default=0.0)
-    a.add_argument("--out", type=Path, required=True)
-    a = sub.add_parser("bulk")
-    a.add_argument("--dst", required=True)
-    a.add_argument("--port", type=int, required=True)
-    a.add_argument("--flows", type=int, default=1)
-    a.add_argument("--sports", type=lambda v: [int(x) for x in v.split(",")], default=None)
-    a.add_argument("--duration", type=float, required=True)
-    a = sub.add_parser("voip-send")
-    a.add_argument("--dst", required=True)
-    a.add_argument("--port", type=int, required=True)
-    a.add_argument("--pps", type=int, default=50)
-    a.add_argument("--size", type=int, default=160)
-    a.add_argument("--sport", type=int, default=None)
-    a.add_argument("--duration", type=float, required=True)
-    a = sub.add_parser("voip-recv")
-    a.add_argument("--port", type=int, required=True)
-    a.add_argument("--duration", type=float, required=True)
-    a.add_argument("--out", type=Path, required=True)
-    args = p.parse_args(argv)
-    if args.role == "tcp-sink":
-        tcp_sink(args.port, args.duration, args.skip, args.out)
-    elif args.role == "bulk":
-        bulk(args.dst, args.port, args.flows, args.duration, args.sports)
-    elif args.role == "voip-send":
-        voip_send(args.dst, args.port, args.pps, args.size, args.duration, args.sport)
-    else:
-        voip_recv(args.port, args.duration, args.out)
+    # Each role's arguments are its function's parameters: the port, the duration, and where
+    # a sink writes or where a sender sends, then its own.
+    roles = {"tcp-sink": (tcp_sink, "--out"), "bulk": (bulk, "--dst")}
+    roles |= {"voip-send": (voip_send, "--dst"), "voip-recv": (voip_recv, "--out")}
+    a = {}
+    for role, (run, end) in roles.items():
+        a[role] = sub.add_parser(role)
+        a[role].set_defaults(run=run)
+        a[role].add_argument("--port", type=int, required=True)
+        a[role].add_argument("--duration", type=float, required=True)
+        a[role].add_argument(end, type=Path if end == "--out" else str, required=True)
+    a["tcp-sink"].add_argument("--skip", type=float, default=0.0)
+    a["bulk"].add_argument("--flows", type=int, default=1)
+    a["bulk"].add_argument("--sports", type=lambda v: [int(x) for x in v.split(",")], default=None)
+    a["voip-send"].add_argument("--pps", type=int, default=50)
+    a["voip-send"].add_argument("--size", type=int, default=160)
+    a["voip-send"].add_argument("--sport", type=int, default=None)
+    args = vars(p.parse_args(argv))
+    del args["role"]
+    args.pop("run")(**args)
     return 0
 
 

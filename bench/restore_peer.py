@@ -12,12 +12,10 @@ repetition starts a fresh HAProxy. Writes results/algorithms/restore.json.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -25,11 +23,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import outdir, profiles, provenance, runner
-from bench.outdir import ROOT
+from bench import outdir, provenance, runner
 from topology.procs import poll_until
 
-OUT = ROOT / "results" / "algorithms"
 NETNS = "p4lb-restore"
 PORTS = {"s1": 9001, "s2": 9002, "s3": 9003}
 FRONT = 9000
@@ -148,13 +144,10 @@ def one_run(workdir: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="bench-restore-peer", description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--out", type=Path, default=None, help=f"default: {OUT} or the scratch tree")
-    profiles.add_argument(ap)
-    args = ap.parse_args(profiles.expand("bench-restore-peer", argv))
-    args.out = outdir.destination("algorithms", outdir.is_committed_profile(ap, args, []), args.out)
-    if os.geteuid() != 0 or not shutil.which("haproxy"):
+    args = runner.command_line(
+        "bench-restore-peer", __doc__, "algorithms", argv, lambda ap: None, [], reps=5
+    )
+    if os.geteuid() != 0 or runner.missing(["haproxy"]):
         print(
             "bench-restore-peer: needs root and haproxy (apt-get install haproxy)", file=sys.stderr
         )
