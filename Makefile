@@ -227,7 +227,7 @@ bench-switch: $(VPY)
 	$(RUN_BENCH) -m bench.switch $(foreach b,$(BUILDS),--build $(b)) \
 		$(if $(ALGORITHMS),--algorithms $(ALGORITHMS),) $(QUICK_ARGS)
 	$(RUN_BENCH) -m bench.ab_overhead $(foreach b,$(BUILDS),--build $(b)) $(QUICK_ARGS)
-	$(if $(strip $(BUILDS)),$(foreach b,$(BUILDS),$(RUN_BENCH) -m bench.flood --name $(firstword $(subst =, ,$(b))) --binary $(lastword $(subst =, ,$(b))) $(QUICK_ARGS);),$(RUN_BENCH) -m bench.flood $(QUICK_ARGS))
+	$(RUN_BENCH) -m bench.flood $(foreach b,$(BUILDS),--build $(b)) $(QUICK_ARGS)
 	$(VPY) -m bench.report --dir $(OUTDIR)/switch
 
 bench-tier: $(VPY)

@@ -31,36 +31,29 @@ from topology import bmv2
 def big_config(n_vips: int, n_backends: int) -> Config:
     """VIP 0 ("web", 10.0.0.100:80) is the one the latency trials send to; all hosts sit
     behind switch port 1, the one veth the benchmark owns."""
-    vips = []
-    for i in range(n_vips):
-        addr = "10.0.0.100" if i == 0 else f"10.100.{i // 250}.{i % 250 + 1}"
-        vips.append(
-            Vip(
-                name="web" if i == 0 else f"v{i}",
-                address=addr,
-                protocol="tcp",
-                port=80,
-                algorithm="wrr",
-                mac=SWITCH_MAC,
-                backends=tuple(
-                    Backend(
-                        name=f"b{j}",
-                        address=f"10.0.0.{j + 2}" if i == 0 else f"10.{i}.1.{j + 1}",
-                        port=8000,
-                        weight=1,
-                        mac=f"02:00:00:00:{i:02x}:{j + 2:02x}",
-                        switch_port=1,
-                    )
-                    for j in range(n_backends)
-                ),
-            )
+
+    def backend(i: int, j: int) -> Backend:
+        address = f"10.0.0.{j + 2}" if i == 0 else f"10.{i}.1.{j + 1}"
+        mac = f"02:00:00:00:{i:02x}:{j + 2:02x}"
+        return Backend(f"b{j}", address, port=8000, weight=1, mac=mac, switch_port=1)
+
+    vips = tuple(
+        Vip(
+            name=f"v{i}" if i else "web",
+            address=f"10.100.{i // 250}.{i % 250 + 1}" if i else "10.0.0.100",
+            protocol="tcp",
+            port=80,
+            algorithm="wrr",
+            mac=SWITCH_MAC,
+            backends=tuple(backend(i, j) for j in range(n_backends)),
         )
+        for i in range(n_vips)
+    )
+    address = f"127.0.0.1:{LAB.grpc_port}"
     return Config(
-        switch=SwitchConfig(
-            address=f"127.0.0.1:{LAB.grpc_port}", device_id=0, election_id=10, mac=SWITCH_MAC
-        ),
+        switch=SwitchConfig(address=address, device_id=0, election_id=10, mac=SWITCH_MAC),
         hosts=(Host("client", "10.0.0.1", CLIENT_MAC, 1),),
-        vips=tuple(vips),
+        vips=vips,
     )
 
 

@@ -10,46 +10,29 @@
              opened before the flood still reach their backends (the whole flood lasts far
              less than their idle timeout).
 
-Writes results/switch/flood.json. The switch binary: P4LB_SIMPLE_SWITCH or PATH.
+The three take turns in each repetition, on every build (--build NAME=PATH; else
+P4LB_SIMPLE_SWITCH or the simple_switch_grpc on PATH). Writes results/switch/flood.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import random
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench import lab, outdir, rate, runner, traffic
+from bench import lab, rate, runner, traffic
 from bench.stats import summary
+from bench.traffic import syn_ack
 
 ROUND_CONNS = 30
 MAX_ROUNDS = 60  # a minute of rounds at most after the flood
 
 
-def syn_ack(client: str, sport: int, vip: str = "10.0.1.1") -> list[bytes]:
-    from scapy.layers.inet import IP, TCP
-    from scapy.layers.l2 import Ether
-
-    base = Ether(src=lab.port_mac(1), dst=lab.VIP_MAC) / IP(src=client, dst=vip)
-    return [
-        bytes(base / TCP(sport=sport, dport=80, flags="S", seq=1)),
-        bytes(base / TCP(sport=sport, dport=80, flags="A", seq=2, ack=1)),
-    ]
-
-
 def web(s: dict[str, Any]) -> dict[str, Any]:
+    """The TCP VIP's entry in `p4lb stats --json`: its backends' connections, collisions."""
     v: dict[str, Any] = next(v for v in s["vips"] if v["name"] == "v0tcp")
-    return v
-
-
-def conns(s: dict[str, Any]) -> list[int]:
-    return [b["connections"] for b in web(s)["backends"]]
+    return v | {"connections": [b["connections"] for b in v["backends"]]}
 
 
 def send(packets: list[bytes], workdir: Path, name: str, pps: int | None) -> int:
@@ -65,44 +48,27 @@ def send(packets: list[bytes], workdir: Path, name: str, pps: int | None) -> int
 def exactness(binary: str, weights: list[int], workdir: Path, pps: int) -> dict[str, Any]:
     with lab.LAB.switch(binary=binary):
         lab.program_lb(lab.lb_config("wrr", lab.Shape(), weights), workdir)
-        packets = []
-        for i in range(1500):
-            packets += syn_ack(f"10.1.0.{1 + i % 20}", 20000 + i)
+        packets = [p for i in range(1500) for p in syn_ack(f"10.1.0.{1 + i % 20}", 20000 + i)]
         send(packets, workdir, "exact", pps)
-        s = lab.p4lb_stats(workdir)
-    got = conns(s)
+        s = web(lab.p4lb_stats(workdir))
+    got = s["connections"]
     want = [1500 * w // sum(weights) for w in weights]
     return {
         "weights": weights,
         "connections": got,
         "wanted": want,
         "max_deviation": max(abs(g - w) for g, w in zip(got, want, strict=True)),
-        "collisions": web(s)["collisions"],
+        "collisions": s["collisions"],
     }
 
 
 def flood(binary: str, workdir: Path, n_syns: int, pps: int) -> dict[str, Any]:
-    from scapy.layers.inet import IP, TCP
-    from scapy.layers.l2 import Ether
-
-    rng = random.Random(70_000)
     with lab.LAB.switch(binary=binary):
         lab.program_lb(lab.lb_config("wrr", lab.Shape()), workdir)
         # 100 connections opened before the flood; which port each went to.
-        before = []
-        for i in range(100):
-            before += syn_ack(f"10.1.1.{1 + i % 50}", 30000 + i)
+        before = [p for i in range(100) for p in syn_ack(f"10.1.1.{1 + i % 50}", 30000 + i)]
         send(before, workdir, "before", pps)
-        spoofed = [
-            bytes(
-                Ether(src=lab.port_mac(1), dst=lab.VIP_MAC)
-                / IP(src=f"10.1.{rng.randrange(2, 256)}.{rng.randrange(1, 255)}", dst="10.0.1.1")
-                / TCP(
-                    sport=rng.randrange(1024, 65536), dport=80, flags="S", seq=rng.randrange(2**32)
-                )
-            )
-            for _ in range(n_syns)
-        ]
+        spoofed = traffic.spoofed_syns(n_syns, seed=70_000)
         t0 = time.monotonic()
         sent = send(spoofed, workdir, "flood", None)
         flood_s = time.monotonic() - t0
@@ -111,16 +77,15 @@ def flood(binary: str, workdir: Path, n_syns: int, pps: int) -> dict[str, Any]:
         exact_after = None
         t_end = time.monotonic()
         for r in range(MAX_ROUNDS):
-            c0 = conns(lab.p4lb_stats(workdir))
-            pk = []
-            for i in range(ROUND_CONNS):
-                pk += syn_ack(f"10.1.0.{100 + i}", 40000 + r * ROUND_CONNS + i)
+            c0 = web(lab.p4lb_stats(workdir))["connections"]
+            first = 40000 + r * ROUND_CONNS
+            pk = [p for i in range(ROUND_CONNS) for p in syn_ack(f"10.1.0.{100 + i}", first + i)]
             send(pk, workdir, f"round{r}", pps)
-            s = lab.p4lb_stats(workdir)
-            split = [b - a for a, b in zip(c0, conns(s), strict=True)]
+            s = web(lab.p4lb_stats(workdir))
+            split = [b - a for a, b in zip(c0, s["connections"], strict=True)]
             elapsed = time.monotonic() - t_end
             rounds.append(
-                {"after_s": round(elapsed, 2), "split": split, "collisions": web(s)["collisions"]}
+                {"after_s": round(elapsed, 2), "split": split, "collisions": s["collisions"]}
             )
             if split == [ROUND_CONNS // 3] * 3:
                 exact_after = elapsed
@@ -143,57 +108,52 @@ def flood(binary: str, workdir: Path, n_syns: int, pps: int) -> dict[str, Any]:
     }
 
 
+WEIGHTS = {"exact 1:1:1": [1, 1, 1], "exact 1:2:3": [1, 2, 3]}
+
+
+def measure(t: runner.Trial, name: str) -> dict[str, Any]:
+    if name == "flood":
+        return flood(t.binary, t.workdir, t.args.syns, t.args.pps)
+    return exactness(t.binary, WEIGHTS[name], t.workdir, t.args.pps)
+
+
+def figures(args: argparse.Namespace, values: dict[str, list[Any]]) -> dict[str, Any]:
+    """Every repetition's figures (exactness: 1:1:1's, then 1:2:3's) and the median time
+    until a round split exactly again."""
+    exact = [
+        r["exact_again_after_s"] for r in values["flood"] if r["exact_again_after_s"] is not None
+    ]
+    return {
+        "exactness": [r for name in WEIGHTS for r in values[name]],
+        "flood": values["flood"],
+        "exact_again_after_s": summary(exact) if exact else None,
+    }
+
+
 def options(ap: argparse.ArgumentParser) -> None:
-    binary = os.environ.get("P4LB_SIMPLE_SWITCH") or shutil.which("simple_switch_grpc")
-    ap.add_argument("--binary", default=binary)
-    ap.add_argument("--name", default="standard")
     ap.add_argument("--syns", type=int, default=70_000)
     ap.add_argument("--pps", type=int, default=2000)
 
 
+SPEC = runner.Spec(
+    prog="bench-flood",
+    doc=__doc__ or "",
+    subdir="switch",
+    filename="flood.json",
+    reps=3,
+    tools=("tcpreplay",),
+    options=options,
+    committed=("syns", "pps"),
+    variants=lambda args: [*WEIGHTS, "flood"],
+    measure=measure,
+    figures=figures,
+    head=lambda args: {"machine": runner.machine()},
+    order_in_build=True,
+)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = runner.command_line(
-        "bench-flood", __doc__, "switch/flood.json", argv, options, ["syns", "pps"], reps=3
-    )
-    named = [f"{args.name}={args.binary}"] if args.binary else []
-    if runner.builds_to_measure("bench-flood", named, ["tcpreplay"]) is None:
-        return 2
-    run = runner.start_run("bench-flood", {args.name: args.binary}, argv)
-    if run is None:
-        return 2
-    workdir = Path(tempfile.mkdtemp(prefix="p4lb-bench-flood-"))
-    result: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
-    # One entry per binary: the same binary measured before under another name (the speed
-    # build was once "fast") is replaced, not kept beside.
-    result = {k: v for k, v in result.items() if v.get("binary") != args.binary}
-    runs: dict[str, Any] = {
-        "binary": args.binary,
-        "machine": runner.machine(),
-        "exactness": [],
-        "flood": [],
-    }
-    with lab.veths():
-        for weights in ([1, 1, 1], [1, 2, 3]):
-            for rep in range(args.reps):
-                runner.progress(f"exactness {weights} rep {rep + 1}/{args.reps}")
-                runs["exactness"].append(exactness(args.binary, weights, workdir, args.pps))
-        for rep in range(args.reps):
-            runner.progress(f"flood rep {rep + 1}/{args.reps}")
-            runs["flood"].append(flood(args.binary, workdir, args.syns, args.pps))
-    exact = [
-        r["exact_again_after_s"] for r in runs["flood"] if r["exact_again_after_s"] is not None
-    ]
-    runs["exact_again_after_s"] = summary(exact) if exact else None
-    shutil.rmtree(workdir, ignore_errors=True)  # pcaps and configs; a failed run keeps them
-    runs["machine"]["loadavg_at_end"] = os.getloadavg()
-    # Each repetition's figure is kept (exactness and flood lists); their order: weights
-    # 1:1:1 then 1:2:3 (each args.reps times), then the floods.
-    runs["provenance"] = run.finish(args.reps, order="weights 1:1:1, then 1:2:3, then the floods")
-    result[args.name] = runs
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    runner.progress(f"wrote {args.out}; {outdir.said(args.out)}")
-    return 0
+    return runner.main(SPEC, argv)
 
 
 if __name__ == "__main__":

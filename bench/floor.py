@@ -108,20 +108,10 @@ def passes(args: argparse.Namespace) -> dict[str, runner.Measure]:
     )
 
 
-def ratios(values: dict[str, list[float]], higher_is_better: bool) -> dict[str, Any]:
-    """Each program's figure over the baseline's, repetition by repetition; for a cost
-    (instructions) the baseline's over the program's, so that 1 is 'as cheap'."""
-    base = values["baseline"]
-    out = {}
-    for name, v in values.items():
-        if name == "baseline":
-            continue
-        pairs = zip(v, base, strict=True)
-        out[name] = stats.summary([x / b if higher_is_better else b / x for x, b in pairs])
-    return out
-
-
 def figures(args: argparse.Namespace, values: dict[str, Any]) -> dict[str, Any]:
+    """Each program's summaries and, repetition by repetition, its figure over the
+    baseline's; for a cost (instructions) the baseline's over the program's, so that 1 is
+    'as cheap'."""
     instr = values["instructions"]
     by_key = {
         "busiest": {n: [b for b, _ in v] for n, v in instr.items()},
@@ -131,10 +121,12 @@ def figures(args: argparse.Namespace, values: dict[str, Any]) -> dict[str, Any]:
     programs: dict[str, Any] = {}
     for key, per_prog in by_key.items():
         for name, v in per_prog.items():
-            programs.setdefault(name, {})[key] = stats.summary(v)
-        if per_prog:
-            for name, r in ratios(per_prog, key == "zero_loss").items():
-                programs[name][f"{key}_vs_baseline_per_rep"] = r
+            p = programs.setdefault(name, {}) | {key: stats.summary(v)}
+            base = per_prog["baseline"]
+            if name != "baseline":
+                pair = (v, base) if key == "zero_loss" else (base, v)
+                p[f"{key}_vs_baseline_per_rep"] = stats.per_rep(*pair)
+            programs[name] = p
     return {"programs": programs}
 
 
@@ -175,11 +167,6 @@ SPEC = runner.Spec(
     order_in_build=True,
     check=check,
 )
-
-
-def measure(build: str, binary: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """One build's figures (bench.runner.measure_build)."""
-    return runner.measure_build(SPEC, runner.Trial(build, binary, args, workdir))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from bench import toolchain
 from bench.outdir import ROOT
 
@@ -40,47 +42,13 @@ class BusyMachine(RuntimeError):
 # ---------------------------------------------------------------- pure parts
 
 
-def parse_proc_stat(text: str) -> tuple[int, int]:
-    """(busy, total) jiffies of all CPUs from /proc/stat's first line (idle, iowait: not busy)."""
-    first = text.splitlines()[0].split()
-    if first[0] != "cpu":
-        raise ValueError(f"/proc/stat: first line is not the cpu total: {first[0]!r}")
-    cells = [int(x) for x in first[1:9]]  # guest and guest_nice are inside user and nice
-    idle = cells[3] + (cells[4] if len(cells) > 4 else 0)
-    return sum(cells) - idle, sum(cells)
-
-
-def parse_pid_stat(text: str) -> tuple[int, int]:
-    """(parent pid, utime + stime jiffies) from /proc/PID/stat (the name may hold spaces
-    and parentheses: the fields are read after its last ')')."""
-    fields = text.rsplit(")", 1)[1].split()
-    return int(fields[1]), int(fields[11]) + int(fields[12])
-
-
-def tree(procs: dict[int, tuple[int, int]], root: int, *more: int) -> dict[int, int]:
-    """{pid: CPU jiffies} of `root`, of `more` (daemons a bench started) and of all their
-    descendants, each once, from {pid: (ppid, ticks)}."""
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in procs.items():
-        children.setdefault(ppid, []).append(pid)
-    out: dict[int, int] = {}
-    todo = [root, *more]
-    while todo:
-        pid = todo.pop()
-        if pid in out or pid not in procs:
-            continue
-        out[pid] = procs[pid][1]
-        todo += children.get(pid, [])
-    return out
-
-
 @dataclass(frozen=True)
 class Sample:
-    """One reading: the machine's busy and total jiffies, and each of our processes'."""
+    """One reading: the machine's busy and total CPU seconds, and each of our processes'."""
 
-    busy: int
-    total: int
-    ours: dict[int, int]  # pid -> CPU jiffies, our process tree (and adopted daemons)
+    busy: float
+    total: float
+    ours: dict[int, float]  # pid -> CPU seconds, our process tree (and adopted daemons)
 
 
 def other_share(a: Sample, b: Sample) -> float:
@@ -254,14 +222,18 @@ def machine() -> dict[str, Any]:
 
 
 def sample(*adopted: int) -> Sample:
-    """The machine's and this process tree's (and `adopted`'s) CPU jiffies now."""
-    busy, total = parse_proc_stat(Path("/proc/stat").read_text())
-    procs: dict[int, tuple[int, int]] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                procs[int(entry.name)] = parse_pid_stat(Path(entry.path, "stat").read_text())
-    return Sample(busy, total, tree(procs, os.getpid(), *adopted))
+    """The machine's and this process tree's (and `adopted`'s and their children's) CPU
+    seconds now (idle and iowait are not busy; guest time is inside user and nice)."""
+    t = psutil.cpu_times()
+    total = sum(t[:8])
+    ours: dict[int, float] = {}
+    for root in (os.getpid(), *adopted):
+        with contextlib.suppress(psutil.Error):
+            top = psutil.Process(root)
+            for proc in (top, *top.children(recursive=True)):
+                with contextlib.suppress(psutil.Error):
+                    ours[proc.pid] = sum(proc.cpu_times()[:2])
+    return Sample(total - t.idle - t.iowait, total, ours)
 
 
 def busiest_others(n: int = 4) -> list[str]:

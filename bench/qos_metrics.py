@@ -1,6 +1,6 @@
 """The queueing experiment's pure parts: where its flows go (place_flows), what one run
 saw (measures: RFC 3550 interarrival jitter, loss ...), the runs' medians and the
-ETSI TIPHON TR 101 329 grades (its percentiles are bench.stats.percentile_interpolated,
+ETSI TIPHON TR 101 329 grades (its percentiles are bench.stats.percentile,
 Jain's index p4lb.stats.fairness.jain).
 
 TIPHON thresholds as commonly cited (the standard's QoS classes, as the Indonesian network
@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from bench.stats import percentile_interpolated
+from bench.stats import percentile
 from p4lb.models.hashing import qos_flow_bucket
 from p4lb.stats.fairness import jain
 
@@ -107,8 +107,8 @@ def measures(
         "goodput_mbps": sum(flows.values()),
         "jain_flows": jain(list(flows.values())),
         "jain_hosts": jain(list(hosts.values())),
-        "voip_p50_ms": percentile_interpolated(delays, 0.5),
-        "voip_p95_ms": percentile_interpolated(delays, 0.95),
+        "voip_p50_ms": percentile(delays, 50),
+        "voip_p95_ms": percentile(delays, 95),
         "voip_mean_ms": statistics.fmean(delays) if delays else float("nan"),
         "voip_jitter_ms": jitter_rfc3550([d for _, d in voip]),
         "voip_loss": loss(sent, len({s for s, _ in voip})),

@@ -4,7 +4,6 @@ time per packet, per-packet latency with one packet in flight."""
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import select
 import socket
@@ -12,7 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench import provenance
+import psutil
+
 from bench.lab import LAB, SETTLE_S, rx_total, settled_rx
 from bench.traffic import with_sport
 
@@ -49,19 +49,14 @@ def trial(pcap: Path, pps: int | None) -> tuple[float, float]:
     return (sent - out) / sent, out / elapsed
 
 
-def process_cpu_s(pid: int, task: str = "") -> float:
-    """User + system CPU seconds of process `pid` (or of its thread `task`) so far."""
-    stat = Path(f"/proc/{pid}/task/{task}/stat" if task else f"/proc/{pid}/stat").read_text()
-    return provenance.parse_pid_stat(stat)[1] / os.sysconf("SC_CLK_TCK")
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far."""
+    return sum(psutil.Process(pid).cpu_times()[:2])
 
 
 def thread_cpu_s(pid: int) -> dict[int, float]:
     """CPU seconds (user + system) of each thread of process `pid`."""
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(FileNotFoundError):
-            out[int(tid)] = process_cpu_s(pid, tid)
-    return out
+    return {t.id: t.user_time + t.system_time for t in psutil.Process(pid).threads()}
 
 
 def cpu_per_packet(pid: int, pcap: Path) -> tuple[float, float]:

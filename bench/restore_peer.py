@@ -30,18 +30,11 @@ NETNS = "p4lb-restore"
 PORTS = {"s1": 9001, "s2": 9002, "s3": 9003}
 FRONT = 9000
 
-SERVER = """
-import socket, sys, time
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(256)
-held = []
-end = time.monotonic() + float(sys.argv[2])
-s.settimeout(0.5)
-while time.monotonic() < end:
-    try:
-        held.append(s.accept()[0])
-    except OSError:
-        pass
+# A server that holds every connection: the kernel completes the handshakes (backlog 256)
+# and nothing is read or closed until it exits.
+SERVER = """import socket, sys, time
+s = socket.create_server(("127.0.0.1", int(sys.argv[1])), backlog=256)
+time.sleep(float(sys.argv[2]))
 """
 
 # Opens `count` connections to the front one after another, each after the last's

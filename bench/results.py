@@ -71,9 +71,7 @@ def plan(
         bench("ab", "bench.ab_overhead", "bench-ab-overhead", *b),
         bench("floor", "bench.floor", "bench-floor", *b),
     ]
-    for name, path in builds.items() or {"standard": ""}.items():
-        binary = ["--binary", path] if path else []
-        steps.append(bench(f"flood {name}", "bench.flood", "bench-flood", "--name", name, *binary))
+    steps.append(bench("flood", "bench.flood", "bench-flood", *b))
     no_peer = "" if peer else "no PEER_P4 given (the course balancer's l4_loadbalancer.p4)"
     peer_args = ["--peer", peer] if peer else []
     qos_out = ["--out", str(results_dir / "qos")]

@@ -1,6 +1,6 @@
 """Repetitions turned into figures: the median with min and max, the raw values kept, the
-test that says whether two variants differ, and the percentiles the benches report (three
-definitions, each kept so the committed figures keep their meaning)."""
+test that says whether two variants differ, and the percentile every bench reports (one
+definition: nearest rank)."""
 
 from __future__ import annotations
 
@@ -34,29 +34,13 @@ def per_rep(num: Sequence[float], den: Sequence[float]) -> dict[str, Any]:
     return summary([n / d for n, d in zip(num, den, strict=True) if d])
 
 
-def percentile_nearest_rank(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (q in 0..100) by nearest rank (the experiments'); 0 for none."""
-    if not values:
-        return 0.0
-    s = sorted(values)
-    return s[max(0, min(len(s) - 1, math.ceil(q / 100 * len(s)) - 1))]
-
-
-def percentile_interpolated(values: Sequence[float], q: float) -> float:
-    """The q-quantile (q in 0..1) by linear interpolation (numpy's; bench-qos'); nan for none."""
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (q in 0..100) by nearest rank: the smallest value with at least
+    q % of the values at or below it (the ceil(q n / 100)-th smallest); nan for none."""
     if not values:
         return math.nan
-    v = sorted(values)
-    pos = q * (len(v) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
-
-
-def percentile_index(values: Sequence[float], q: float) -> float:
-    """The sorted values' element at index floor(q * n) (q in 0..1; bench-switch's p99)."""
     s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))]
+    return s[max(0, min(len(s) - 1, math.ceil(q / 100 * len(s)) - 1))]
 
 
 def ranges_overlap(a: Sequence[float], b: Sequence[float]) -> bool:

@@ -51,7 +51,7 @@ def timed_once(t: runner.Trial, name: str) -> dict[str, Any]:
         "cpu": cpu,
         "rates": rates,
         "latency": {
-            path: [statistics.median(v), stats.percentile_index(v, 0.99)] for path, v in lat.items()
+            path: [statistics.median(v), stats.percentile(v, 99)] for path, v in lat.items()
         },
     }
 

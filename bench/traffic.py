@@ -3,6 +3,7 @@ request/response pairs from many clients, interleaved 50 at a time, written to p
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -137,18 +138,38 @@ def pcap_for(shape: Shape, direct: bool, workdir: Path, repeat: int | None = Non
     return path
 
 
-def preload_packets(n: int, shape: Shape) -> list[bytes]:
-    """SYN then ACK of `n` connections that stay open, from client addresses and ports the
-    measured traffic does not use."""
+def syn_ack(client: str, sport: int, vip: str = "10.0.1.1") -> list[bytes]:
+    """A connection's SYN, then the client's ACK (an open connection to port 80 of `vip`)."""
     from scapy.layers.inet import IP, TCP
     from scapy.layers.l2 import Ether
 
+    base = Ether(src=port_mac(1), dst=VIP_MAC) / IP(src=client, dst=vip)
+    return [
+        bytes(base / TCP(sport=sport, dport=80, flags="S", seq=1)),
+        bytes(base / TCP(sport=sport, dport=80, flags="A", seq=2, ack=1)),
+    ]
+
+
+def spoofed_syns(n: int, seed: int) -> list[bytes]:
+    """`n` SYNs to 10.0.1.1:80 from random sources (never ACKed), drawn from `seed`."""
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        ip = IP(src=f"10.1.{rng.randrange(2, 256)}.{rng.randrange(1, 255)}", dst="10.0.1.1")
+        tcp = TCP(sport=rng.randrange(1024, 65536), dport=80, flags="S", seq=rng.randrange(2**32))
+        out.append(bytes(Ether(src=port_mac(1), dst=VIP_MAC) / ip / tcp))
+    return out
+
+
+def preload_packets(n: int, shape: Shape) -> list[bytes]:
+    """SYN then ACK of `n` connections that stay open, from client addresses and ports the
+    measured traffic does not use."""
     out = []
     for i in range(n):
         client = f"10.1.{64 + (i // 250) % 190}.{1 + i % 250}"
         sport = 1024 + (i // 47_500) * 13 + (i % 64_000)
-        v = i % shape.vips
-        base = Ether(src=port_mac(1), dst=VIP_MAC) / IP(src=client, dst=vip_addr(v))
-        out.append(bytes(base / TCP(sport=sport, dport=80, flags="S", seq=1)))
-        out.append(bytes(base / TCP(sport=sport, dport=80, flags="A", seq=2, ack=1)))
+        out += syn_ack(client, sport, vip_addr(i % shape.vips))
     return out

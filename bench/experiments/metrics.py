@@ -123,7 +123,7 @@ def metrics(run_dir: Path) -> Run:
         | figures
         | {
             "mean_ms": statistics.fmean(times) if times else 0.0,
-            **{f"p{q}_ms": stats.percentile_nearest_rank(times, q) for q in (50, 90, 95, 99)},
+            **{f"p{q}_ms": stats.percentile(times, q) if times else 0.0 for q in (50, 90, 95, 99)},
             "max_ms": max(times, default=0.0),
         }
     )

@@ -48,8 +48,6 @@ def describe_file(doc: Any) -> str:
         return provenance.describe(doc)
     if isinstance(doc, dict) and isinstance(doc.get("commit"), str):  # meta.json files
         return file("meta", doc)
-    if isinstance(doc, dict) and all(isinstance(v, dict) for v in doc.values()) and doc:
-        return file("builds", {k: provenance.describe(v) for k, v in doc.items()})  # flood.json
     return provenance.describe(doc if isinstance(doc, dict) else {})
 
 

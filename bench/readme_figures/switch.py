@@ -74,7 +74,7 @@ def switch_prose(root: Path) -> Slots:
         for g in b.get("growth", [])
         if g["dimension"] == "live" and "collisions" in g
     ]
-    b0 = next(iter(fd.values()))
+    b0 = next(iter(fd["builds"].values()))
     exact, flood = b0["exactness"], b0["flood"][0]
     return {
         "floor": floor,

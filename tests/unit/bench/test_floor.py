@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bench import floor, instructions, lab, rate, traffic
+from bench import floor, instructions, lab, rate, runner, traffic
 
 # Instructions per packet by program, one value per repetition. Median of the ratios:
 # 0.8; ratio of the medians: 150 / 250 = 0.6.
@@ -67,7 +67,8 @@ def run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[dict[str, Any]
         timed=True,
         order_seed=1,
     )
-    return floor.measure("fast", "simple_switch_grpc", args, tmp_path), order
+    trial = runner.Trial("fast", "simple_switch_grpc", args, tmp_path)
+    return runner.measure_build(floor.SPEC, trial), order
 
 
 def test_programs_take_turns_and_only_the_baseline_is_sent_to_the_servers(

@@ -1,45 +1,47 @@
-"""bench.provenance's pure parts: /proc parsing, the other processes' CPU share, the
+"""bench.provenance: the CPU samples of our processes, the other processes' CPU share, the
 refusal or marker when the machine is busy, BMv2's build flags, the variants' order, and
 the block a results file carries."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from bench import provenance as pv
 
-PROC_STAT = "cpu  100 5 50 800 20 0 5 0 0 0\ncpu0 50 2 25 400 10 0 2 0 0 0\n"
 
-
-def test_proc_stat_counts_idle_and_iowait_as_not_busy() -> None:
-    busy, total = pv.parse_proc_stat(PROC_STAT)
-    assert total == 100 + 5 + 50 + 800 + 20 + 5
-    assert busy == total - 800 - 20
-
-
-def test_proc_stat_without_the_total_line_is_an_error() -> None:
-    with pytest.raises(ValueError, match="cpu total"):
-        pv.parse_proc_stat("cpu0 1 2 3 4\n")
-
-
-def test_pid_stat_name_with_spaces_and_parentheses() -> None:
-    # pid (name) state ppid ... utime(14th) stime(15th)
-    fields = ["S", "42"] + ["0"] * 9 + ["7", "3"] + ["0"] * 5
-    text = "1234 (a (weird) name) " + " ".join(fields)
-    assert pv.parse_pid_stat(text) == (42, 10)
-
-
-def test_tree_holds_a_process_and_all_its_descendants_only() -> None:
-    procs = {1: (0, 1000), 10: (1, 5), 11: (10, 7), 12: (11, 11), 20: (1, 100)}
-    assert pv.tree(procs, 10) == {10: 5, 11: 7, 12: 11}
-    assert pv.tree(procs, 99) == {}
-    # a daemon that left the tree (parent 1), adopted: counted once, even named twice
-    assert pv.tree(procs, 10, 20, 11) == {10: 5, 11: 7, 12: 11, 20: 100}
+def test_a_sample_holds_our_process_tree_and_adopted_daemons_only() -> None:
+    """Our children are ours; an adopted process outside our tree is ours; one not adopted is
+    not; a pid that ended is skipped."""
+    hold = [sys.executable, "-c", "import sys, time; time.sleep(float(sys.argv[1]))", "30"]
+    child = subprocess.Popen(hold)
+    # The daemon: started by a shell that exits at once, so it leaves our tree.
+    daemon = subprocess.run(
+        ["sh", "-c", f'setsid {shlex.join(hold)} >/dev/null 2>&1 & echo "$!"'],
+        capture_output=True,
+        text=True,
+    )
+    daemon_pid = int(daemon.stdout)
+    try:
+        assert psutil.Process(daemon_pid).ppid() != os.getpid()
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        s = pv.sample(daemon_pid, gone.pid)
+        assert {os.getpid(), child.pid, daemon_pid} <= set(s.ours)
+        assert gone.pid not in s.ours and 1 not in s.ours
+        assert 0 <= s.busy <= s.total and all(t >= 0 for t in s.ours.values())
+        assert daemon_pid not in pv.sample().ours
+    finally:
+        child.kill()
+        os.kill(daemon_pid, 9)
+        child.wait()
 
 
 def test_other_share_subtracts_our_own_tree() -> None:
@@ -58,12 +60,6 @@ def test_a_busy_process_of_ours_that_ended_does_not_make_the_machine_look_busy()
     # A process adopted late with a long past counts at most the interval.
     c = pv.Sample(busy=2600, total=6000, ours={1: 400, 3: 200, 4: 90_000})
     assert pv.other_share(b, c) == 0.0
-
-
-def test_tree_finds_each_process_of_ours_with_its_jiffies() -> None:
-    procs = {10: (1, 5), 11: (10, 7), 12: (11, 11), 20: (1, 100), 30: (1, 999)}
-    assert pv.tree(procs, 10, 20) == {10: 5, 11: 7, 12: 11, 20: 100}
-    assert pv.tree(procs, 99) == {}
 
 
 def test_busy_machine_refused_or_marked_and_quiet_one_passes() -> None:

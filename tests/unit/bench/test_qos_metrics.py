@@ -8,7 +8,7 @@ import math
 import pytest
 
 from bench import qos_metrics as m
-from bench.stats import percentile_interpolated
+from bench.stats import percentile
 from p4lb.stats.fairness import jain
 
 
@@ -22,9 +22,9 @@ def test_jitter_follows_rfc3550s_running_estimate() -> None:
 
 
 def test_percentile_loss_and_jain() -> None:
-    assert percentile_interpolated([1, 2, 3, 4, 5], 0.5) == 3
-    assert percentile_interpolated(list(range(101)), 0.95) == pytest.approx(95)
-    assert math.isnan(percentile_interpolated([], 0.5))
+    assert percentile([1, 2, 3, 4, 5], 50) == 3
+    assert percentile(list(range(101)), 95) == 95
+    assert math.isnan(percentile([], 50))
     assert m.loss(100, 97) == pytest.approx(0.03) and m.loss(0, 0) == 0.0
     assert jain([3.0, 3.0]) == 1.0 and jain([1.0, 0.0]) == 0.5
 

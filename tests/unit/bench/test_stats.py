@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from bench import stats
@@ -23,12 +25,13 @@ def test_differs_by_non_overlapping_ranges_with_five_repetitions() -> None:
     assert stats.differs(a, [20, 20, 20, 20, 20])["median_ratio"] == pytest.approx(11 / 20)
 
 
-def test_the_three_percentiles_differ_where_their_definitions_do() -> None:
-    xs = [float(x) for x in range(1, 101)]  # 1..100: q * n whole at q = 0.99
-    assert stats.percentile_nearest_rank(xs, 99) == 99.0
-    assert stats.percentile_index(xs, 0.99) == 100.0  # index 99: one rank above
-    assert stats.percentile_interpolated(xs, 0.99) == pytest.approx(99.01)
-    assert stats.percentile_index([5.0], 1.0) == 5.0
+def test_the_percentile_is_the_nearest_rank() -> None:
+    xs = [float(x) for x in range(100, 0, -1)]  # 1..100 in reverse: q * n whole at q = 99
+    assert stats.percentile(xs, 99) == 99.0  # the 99th smallest, not one rank above
+    assert stats.percentile(xs, 99.5) == 100.0  # ceil(99.5) = 100th
+    assert (stats.percentile(xs, 0), stats.percentile(xs, 100)) == (1.0, 100.0)
+    assert stats.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0  # a value, not interpolated
+    assert stats.percentile([5.0], 99) == 5.0 and math.isnan(stats.percentile([], 50))
 
 
 def test_a_ratio_per_repetition_pairs_the_repetitions_and_skips_a_zero_denominator() -> None:
