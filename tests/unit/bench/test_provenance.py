@@ -52,7 +52,7 @@ def test_other_share_subtracts_our_own_tree() -> None:
 
 
 def test_a_busy_process_of_ours_that_ended_does_not_make_the_machine_look_busy() -> None:
-    # Switch 2 (5,000 jiffies of history) was stopped and switch 3 started in between: 600
+    # Switch 2 (5,000 CPU seconds of history) was stopped and switch 3 started in between: 600
     # busy of 1000, 300 of it by process 1 and 200 by the new switch, 100 by others.
     a = pv.Sample(busy=1000, total=4000, ours={1: 100, 2: 5000})
     b = pv.Sample(busy=1600, total=5000, ours={1: 400, 3: 200})
