@@ -121,12 +121,12 @@ def figures(args: argparse.Namespace, values: dict[str, Any]) -> dict[str, Any]:
     programs: dict[str, Any] = {}
     for key, per_prog in by_key.items():
         for name, v in per_prog.items():
-            p = programs.setdefault(name, {}) | {key: stats.summary(v)}
-            base = per_prog["baseline"]
+            p = programs.setdefault(name, {})
+            p[key] = stats.summary(v)
             if name != "baseline":
+                base = per_prog["baseline"]
                 pair = (v, base) if key == "zero_loss" else (base, v)
                 p[f"{key}_vs_baseline_per_rep"] = stats.per_rep(*pair)
-            programs[name] = p
     return {"programs": programs}
 
 
