@@ -13,7 +13,8 @@ from pathlib import Path
 
 from bench.experiments.counters import tcp_counters
 from p4lb.intent import reader
-from p4lb.pipeline.entries import Entry, Update
+from p4lb.pipeline.desired import route_entry
+from p4lb.pipeline.entries import Update
 from p4lb.pipeline.p4info import Schema, load_p4info
 from p4lb.service import operations
 from p4lb.stats.fairness import jain, weighted_jain
@@ -81,16 +82,7 @@ def program_baseline(lab: net.Lab) -> None:
         sw.ensure_pipeline(COMPILED / "baseline.p4info.txtpb", COMPILED / "baseline.json")
         hosts = lab.clients + lab.servers
         entries = [
-            Entry(
-                "ipv4_route_table",
-                (("dst_addr", (int.from_bytes(bytes(map(int, h.IP().split("."))), "big"), 32)),),
-                "forward",
-                (
-                    ("port", i + 1),
-                    ("src_mac", int(net.SWITCH_MAC.replace(":", ""), 16)),
-                    ("dst_mac", int(net.mac(i + 1).replace(":", ""), 16)),
-                ),
-            )
+            route_entry(h.IP(), 32, i + 1, net.SWITCH_MAC, net.mac(i + 1))
             for i, h in enumerate(hosts)
         ]
         sw.write([Update("INSERT", e) for e in entries])

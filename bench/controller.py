@@ -2,30 +2,30 @@
 nothing): `p4lb apply` of 100 WRR VIPs x 8 backends on an empty switch, a no-op apply, and
 how soon after `p4lb weight set` returns the next new connection follows the new weight.
 
-Writes results/controller.json and prints one line per figure."""
+Each repetition measures both on a fresh switch, in turn. Writes results/controller.json
+(every repetition's values) and prints one line per figure."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-from bench import outdir, provenance, runner, templates
+from bench import runner, templates
 from bench.controller_probe import CLIENT_MAC, LAB, SWITCH_MAC, weight_trials
+from bench.stats import summary
 from p4lb.intent import writer
 from p4lb.intent.model import Backend, Config, Host, SwitchConfig, Vip
 from p4lb.intent.validate import validate
 from p4lb.pipeline import capacity
 from p4lb.pipeline.p4info import compiled_limits
 from p4lb.service import operations
-from topology import bmv2
+
+VIP = "10.0.0.100"
 
 
 def big_config(n_vips: int, n_backends: int) -> Config:
@@ -37,46 +37,28 @@ def big_config(n_vips: int, n_backends: int) -> Config:
         mac = f"02:00:00:00:{i:02x}:{j + 2:02x}"
         return Backend(f"b{j}", address, port=8000, weight=1, mac=mac, switch_port=1)
 
-    vips = tuple(
-        Vip(
-            name=f"v{i}" if i else "web",
-            address=f"10.100.{i // 250}.{i % 250 + 1}" if i else "10.0.0.100",
-            protocol="tcp",
-            port=80,
-            algorithm="wrr",
-            mac=SWITCH_MAC,
-            backends=tuple(backend(i, j) for j in range(n_backends)),
-        )
-        for i in range(n_vips)
-    )
-    address = f"127.0.0.1:{LAB.grpc_port}"
-    return Config(
-        switch=SwitchConfig(address=address, device_id=0, election_id=10, mac=SWITCH_MAC),
-        hosts=(Host("client", "10.0.0.1", CLIENT_MAC, 1),),
-        vips=vips,
-    )
+    def vip(i: int) -> Vip:
+        name, address = (f"v{i}", f"10.100.{i // 250}.{i % 250 + 1}") if i else ("web", VIP)
+        backends = tuple(backend(i, j) for j in range(n_backends))
+        return Vip(name, address, "tcp", 80, "wrr", mac=SWITCH_MAC, backends=backends)
+
+    switch = SwitchConfig(f"127.0.0.1:{LAB.grpc_port}", 0, 10, mac=SWITCH_MAC)
+    client = Host("client", "10.0.0.1", CLIENT_MAC, 1)
+    return Config(switch=switch, hosts=(client,), vips=tuple(vip(i) for i in range(n_vips)))
 
 
-@dataclass
-class Figures:
-    vips: int
-    backends_per_vip: int
-    pipeline_push_s: float
-    apply_empty_s: float
-    apply_empty_writes: int
-    apply_noop_s: list[float]
-    cli_weight_set_s: list[float]
-    weight_change_effect_ms: list[float]
-    weight_change_trials_ok: int
-
-
-def measure(n_vips: int, n_backends: int, trials: int) -> Figures:
-    tmp = Path(tempfile.mkdtemp(prefix="p4lb-ctlbench-"))
-    with LAB.veths(), LAB.switch(out=tmp / "switch.out"):
-        cfg = big_config(n_vips, n_backends)
+def measure(t: runner.Trial, name: str) -> dict[str, Any]:
+    """On a switch of its own: "apply" pushes the pipeline, applies the big config to the
+    empty switch, applies it again (a no-op, 5 times) and sets a weight by the command (5
+    times); "weight" applies a 2-backend "web" and times --trials weight changes."""
+    a = t.args
+    cfg, cfg_path = big_config(a.vips, a.backends), t.workdir / "lb.toml"
+    with LAB.switch(binary=t.binary, out=t.workdir / "switch.out"):
         validate(cfg)
         capacity.check(cfg, compiled_limits())
-        cfg_path = tmp / "lb.toml"
+        if name == "weight":  # a 2-backend "web" so the next slot is known exactly
+            web = cfg.vip("web")
+            cfg = cfg.with_vip(Vip(**{**web.__dict__, "backends": web.backends[:2]}))
         writer.save(cfg, cfg_path)
         with operations.connect(cfg, one_shot=True) as sw:
             t0 = time.perf_counter()
@@ -85,68 +67,80 @@ def measure(n_vips: int, n_backends: int, trials: int) -> Figures:
             first = operations.apply(sw, cfg)
             t2 = time.perf_counter()
             noop = []
-            for _ in range(5):
+            for _ in range(5 if name == "apply" else 0):
                 t = time.perf_counter()
                 again = operations.apply(sw, cfg)
                 noop.append(time.perf_counter() - t)
                 if again.writes:
                     raise RuntimeError(f"a second apply wrote {again.writes} entries")
-        cli_times = []
+        if name == "weight":
+            effects, ok = weight_trials(cfg_path, a.trials)
+            return {"effect_ms": effects, "ok": ok}
+        p4lb = str(Path(sys.executable).with_name("p4lb"))
+        cli = []
         for w in (2, 1, 2, 1, 2):
             t = time.perf_counter()
-            subprocess.run(
-                [str(Path(sys.executable).with_name("p4lb")), "-c", str(cfg_path)]
-                + ["weight", "set", "web", "b0", str(w)],
-                check=True,
-                capture_output=True,
-            )
-            cli_times.append(time.perf_counter() - t)
-        # The latency trials use a 2-backend "web" so the next slot is known exactly.
-        small = cfg.with_vip(
-            Vip(**{**cfg.vip("web").__dict__, "backends": cfg.vip("web").backends[:2]})
-        )
-        writer.save(small, cfg_path)
-        with operations.connect(small, one_shot=True) as sw:
-            operations.apply(sw, small)
-        effects, ok = weight_trials(cfg_path, trials)
-        figures = Figures(
-            n_vips, n_backends, t1 - t0, t2 - t1, first.writes, noop, cli_times, effects, ok
-        )
-    shutil.rmtree(tmp, ignore_errors=True)  # the switch's output; a failed run keeps it
-    return figures
+            cmd = [p4lb, "-c", str(cfg_path), "weight", "set", "web", "b0", str(w)]
+            subprocess.run(cmd, check=True, capture_output=True)
+            cli.append(time.perf_counter() - t)
+    return dict(push_s=t1 - t0, apply_s=t2 - t1, writes=first.writes, noop_s=noop, cli_s=cli)
+
+
+def figures(args: argparse.Namespace, values: dict[str, list[Any]]) -> dict[str, Any]:
+    """The pipeline push and the apply on an empty switch per repetition; every no-op
+    apply, command and weight trial in the order measured."""
+    ap, wt = values["apply"], values["weight"]
+    return {
+        "pipeline_push_s": summary([r["push_s"] for r in ap]),
+        "apply_empty_s": summary([r["apply_s"] for r in ap]),
+        "apply_empty_writes": ap[0]["writes"],
+        "apply_noop_s": [x for r in ap for x in r["noop_s"]],
+        "cli_weight_set_s": [x for r in ap for x in r["cli_s"]],
+        "weight_change_effect_ms": [x for r in wt for x in r["effect_ms"]],
+        "weight_change_trials_ok": sum(r["ok"] for r in wt),
+    }
 
 
 def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vips", type=int, default=100)
     p.add_argument("--backends", type=int, default=8)
-    p.add_argument("--trials", type=int, default=20)
+    p.add_argument("--trials", type=int, default=20, help="weight changes per repetition")
 
 
-def summary(f: Figures) -> str:
-    """The lines the bench prints: each figure beside its goal."""
-    return templates.render("controller-lines.md", f=f, median=statistics.median)
+def lines(doc: dict[str, Any], f: dict[str, Any]) -> str:
+    """The lines the bench prints for a build's figures `f`: each beside its goal."""
+    return templates.render("controller-lines.md", doc=doc, f=f, median=statistics.median)
+
+
+def write(args: argparse.Namespace, doc: dict[str, Any]) -> int:
+    """Print the lines; a weight trial that went to the old backend fails the run."""
+    for build, f in doc["builds"].items():
+        print(f"{build}:\n{lines(doc, f)}", end="")
+    fs = doc["builds"].values()
+    return int(any(f["weight_change_trials_ok"] < len(f["weight_change_effect_ms"]) for f in fs))
+
+
+SPEC = runner.Spec(
+    prog="bench-controller",
+    doc=__doc__ or "",
+    subdir="",
+    filename="controller.json",
+    reps=3,
+    tools=(),
+    options=options,
+    committed=("vips", "backends", "trials"),
+    variants=lambda args: ["apply", "weight"],
+    measure=measure,
+    figures=figures,
+    head=lambda a: {"vips": a.vips, "backends_per_vip": a.backends},
+    lab=lambda args: LAB.veths(),
+    order_in_build=True,
+    write=write,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = runner.command_line(
-        "bench-controller", __doc__, "", argv, options, ["vips", "backends"], reps_key="trials"
-    )
-    run = runner.start_run("bench-controller", {"standard": bmv2.switch_binary()}, argv)
-    if run is None:
-        return 2
-    f = measure(a.vips, a.backends, a.trials)
-    print(summary(f), end="")
-    a.out.mkdir(parents=True, exist_ok=True)
-    bm = provenance.version_line([bmv2.switch_binary(), "--version"]) or "missing"
-    # Every trial's value is in the lists (apply_noop_s, cli_weight_set_s, ...), in the
-    # order measured; the no-op applies and weight sets run 5 times each.
-    doc = asdict(f) | {
-        "bmv2": bm,
-        "provenance": run.finish({"trials": a.trials, "noop": 5}, order="as listed, in turn"),
-    }
-    (a.out / "controller.json").write_text(json.dumps(doc, indent=1))
-    print(outdir.said(a.out / "controller.json"))
-    return 0 if f.weight_change_trials_ok == len(f.weight_change_effect_ms) else 1
+    return runner.main(SPEC, argv)
 
 
 if __name__ == "__main__":

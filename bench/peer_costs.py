@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench import floor, instructions, lab, peer_program, runner, stats, templates, traffic
+from bench import floor_program, instructions, lab, peer_program, runner, stats, templates, traffic
 from bench.peer_program import PATHS, client_traffic, interleaved, pcap, program_names, programs
 
 
@@ -21,7 +21,7 @@ def instructions_of(t: runner.Trial, name: str) -> tuple[float, float]:
         paths = {p.name: str(p.json) for p in programs(t.args, t.workdir, shape) if p.json}
         compiled.write_text(json.dumps(paths))
     json_path = json.loads(compiled.read_text()).get(name)
-    setup = floor.program_floor if name == "floor-state" else peer_program.program_peer
+    setup = floor_program.program_floor if name == "floor-state" else peer_program.program_peer
     prog = (
         lab.Program(name, shape, Path(json_path), setup) if json_path else lab.Program(name, shape)
     )

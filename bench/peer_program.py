@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bench import floor, lab, traffic
+from bench import floor_program, lab, traffic
 from bench.toolchain import compile_p4
 
 DATA_SEGMENTS = 8
@@ -122,8 +122,8 @@ def pcap(workdir: Path, name: str, packets: list[bytes]) -> Path:
 def programs(args: argparse.Namespace, workdir: Path, shape: lab.Shape) -> list[lab.Program]:
     out = [lab.Program("baseline", shape)]
     if args.floor:
-        json_path = floor.compile_floor(floor.LEVELS["floor-state"], workdir)
-        out.append(lab.Program("floor-state", shape, json_path, floor.program_floor))
+        json_path = floor_program.compile_floor(floor_program.LEVELS["floor-state"], workdir)
+        out.append(lab.Program("floor-state", shape, json_path, floor_program.program_floor))
     if args.peer:
         out.append(
             lab.Program("peer", shape, compile_peer(args.peer, workdir, False), program_peer)

@@ -22,7 +22,7 @@ QUICK = {
     "bench-ab-overhead": "--reps 1 -n 500",
     "bench-floor": "--reps 1 --no-timed",
     "bench-flood": "--reps 1 --syns 5000",
-    "bench-controller": "--vips 10 --trials 5",
+    "bench-controller": "--vips 10 --trials 5 --reps 1",
     "bench-tier": "--reps 1 --seconds 3 --overload-seconds 10",
     "bench-cookie": "--reps 1 --flows 20",
     "bench-choices": "--reps 1 --flows 20",

@@ -7,44 +7,42 @@ connection, HAProxy (Debian's) in TCP mode with `balance leastconn` over them at
 its admin socket owner-only. s3 goes to weight 0 (no new connections); 20 connections are
 opened one after another and held; s3 back at weight 1; 12 more opened one after another.
 HAProxy's current sessions per server (`show stat`, scur) are read after each step. Each
-repetition starts a fresh HAProxy. Writes results/algorithms/restore.json.
+repetition starts a fresh HAProxy. Writes results/algorithms/restore.json (the runner's
+layout: every repetition's sessions under `builds`).
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import csv
 import io
-import json
-import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from subprocess import PIPE
 from typing import Any
 
-from bench import outdir, provenance, runner
+from bench import provenance, runner
 from topology.procs import poll_until
 
 NETNS = "p4lb-restore"
 PORTS = {"s1": 9001, "s2": 9002, "s3": 9003}
 FRONT = 9000
 
-# A server that holds every connection: the kernel completes the handshakes (backlog 256)
-# and nothing is read or closed until it exits.
-SERVER = """import socket, sys, time
-s = socket.create_server(("127.0.0.1", int(sys.argv[1])), backlog=256)
-time.sleep(float(sys.argv[2]))
-"""
-
-# Opens `count` connections to the front one after another, each after the last's
-# handshake, writes "ok", then holds them (bounded).
-CLIENT = """
-import socket, sys, time
-held = [socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
-        for _ in range(int(sys.argv[2]))]
+# Held connections, in the namespace: with N 0 a server on PORT (the kernel completes the
+# handshakes, backlog 256), else N connections to PORT opened one after another, each after
+# the last's handshake. It says "ok" once ready and holds everything for a minute.
+HOLD = """import socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+if n == 0: s = socket.create_server(("127.0.0.1", port), backlog=256)
+held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(n)]
 print("ok", flush=True)
-time.sleep(float(sys.argv[3]))
+time.sleep(60)
 """
 
 CONFIG = """
@@ -71,14 +69,11 @@ def ns(*cmd: str) -> list[str]:
 
 def admin(sock: Path, command: str) -> str:
     """One command to HAProxy's admin socket (inside the namespace: the socket is a file)."""
-    with socket.socket(socket.AF_UNIX) as s:
+    with socket.socket(socket.AF_UNIX) as s, s.makefile("r") as answer:
         s.settimeout(5)
         s.connect(str(sock))
         s.sendall(command.encode() + b"\n")
-        out = b""
-        while chunk := s.recv(65536):
-            out += chunk
-    return out.decode()
+        return answer.read()  # HAProxy closes the connection once it has answered
 
 
 def sessions(sock: Path) -> dict[str, int]:
@@ -88,47 +83,41 @@ def sessions(sock: Path) -> dict[str, int]:
 
 
 def wait_sessions(sock: Path, total: int, timeout_s: float = 10) -> dict[str, int]:
-    def held() -> dict[str, int]:  # the sessions once they are `total`, else none
-        got = sessions(sock)
-        return got if sum(got.values()) == total else {}
-
-    if not (got := poll_until(held, timeout_s, every=0.05)):
+    """The sessions per server once they are `total`."""
+    if not poll_until(lambda: sum(sessions(sock).values()) == total, timeout_s, every=0.05):
         raise RuntimeError(f"HAProxy holds {sessions(sock)}, not {total} sessions")
-    return got
+    return sessions(sock)
 
 
-def open_held(count: int, hold_s: float) -> subprocess.Popen[str]:
-    p = subprocess.Popen(
-        ns(sys.executable, "-c", CLIENT, str(FRONT), str(count), str(hold_s)),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert p.stdout is not None
-    if p.stdout.readline().strip() != "ok":
-        raise RuntimeError("client could not open its connections")
+def hold(port: int, n: int) -> subprocess.Popen[str]:
+    p = subprocess.Popen(ns(sys.executable, "-c", HOLD, str(port), str(n)), stdout=PIPE, text=True)
+    if p.stdout is None or p.stdout.readline().strip() != "ok":
+        raise RuntimeError(f"could not hold {n or 'a server'} on port {port}")
     return p
 
 
-def one_run(workdir: Path) -> dict[str, Any]:
+def one_run(t: runner.Trial, variant: str) -> dict[str, Any]:
+    """One scenario on a fresh HAProxy, in a scratch directory of its own (owner-only)."""
+    workdir = Path(tempfile.mkdtemp(dir=t.workdir))
     sock = workdir / "admin.sock"
     servers = "\n".join(f"    server {n} 127.0.0.1:{p} weight 1" for n, p in PORTS.items())
     cfg = workdir / "haproxy.cfg"
     cfg.write_text(CONFIG.format(sock=sock, front=FRONT, servers=servers))
-    procs = [
-        subprocess.Popen(ns(sys.executable, "-c", SERVER, str(p), "60")) for p in PORTS.values()
-    ]
-    hap = subprocess.Popen(ns("haproxy", "-db", "-f", str(cfg)))
+    procs = [hold(p, 0) for p in PORTS.values()]
+    hap = subprocess.Popen(ns(t.binary, "-db", "-f", str(cfg)), text=True)
     try:
         poll_until(lambda: sock.exists() or hap.poll() is not None, 10, every=0.05)
         if not sock.exists():
             raise RuntimeError("HAProxy did not start")
         admin(sock, "set server b/s3 weight 0")
-        procs.append(open_held(20, 30))
+        procs.append(hold(FRONT, 20))
         before = wait_sessions(sock, 20)
         admin(sock, "set server b/s3 weight 1")
-        procs.append(open_held(12, 30))
+        procs.append(hold(FRONT, 12))
         after = wait_sessions(sock, 32)
-        return {"before": before, "after": after, "new": {n: after[n] - before[n] for n in after}}
+        new = {n: after[n] - before[n] for n in after}
+        runner.progress(f"12 new connections went {new}")
+        return {"before": before, "after": after, "new": new}
     finally:
         for p in [hap, *procs]:
             p.terminate()
@@ -136,42 +125,37 @@ def one_run(workdir: Path) -> dict[str, Any]:
             p.wait(10)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = runner.command_line(
-        "bench-restore-peer", __doc__, "algorithms", argv, lambda ap: None, [], reps=5
-    )
-    if os.geteuid() != 0 or runner.missing(["haproxy"]):
-        print(
-            "bench-restore-peer: needs root and haproxy (apt-get install haproxy)", file=sys.stderr
-        )
-        return 2
-    run = runner.start_run("bench-restore-peer", None, argv)
-    if run is None:
-        return 2
-    version = provenance.version_line(["haproxy", "-v"]) or ""
+@contextlib.contextmanager
+def namespace(args: argparse.Namespace) -> Iterator[str]:
+    """The namespace every repetition runs in: loopback only."""
     subprocess.run(["ip", "netns", "add", NETNS], check=True)
-    runs = []
     try:
         subprocess.run(ns("ip", "link", "set", "lo", "up"), check=True)
-        for rep in range(args.reps):
-            with tempfile.TemporaryDirectory(prefix="p4lb-restore-") as tmp:
-                os.chmod(tmp, 0o700)
-                runs.append(one_run(Path(tmp)))
-            print(f"rep {rep + 1}: 12 new connections went {runs[-1]['new']}", flush=True)
+        yield NETNS
     finally:
         subprocess.run(["ip", "netns", "del", NETNS], check=False)
-    result = {
-        "provenance": run.finish(args.reps, order="one scenario, repeated")
-        | {"haproxy": version.splitlines()[0] if version else "?"},
-        "method": __doc__,
-        "reps": args.reps,
-        "runs": runs,
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    out = args.out / "restore.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}; {outdir.said(args.out)}")
-    return 0
+
+
+SPEC = runner.Spec(
+    prog="bench-restore-peer",
+    doc=__doc__ or "",
+    subdir="algorithms",
+    filename="restore.json",
+    reps=5,
+    tools=("haproxy",),
+    options=lambda ap: None,
+    committed=(),
+    variants=lambda args: ["restore"],
+    measure=one_run,
+    figures=lambda args, values: {"runs": values["restore"]},
+    head=lambda args: {"haproxy": provenance.version_line(["haproxy", "-v"]) or "?"},
+    lab=namespace,
+    subject=lambda: {"haproxy": str(shutil.which("haproxy"))},
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return runner.main(SPEC, argv)
 
 
 if __name__ == "__main__":

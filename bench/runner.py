@@ -143,6 +143,9 @@ class Spec:
     # The bench's other files (tables, notes, plots) from the results, before the runner
     # writes them (it may add fields, or take some out to files of their own); an exit status.
     write: Callable[[argparse.Namespace, dict[str, Any]], int | None] | None = None
+    # What a bench that measures no switch measures instead ({name: executable}, say
+    # HAProxy's): no --build, no switch; the first of `tools`.
+    subject: Callable[[], dict[str, str]] | None = None
 
 
 def command_line(
@@ -256,15 +259,27 @@ def arguments(spec: Spec, argv: list[str] | None = None) -> argparse.Namespace:
         )
 
     committed = list(spec.committed)
+    switch = spec.subject is None
     return command_line(
-        spec.prog, spec.doc, spec.subdir, argv, options, committed, reps=spec.reps, builds=True
+        spec.prog, spec.doc, spec.subdir, argv, options, committed, reps=spec.reps, builds=switch
     )
+
+
+def subjects(spec: Spec, args: argparse.Namespace) -> dict[str, str] | None:
+    """The builds to measure (builds_to_measure), or a bench's own subject once this
+    machine has root and its tools; None once stderr says what is missing."""
+    if spec.subject is None:
+        return builds_to_measure(spec.prog, args.build, list(spec.tools))
+    if lacking := missing(spec.tools) + (["root"] if os.geteuid() != 0 else []):
+        print(f"{spec.prog}: needs {', '.join(lacking)}", file=sys.stderr)
+        return None
+    return spec.subject()
 
 
 def main(spec: Spec, argv: list[str] | None = None) -> int:
     """Parse, check, measure every build's variants interleaved, write spec.filename."""
     args = arguments(spec, argv)
-    builds = builds_to_measure(spec.prog, args.build, list(spec.tools))
+    builds = subjects(spec, args)
     if builds is None:
         return 2
     if problem := spec.check(args):
@@ -275,7 +290,7 @@ def main(spec: Spec, argv: list[str] | None = None) -> int:
     state = resumed(partial, args)
     order_seed(args)
     state["order_seed"] = args.order_seed
-    run = start_run(spec.prog, builds, argv)
+    run = start_run(spec.prog, builds if spec.subject is None else None, argv)
     if run is None:
         return 2
     result: dict[str, Any] = {"method": spec.doc, "reps": args.reps, **spec.head(args)}

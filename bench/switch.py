@@ -40,7 +40,6 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -56,46 +55,35 @@ from bench.switch_timed import TIMED
 
 
 def options(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--flows", type=int, default=1000)
-    ap.add_argument(
-        "--algorithms", nargs="+", default=None, help="default: every algorithm in the P4Info"
-    )
-    ap.add_argument("--latency-rounds", type=int, default=200)
-    ap.add_argument("--live", type=int, nargs="*", default=[1000, 10_000, 60_000])
-    ap.add_argument("--vips", type=int, nargs="*", default=[1, 100, 250])
+    for name, default in (("flows", 1000), ("latency-rounds", 200), ("preload-pps", 1500)):
+        ap.add_argument(f"--{name}", type=int, default=default)
+    for name, sizes in (("live", [1000, 10_000, 60_000]), ("vips", [1, 100, 250])):
+        ap.add_argument(f"--{name}", type=int, nargs="*", default=sizes)
     ap.add_argument("--backends", type=int, nargs="*", default=[3, 64, 256])
-    ap.add_argument("--preload-pps", type=int, default=1500)
+    ap.add_argument("--algorithms", nargs="+", help="default: every algorithm in the P4Info")
     ap.add_argument("--no-growth", action="store_true")
     ap.add_argument("--growth-builds", nargs="*", default=[], help="builds to grow (all)")
     ap.add_argument("--no-trace", action="store_true")
     ap.add_argument(
         "--instructions",
         action=argparse.BooleanOptionalAction,
-        default=None,
         help="instructions per packet under callgrind (default: when valgrind is installed)",
     )
     ap.add_argument("--instr-flows", type=int, default=100)
-    ap.add_argument("--instr-reps", type=int, default=None, help="default: --reps")
-    only = ap.add_mutually_exclusive_group()
-    only.add_argument("--only-instructions", action="store_true", help="skip the timed figures")
-    only.add_argument(
-        "--only-growth",
-        action="store_true",
-        help="only the growth figures, added to the last full run's (in --out)",
-    )
+    ap.add_argument("--instr-reps", type=int, help="default: --reps")
     ap.add_argument(
         "--path-instructions",
         action="store_true",
         help="also each path's instructions per packet, by difference (with --instructions)",
     )
     ap.add_argument("--path-flows", type=int, default=50)
-    ap.add_argument("--path-algorithms", nargs="*", default=None, help="default: --algorithms")
-    ap.add_argument("--path-builds", nargs="*", default=None, help="builds to measure (all)")
+    ap.add_argument("--path-algorithms", nargs="*", help="default: --algorithms")
+    ap.add_argument("--path-builds", nargs="*", help="builds to measure (all)")
     runner.add_common(ap)
 
 
 COMMITTED = ["flows", "latency_rounds", "live", "vips", "backends", "instr_flows", "instr_reps"]
-COMMITTED += ["algorithms", "no_growth", "no_trace", "only_instructions", "only_growth"]
+COMMITTED += ["algorithms", "no_growth", "no_trace"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,9 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     if run is None:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     result: dict[str, Any] = {
-        "when": when,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": runner.machine(),
         "method": __doc__,
         "loss_tolerance": LOSS_TOLERANCE,
@@ -131,44 +118,28 @@ def main(argv: list[str] | None = None) -> int:
         "builds": {},
     }
     out = args.out / "switch.json"
-    adding = "instructions" if args.only_instructions else "growth" if args.only_growth else ""
-    if args.only_growth and not out.exists():
-        print(f"bench-switch: --only-growth: no {out} to add to", file=sys.stderr)
-        return 2
-    if adding and out.exists():  # added to the figures of the last full run
-        result = {**json.loads(out.read_text()), f"{adding}_when": when}
 
     def save() -> None:  # what is done so far
         out.write_text(json.dumps(result, indent=2) + "\n")
-
-    def grows(build: str) -> bool:
-        return not args.growth_builds or build in args.growth_builds
 
     with veths(), tempfile.TemporaryDirectory(prefix="p4lb-bench-switch-") as tmp:
         workdir = Path(tmp)  # traffic, configs, callgrind dumps: removed at the end
         for build, binary in builds.items():
             trial = runner.Trial(build, binary, args, workdir)
-            growth = args.only_growth or not (args.no_growth or args.only_instructions)
-            if args.only_growth and not grows(build):
-                continue
-            if adding:
-                entry = result["builds"].setdefault(build, {"binary": binary, "programs": {}})
-            else:
-                entry = result["builds"][build] = runner.measure_build(TIMED, trial)
-            if args.instructions and not args.only_growth:
+            entry = result["builds"][build] = runner.measure_build(TIMED, trial)
+            if args.instructions:
                 entry["instructions"] = counted(INSTRUCTIONS, trial, "i")
                 if args.path_instructions and build in (args.path_builds or [build]):
                     entry["path_instructions"] = counted(PATHS, trial, "p")
-            if growth and grows(build):
+            if not args.no_growth and build in (args.growth_builds or [build]):
                 save()
                 entry["growth"] = measure_growth(binary, args, workdir)
             save()
-        if not (args.no_trace or adding):
+        if not args.no_trace:
             first = next(iter(builds.values()))
             result["trace"] = {"binary": first, "counts": measure_trace(first, args, workdir)}
-    if not adding:  # else the full run's stays
-        result["machine"]["loadavg_at_end"] = os.getloadavg()
-    result[f"provenance_{adding}".rstrip("_")] = run.finish(
+    result["machine"]["loadavg_at_end"] = os.getloadavg()
+    result["provenance"] = run.finish(
         {"timed": args.reps, "instructions": args.instr_reps},
         order="each build's `order` (and its instructions' and paths'): the programs of each "
         "repetition, in the order they ran",

@@ -98,7 +98,7 @@ def choices_cost(root: Path) -> Slots:
 
 def restore_peer(root: Path) -> Slots:
     """HAProxy's leastconn in the restore scenario: new connections on the restored server."""
-    runs = load(root, "algorithms/restore.json")["runs"]
+    runs = load(root, "algorithms/restore.json")["builds"]["haproxy"]["runs"]
     return {
         "got": sorted({r["new"]["s3"] for r in runs}),
         "total": sum(runs[0]["new"].values()),

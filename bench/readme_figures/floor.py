@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bench.floor import LEVELS
+from bench.floor_program import LEVELS
 from bench.readme_figures.common import Slots, builds, load
 
 

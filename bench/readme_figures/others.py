@@ -15,8 +15,10 @@ OLDER_CASES = ("iphash", "wrr", "wrr-1:2:2", "wrr-change", "baseline")
 
 
 def controller(root: Path) -> Slots:
-    c = load(root, "controller.json")
+    doc = load(root, "controller.json")
+    c = doc["builds"]["standard"]
     return {
+        "doc": doc,
         "c": c,
         "noop_median": statistics.median(c["apply_noop_s"]),
         "cli_median": statistics.median(c["cli_weight_set_s"]),

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench import floor
+from bench import floor_program as floor
 from bench import lab as sw
-from bench.toolchain import p4c_problem
+from bench.toolchain import p4c, p4c_problem
 from bench.traffic import flow_packets
 from p4lb.models.hashing import crc32
 
@@ -30,7 +30,7 @@ def floor_switch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     missing = [t for t in NEEDS if not shutil.which(t)]
     if missing or os.geteuid() != 0:
         pytest.skip(f"floor layer skipped: needs root and {', '.join(missing) or 'nothing else'}")
-    if problem := p4c_problem(floor.p4c()):
+    if problem := p4c_problem(p4c()):
         pytest.skip(f"floor layer skipped: {problem}")
     json_path = floor.compile_floor(4, tmp_path_factory.mktemp("floor"))
     with sw.LAB.veths(), sw.LAB.switch(program=json_path):

@@ -52,36 +52,32 @@ def _pool_entries(table: str, sid: int, version: int, slots: list[Slot]) -> list
     ]
 
 
+def route_entry(address: str, prefix_len: int, port: int, src_mac: str, dst_mac: str) -> Entry:
+    """The route to address/prefix_len (IPv4 or IPv6) out of `port`, from `src_mac` (the
+    switch's) to `dst_mac`."""
+    net = ipaddress.ip_network(f"{address}/{prefix_len}", strict=False)
+    table, action = ROUTES[net.version]
+    params = (("port", port), ("src_mac", mac(src_mac)), ("dst_mac", mac(dst_mac)))
+    return Entry(table, (("dst_addr", (int(net.network_address), prefix_len)),), action, params)
+
+
 def static_entries(cfg: Config, ids: Ids) -> list[Entry]:
     """Everything but the versioned pool/slot tables and the VIP flip entries."""
     out: list[Entry] = []
     sw_mac = mac(cfg.switch.mac)
-    routes: dict[tuple[str, int, int], Entry] = {}
+    routes: dict[tuple[str, object], Entry] = {}
     for h in cfg.hosts:
-        net = ipaddress.ip_network(f"{h.address}/{h.prefix_len}", strict=False)
-        table, action = ROUTES[net.version]
-        routes[(table, int(net.network_address), h.prefix_len)] = Entry(
-            table,
-            (("dst_addr", (int(net.network_address), h.prefix_len)),),
-            action,
-            (("port", h.switch_port), ("src_mac", sw_mac), ("dst_mac", mac(h.mac))),
-        )
+        route = route_entry(h.address, h.prefix_len, h.switch_port, cfg.switch.mac, h.mac)
+        routes[route.key] = route
     for v in cfg.vips:
         shared = is_shared(cfg, v)
         sid = ids.services[vip_key(v)]
         for b in v.backends:
             bid = ids.backends[backend_key(v, b.address, b.port)]
-            bits = address_bits(b.address)
-            table, action = ROUTES[4 if bits == 32 else 6]
-            routes.setdefault(
-                (table, ip(b.address), bits),
-                Entry(
-                    table,
-                    (("dst_addr", (ip(b.address), bits)),),
-                    action,
-                    (("port", b.switch_port), ("src_mac", sw_mac), ("dst_mac", mac(b.mac))),
-                ),
+            route = route_entry(
+                b.address, address_bits(b.address), b.switch_port, cfg.switch.mac, b.mac
             )
+            routes.setdefault(route.key, route)
             out.append(backend_entry(v, b, bid, sw_mac))
             out.append(
                 Entry(

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bench import floor, instructions, lab, rate, runner, traffic
+from bench import floor, floor_program, instructions, lab, rate, runner, traffic
 
 # Instructions per packet by program, one value per repetition. Median of the ratios:
 # 0.8; ratio of the medians: 150 / 250 = 0.6.
@@ -34,7 +34,7 @@ def run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[dict[str, Any]
         order.append(f"instr {name} {pcap.name.split('-')[0]}")
         if name != "baseline":
             assert prog.json == workdir / "floor1.json"
-            assert prog.setup is floor.program_floor
+            assert prog.setup is floor_program.program_floor
         i = reps.setdefault(name, 0)
         reps[name] += 1
         return INSTR[name][i] / 2, INSTR[name][i]
@@ -51,7 +51,7 @@ def run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[dict[str, Any]
         name = running[-1]
         return ZERO_LOSS[name][order.count(f"timed {name}") - 1], 0.0
 
-    monkeypatch.setattr(floor, "compile_floor", compile_floor)
+    monkeypatch.setattr(floor_program, "compile_floor", compile_floor)
     monkeypatch.setattr(instructions, "instructions_once", instructions_once)
     monkeypatch.setattr(lab, "running", switch_running)
     monkeypatch.setattr(rate, "zero_loss_rate", zero_loss_rate)
@@ -99,7 +99,7 @@ def test_ratios_are_per_repetition_and_inverted_for_instructions(
 
 def test_floor_entries_send_the_vip_to_one_backend_and_every_reply_back() -> None:
     shape = lab.Shape(backends=3)
-    cmds = floor.floor_entries(shape)
+    cmds = floor_program.floor_entries(shape)
     vip = lab.vip_addr(0)
     dnat = [c for c in cmds if c.startswith("table_add floor_vip")]
     snat = [c for c in cmds if c.startswith("table_add floor_reverse")]
