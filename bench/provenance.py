@@ -273,8 +273,11 @@ class Run:
         return pids
 
     def _loop(self) -> None:
-        last = sample(*self._ours())
-        while not self._stop.wait(SAMPLE_S):
+        """A share every SAMPLE_S, and one for the time since the last when the run ends (a
+        run shorter than SAMPLE_S has one)."""
+        last, stopped = sample(*self._ours()), False
+        while not stopped:
+            stopped = self._stop.wait(SAMPLE_S)
             now = sample(*self._ours())
             self.shares.append(other_share(last, now))
             last = now
