@@ -49,11 +49,15 @@ class Sample:
     busy: float
     total: float
     ours: dict[int, float]  # pid -> CPU seconds, our process tree (and adopted daemons)
+    reaped: float = 0.0  # CPU seconds of our children that ended and were waited for
 
 
 def other_share(a: Sample, b: Sample) -> float:
     """Share of all cores (0..1) that processes other than ours kept busy between two
-    samples; one of ours that ended in between counts as others' (the safe side)."""
+    samples. One of ours that ended in between counts as ours through the children's time
+    the kernel keeps once it is waited for (less what the first sample had already seen of
+    the processes gone since); one not waited for (a grandchild, an adopted daemon) counts
+    as others' (the safe side)."""
     total = b.total - a.total
     if total <= 0:
         return 0.0
@@ -62,6 +66,8 @@ def other_share(a: Sample, b: Sample) -> float:
         for pid, t in b.ours.items()
         if t >= a.ours.get(pid, 0)
     )
+    gone = sum(t for pid, t in a.ours.items() if pid not in b.ours)
+    ours += max(0.0, b.reaped - a.reaped - gone)
     return max(0.0, min(1.0, ((b.busy - a.busy) - ours) / total))
 
 
@@ -233,7 +239,8 @@ def sample(*adopted: int) -> Sample:
             for proc in (top, *top.children(recursive=True)):
                 with contextlib.suppress(psutil.Error):
                     ours[proc.pid] = sum(proc.cpu_times()[:2])
-    return Sample(total - t.idle - t.iowait, total, ours)
+    mine = os.times()
+    return Sample(total - t.idle - t.iowait, total, ours, mine.children_user + mine.children_system)
 
 
 def busiest_others(n: int = 4) -> list[str]:

@@ -62,6 +62,22 @@ def test_a_busy_process_of_ours_that_ended_does_not_make_the_machine_look_busy()
     assert pv.other_share(b, c) == 0.0
 
 
+def test_a_child_that_ended_and_was_waited_for_counts_as_ours() -> None:
+    # 600 busy of 1000: 100 by process 1; process 2 (seen at 50) ended and was waited for
+    # at 250 (the kernel's children's time grew by 250); process 5 started and ended inside
+    # (its 100 in the children's time too). Others: 600 - 100 - 200 - 100 = 200.
+    a = pv.Sample(busy=1000, total=4000, ours={1: 100, 2: 50}, reaped=10)
+    b = pv.Sample(busy=1600, total=5000, ours={1: 200}, reaped=360)
+    assert pv.other_share(a, b) == pytest.approx(0.2)
+    # On real processes: a child that burns CPU and is waited for between two samples.
+    before = pv.sample()
+    subprocess.run([sys.executable, "-c", "sum(range(3_000_000))"], check=True)
+    after = pv.sample()
+    assert after.reaped - before.reaped > 0.01
+    blind = pv.Sample(after.busy, after.total, after.ours, before.reaped)
+    assert pv.other_share(before, after) < pv.other_share(before, blind)
+
+
 def test_busy_machine_refused_or_marked_and_quiet_one_passes() -> None:
     assert pv.load_verdict(0.10, 0.25, allow_busy=False) == (True, None)
     ok, why = pv.load_verdict(0.40, 0.25, allow_busy=False)
