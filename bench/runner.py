@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import os
 import platform
@@ -102,13 +103,14 @@ def machine() -> dict[str, Any]:
 @dataclass(frozen=True)
 class Trial:
     """Where one measurement runs: the build, its binary, the arguments, a scratch dir and
-    what the spec's lab gave (its Mininet network, say)."""
+    what the spec's lab gave (its Mininet network, say), and the repetition."""
 
     build: str
     binary: str
     args: argparse.Namespace
     workdir: Path
     lab: Any = None
+    rep: int = 0  # the repetition (0-based) the measurement belongs to
 
 
 Measure = Callable[[Trial, str], Any]  # one variant once: a JSON value
@@ -146,6 +148,27 @@ class Spec:
     # What a bench that measures no switch measures instead ({name: executable}, say
     # HAProxy's): no --build, no switch; the first of `tools`.
     subject: Callable[[], dict[str, str]] | None = None
+
+
+def part(prog: str, variants: Any, measure: Measure, figures: Any) -> Spec:
+    """One measure of a bench that takes several in one run (bench-switch's timed figures,
+    instructions and paths; bench-tier's failover, scaling and overload): its variants'
+    repetitions interleaved by measure_build. The command line, the file and the
+    provenance are the bench's own."""
+    return Spec(
+        prog=prog,
+        doc="",
+        subdir="",
+        filename="",
+        reps=0,
+        tools=(),
+        options=lambda ap: None,
+        committed=(),
+        variants=variants,
+        measure=measure,
+        figures=figures,
+        order_in_build=True,
+    )
 
 
 def command_line(
@@ -237,7 +260,8 @@ def measure_build(
                 if key not in kept:
                     what = f"{pass_name} {name}".strip()
                     progress(f"{spec.prog} {trial.build} rep {rep + 1}/{reps}: {what}")
-                    kept[key] = json.loads(json.dumps(measure(trial, name)))
+                    value = measure(dataclasses.replace(trial, rep=rep), name)
+                    kept[key] = json.loads(json.dumps(value))
                     save()
                 values[pass_name][name].append(kept[key])
     figures = spec.figures(args, values if spec.passes else values[""])

@@ -13,7 +13,6 @@ from bench.instructions import INSTR_PPS, instructions_once, traced_counts
 from bench.lab import Program, Shape, running, rx_total, settled_rx
 from bench.rate import latencies
 from bench.runner import progress
-from bench.switch_timed import spec
 from bench.traffic import (
     PATH_EXTRA,
     PATH_STEPS,
@@ -81,13 +80,13 @@ def path_figures(args: argparse.Namespace, values: dict[str, Any]) -> dict[str, 
 
 # Instructions per packet, per program: a count, not a time, so the same binary, program
 # and packets give the same figure whatever else the machine does.
-INSTRUCTIONS = spec(
+INSTRUCTIONS = runner.part(
     "bench-switch instructions",
     lambda a: ["baseline", *a.algorithms],
     instructions_of,
     instruction_figures,
 )
-PATHS = spec(
+PATHS = runner.part(
     "bench-switch paths",
     lambda a: ["baseline", *(getattr(a, "path_algorithms", None) or a.algorithms)],
     path_costs_of,

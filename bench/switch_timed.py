@@ -18,25 +18,6 @@ from bench.traffic import (
 )
 
 
-def spec(prog: str, variants: Any, measure: runner.Measure, figures: Any) -> runner.Spec:
-    """The interleaved repetitions of one of this bench's measures (its command line is
-    main's own: it adds figures to an earlier run's file)."""
-    return runner.Spec(
-        prog=prog,
-        doc=__doc__ or "",
-        subdir="switch",
-        filename="switch.json",
-        reps=5,
-        tools=(),
-        options=lambda ap: None,
-        committed=(),
-        variants=variants,
-        measure=measure,
-        figures=figures,
-        order_in_build=True,
-    )
-
-
 def timed_once(t: runner.Trial, name: str) -> dict[str, Any]:
     """One program's timed figures: CPU per packet, the zero-loss and saturation rates,
     each path's latency (median and p99 over the rounds)."""
@@ -85,4 +66,6 @@ def timed_figures(args: argparse.Namespace, values: dict[str, Any]) -> dict[str,
     return {"programs": programs}
 
 
-TIMED = spec("bench-switch", lambda a: ["baseline", *a.algorithms], timed_once, timed_figures)
+TIMED = runner.part(
+    "bench-switch", lambda a: ["baseline", *a.algorithms], timed_once, timed_figures
+)

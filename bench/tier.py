@@ -4,7 +4,7 @@ Scaling: aggregate requests/s through the VIP (ab, no keep-alive, from the clien
 namespace) with 1, 2 and 3 balancers announcing, and the balancers' switch CPU (user +
 system seconds of their simple_switch_grpc processes, from /proc) per request. One tier is
 built; the balancers not in a point are drained (programmed, idle, announcing nothing), so
-every point runs on the same processes. Points are interleaved within each repetition.
+every point runs on the same processes.
 
 Failover: for each kind of event (a balancer's switch killed, its speaker killed, a
 graceful drain), with 120 keep-alive connections open (half to the round-robin VIP, half to
@@ -32,10 +32,11 @@ hops than balancers (and none), the same for r1's return route, route changes, a
 longest wait of a held connection. Capacity is what the tier serves at ab -c 20; a closed
 loop of C requests in flight offers C / (one request's time through the idle tier) per
 second, so the point fx runs CLIENTS ab processes with f x capacity x that time in flight
-between them. Points interleaved within each repetition.
+between them.
 
-Writes results/tier/tier.json (every repetition, medians with min-max, provenance) and
-results/tier/tier.png."""
+Each part's points (or kinds of event) take turns within each repetition, in the runner's
+seeded shuffled order (`order` in the file). Writes results/tier/tier.json (every
+repetition, medians with min-max, provenance) and results/tier/tier.png."""
 
 from __future__ import annotations
 
@@ -45,9 +46,10 @@ import sys
 from typing import Any
 
 from bench import outdir, provenance, runner
-from bench.tier_failover import HA_KINDS, failover
+from bench.tier_failover import FAILOVER
+from bench.tier_overload import OVERLOAD_CLIENTS, overload_points
 from bench.tier_plot import plot
-from bench.tier_runs import OVERLOAD_CLIENTS, overload_points, scaling
+from bench.tier_runs import SCALING, measured, set_active
 
 
 def tier_facts() -> dict[str, Any]:
@@ -64,19 +66,21 @@ def tier_facts() -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    def options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--plot-only", action="store_true", help="redraw tier.png from tier.json")
-        p.add_argument(
-            "--ha",
-            action="store_true",
-            help="the failover alone, with a router pair and a standby controller (ha.json)",
-        )
-        p.add_argument("--seconds", type=int, default=10, help="ab time per scaling point")
-        p.add_argument(
-            "--overload-seconds", type=int, default=60, help="how long each overload point lasts"
-        )
+def options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plot-only", action="store_true", help="redraw tier.png from tier.json")
+    p.add_argument(
+        "--ha",
+        action="store_true",
+        help="the failover alone, with a router pair and a standby controller (ha.json)",
+    )
+    p.add_argument("--seconds", type=int, default=10, help="ab time per scaling point")
+    p.add_argument(
+        "--overload-seconds", type=int, default=60, help="how long each overload point lasts"
+    )
+    runner.add_common(p)
 
+
+def main(argv: list[str] | None = None) -> int:
     committed = ["seconds", "overload_seconds"]
     a = runner.command_line("bench-tier", __doc__, "tier", argv, options, committed, reps=3)
     name = "ha" if a.ha else "tier"
@@ -90,30 +94,29 @@ def main(argv: list[str] | None = None) -> int:
     if missing := missing_tools():
         print(f"bench-tier: needs {', '.join(missing)}", file=sys.stderr)
         return 2
+    runner.order_seed(a)
     run = runner.start_run("bench-tier", {"standard": switch_binary()}, argv)
     if run is None:
         return 2
-    doc: dict[str, Any] = {"provenance": tier_facts(), "reps": a.reps}
+    doc: dict[str, Any] = {"provenance": tier_facts(), "reps": a.reps, "order": {}}
     t = start_tier(3, 3, standby=a.ha, pair=a.ha)
     run.adopt(lambda: list(t.pids.values()))  # FRR's daemons leave our tree; restarts too
-    config = RUN / "lb.toml"
+    trial = runner.Trial("standard", switch_binary(), a, RUN, lab=t)
+
     try:
-        if a.ha:
-            doc["failover"] = failover(t, config, a.reps, HA_KINDS)
-        else:
-            # Failover first: the scaling runs open connections faster than the controller
-            # reports them (their events queue up for a while after the load stops).
-            doc["failover"] = failover(t, config, a.reps)
-            doc["scaling"] = scaling(t, config, a.reps, a.seconds, [1, 2, 3])
-            doc["overload"] = overload_points(t, a.reps, a.overload_seconds)
+        # Failover first: the scaling runs open connections faster than the controller
+        # reports them (their events queue up for a while after the load stops).
+        doc["failover"], doc["order"]["failover"] = measured(FAILOVER, trial, "failover")
+        if not a.ha:
+            doc["scaling"], doc["order"]["scaling"] = measured(SCALING, trial, "scaling")
+            set_active(t, 3)
+            doc["overload"], doc["order"]["overload"] = overload_points(trial)
     finally:
         t.down()
-    # The tier's own facts (FRR, GoBGP, the load) beside the common provenance; the
-    # points' order: scaling alternates 1-2-3 and 3-2-1, failover the kinds and reversed.
-    order = "failover kinds, then reversed"
-    if not a.ha:
-        order += "; scaling 1-2-3 / 3-2-1 alternating; overload 1x-2x-3x-baseline, then reversed"
-    doc["provenance"] = doc["provenance"] | run.finish(a.reps, order=order)
+    # The tier's own facts (FRR, GoBGP, the load) beside the common provenance.
+    order = "`order`: each part's points of each repetition, in the order they ran"
+    finish = run.finish(a.reps, order=order, order_seed=a.order_seed)
+    doc["provenance"] = doc["provenance"] | finish
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / f"{name}.json").write_text(json.dumps(doc, indent=1))
     print(outdir.said(a.out))

@@ -5,13 +5,14 @@ were converged and across route changes, and the victim's return."""
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from bench.tier_runs import alternating, held, over_runs
+from bench import runner
+from bench.tier_runs import held, over_runs
 
 KINDS = ["switch killed", "speaker killed", "drain"]
 HA_KINDS = [*KINDS, "front router died", "return router died", "controller killed"]
@@ -90,54 +91,57 @@ def ab_batches(batches: list[dict[str, Any]], when: str) -> dict[str, int]:
     }
 
 
-def failover(t: Any, config: Path, reps: int, kinds: list[str] = KINDS) -> dict[str, Any]:
+def event(trial: runner.Trial, kind: str) -> dict[str, Any]:
+    """One event of `kind` (the victim rotating with the repetition), with connections held
+    and ab batches running."""
     from topology.tier_load import steady_batches, traffic, wait_hops
 
-    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
-    for rep, kind in alternating(kinds, reps):
-        victim = 1 + (rep % 3)
-        # Connections open a second before the event (the issue's bar), ab -c 4 running.
-        with traffic(1.0, 4) as (result, load):
-            detect, come_back = leave(t, kind, victim, rep)
-            # Converged now: the event's start plus the wait would leave out the event's
-            # own time (the drain's CLI process) and count batches begun before the
-            # route change as steady.
-            converged = time.monotonic()
-            time.sleep(2)
-            t1 = time.monotonic()  # the balancer comes back: routes change again
-            come_back()  # a balancer's verb is not timed: the wait for the routes is
-            back = 0.0 if kind in KINDS else time.monotonic() - t1
-            back = max(back, wait_hops(t, [1, 2, 3]))
-            back_at = time.monotonic()  # not t1 + back: starting a switch takes seconds
-            time.sleep(2)
-        conns = result["connections"]
-        h = held(conns)
-        errors = Counter(
-            f"port {c['port']}: {c['broken']['error'][:40]}" for c in conns if c["broken"]
-        )
-        # Routes converged: after the event's convergence until the balancer comes back,
-        # and after it is back; the rest overlaps a route change.
-        after, during = steady_batches(load, (converged, t1), (back_at, float("inf")))
-        r = {
-            "rep": rep,
-            "victim": f"lb{victim}" if kind in KINDS else kind,
-            "detection_s": detect,
-            "rejoin_s": back,
-            **{k: h[k] for k in ("longest_stall_s", "connections", "broken", "moved")},
-            "broken_by": dict(errors),
-            "drops": result.get("drops", {}),
-            **ab_batches(during, "across_route_changes"),
-            **ab_batches(after, "while_converged"),
-        }
-        runs[kind].append(r)
-        print(
-            f"bench-tier: {kind} (rep {rep}): detected {detect:.2f} s, longest stall "
-            f"{r['longest_stall_s']:.2f} s, broken {r['broken']}, moved {r['moved']}, "
-            f"ab failed {r['ab_failed_while_converged']} while converged, "
-            f"{r['ab_failed_across_route_changes']} across route changes",
-            flush=True,
-        )
+    t, rep = trial.lab, trial.rep
+    victim = 1 + (rep % 3)
+    # Connections open a second before the event (the issue's bar), ab -c 4 running.
+    with traffic(1.0, 4) as (result, load):
+        detect, come_back = leave(t, kind, victim, rep)
+        # Converged now: the event's start plus the wait would leave out the event's
+        # own time (the drain's CLI process) and count batches begun before the
+        # route change as steady.
+        converged = time.monotonic()
+        time.sleep(2)
+        t1 = time.monotonic()  # the balancer comes back: routes change again
+        come_back()  # a balancer's verb is not timed: the wait for the routes is
+        back = 0.0 if kind in KINDS else time.monotonic() - t1
+        back = max(back, wait_hops(t, [1, 2, 3]))
+        back_at = time.monotonic()  # not t1 + back: starting a switch takes seconds
+        time.sleep(2)
+    conns = result["connections"]
+    h = held(conns)
+    errors = Counter(f"port {c['port']}: {c['broken']['error'][:40]}" for c in conns if c["broken"])
+    # Routes converged: after the event's convergence until the balancer comes back,
+    # and after it is back; the rest overlaps a route change.
+    after, during = steady_batches(load, (converged, t1), (back_at, float("inf")))
+    r = {
+        "rep": rep,
+        "victim": f"lb{victim}" if kind in KINDS else kind,
+        "detection_s": detect,
+        "rejoin_s": back,
+        **{k: h[k] for k in ("longest_stall_s", "connections", "broken", "moved")},
+        "broken_by": dict(errors),
+        "drops": result.get("drops", {}),
+        **ab_batches(during, "across_route_changes"),
+        **ab_batches(after, "while_converged"),
+    }
+    runner.progress(
+        f"{kind}: detected {detect:.2f} s, longest stall {r['longest_stall_s']:.2f} s, broken "
+        f"{r['broken']}, moved {r['moved']}, ab failed {r['ab_failed_while_converged']} while "
+        f"converged, {r['ab_failed_across_route_changes']} across route changes"
+    )
+    return r
+
+
+def figures(args: argparse.Namespace, values: dict[str, Any]) -> dict[str, Any]:
     ab_counts: tuple[str, ...] = ("ab_failed_while_converged", "ab_gave_up_while_converged")
     ab_counts += ("ab_failed_across_route_changes", "ab_gave_up_across_route_changes")
     timed = ("detection_s", "longest_stall_s", "rejoin_s")
-    return {k: over_runs(rs, timed, ("broken", "moved", *ab_counts)) for k, rs in runs.items()}
+    return {k: over_runs(rs, timed, ("broken", "moved", *ab_counts)) for k, rs in values.items()}
+
+
+FAILOVER = runner.part("bench-tier failover", lambda a: HA_KINDS if a.ha else KINDS, event, figures)
