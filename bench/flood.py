@@ -65,7 +65,7 @@ def exactness(binary: str, weights: list[int], workdir: Path, pps: int) -> dict[
 def flood(binary: str, workdir: Path, n_syns: int, pps: int) -> dict[str, Any]:
     with lab.LAB.switch(binary=binary):
         lab.program_lb(lab.lb_config("wrr", lab.Shape()), workdir)
-        # 100 connections opened before the flood; which port each went to.
+        # 100 connections opened before the flood.
         before = [p for i in range(100) for p in syn_ack(f"10.1.1.{1 + i % 50}", 30000 + i)]
         send(before, workdir, "before", pps)
         spoofed = traffic.spoofed_syns(n_syns, seed=70_000)
@@ -91,8 +91,7 @@ def flood(binary: str, workdir: Path, n_syns: int, pps: int) -> dict[str, Any]:
                 exact_after = elapsed
                 break
             time.sleep(max(0.0, 1.0 - (time.monotonic() - t_end - elapsed)))
-        # The connections opened before the flood: each ACK again must come out, and on the
-        # port its first packets took (its backend).
+        # The connections opened before the flood: each one's ACK, sent again, must come out.
         start = lab.rx_total()
         again = [p for i, p in enumerate(before) if i % 2 == 1]
         sent_again = send(again, workdir, "again", pps)

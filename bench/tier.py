@@ -31,8 +31,8 @@ independent check that found the cascade (3 x ab -c 64), each for --overload-sec
 hops than balancers (and none), the same for r1's return route, route changes, and the
 longest wait of a held connection. Capacity is what the tier serves at ab -c 20; a closed
 loop of C requests in flight offers C / (one request's time through the idle tier) per
-second, so the point fx runs CLIENTS ab processes with f x capacity x that time in flight
-between them.
+second, so the point fx runs f x capacity x that time requests in flight, spread over up
+to 3 ab processes.
 
 Each part's points (or kinds of event) take turns within each repetition, in the runner's
 seeded shuffled order (`order` in the file). Writes results/tier/tier.json (every
@@ -60,9 +60,10 @@ def tier_facts() -> dict[str, Any]:
         "frr": provenance.version_line(["/usr/lib/frr/bgpd", "--version"]) or "?",
         "gobgpd": provenance.version_line(["gobgpd", "--version"]) or "?",
         "else_running": "nothing else heavy (the tier's own processes only)",
-        "load": "ab -c 4 batches of 200 (no keep-alive) plus 120 keep-alive connections asking "
+        "traffic": "ab -c 4 batches of 200 (no keep-alive) plus 120 keep-alive connections asking "
         "every 0.2 s during failover; ab -c 20 for 10 s per scaling point; overload: "
-        f"{OVERLOAD_CLIENTS} ab processes (-s 30, no keep-alive) beside the same held connections",
+        f"up to {OVERLOAD_CLIENTS} ab processes (-s 30, no keep-alive) beside the same held "
+        "connections",
     }
 
 

@@ -27,9 +27,19 @@ class Overload:
     capacity_rps: float
     unloaded_ms: float
 
-    def concurrency(self) -> dict[str, int]:
-        per = self.capacity_rps * self.unloaded_ms / 1000 / OVERLOAD_CLIENTS
-        return {f"{f}x": max(1, round(f * per)) for f in (1, 2, 3)} | {BASELINE: 64}
+    def concurrency(self) -> dict[str, list[int]]:
+        """Each point's requests in flight per ab process: f x capacity x one request's
+        time in flight (at least 1), as evenly as can be over at most OVERLOAD_CLIENTS
+        processes; the independent check's 3 x 64."""
+        inflight = {
+            f"{f}x": max(1, round(f * self.capacity_rps * self.unloaded_ms / 1000))
+            for f in (1, 2, 3)
+        }
+        k = OVERLOAD_CLIENTS
+        spread = {
+            p: [c for i in range(k) if (c := n // k + (i < n % k))] for p, n in inflight.items()
+        }
+        return spread | {BASELINE: [64] * k}
 
 
 def overload_of(t: Any) -> Overload:
@@ -48,7 +58,7 @@ def overload_point(trial: runner.Trial, name: str, o: Overload) -> dict[str, Any
     t = trial.lab
     c, n, seconds = o.concurrency()[name], o.balancers, trial.args.overload_seconds
     with sampling_routes(every_s=0.2) as routes, traffic(1.0, 4) as (result, _load):
-        with overload(OVERLOAD_CLIENTS, c, seconds) as results:
+        with overload(c, seconds) as results:
             started = time.monotonic()
             time.sleep(seconds)
         ended = time.monotonic()
@@ -58,8 +68,8 @@ def overload_point(trial: runner.Trial, name: str, o: Overload) -> dict[str, Any
     h = held(result["connections"])
     r = {
         "rep": trial.rep,
-        "concurrency_per_client": c,
-        "offered_rps": OVERLOAD_CLIENTS * c / (o.unloaded_ms / 1000),
+        "concurrency": c,  # per ab process
+        "offered_rps": sum(c) / (o.unloaded_ms / 1000),
         "served_rps": sum(x["complete"] for x in results) / (ended - started),
         "failed": sum(x["failed"] for x in results),
         "ab_gave_up": sum(1 for x in results if not x["complete"]),

@@ -398,22 +398,22 @@ def parse_ab(text: str) -> dict[str, float]:
 
 
 @contextmanager
-def overload(clients: int, concurrency: int, seconds: int) -> Iterator[list[dict[str, Any]]]:
-    """`clients` ab processes from the client's namespace, each `concurrency` requests in
-    flight for `seconds` (bounded: -t and -n), waiting up to 30 s for an answer and going on
-    after errors; yields a list filled at the end with each one's numbers. One still running
-    when the block ends is interrupted (SIGINT, by its PID: ab prints what it did so far)."""
+def overload(concurrency: list[int], seconds: int) -> Iterator[list[dict[str, Any]]]:
+    """One ab process from the client's namespace per entry of `concurrency`, with that many
+    requests in flight for `seconds` (bounded: -t and -n), waiting up to 30 s for an answer
+    and going on after errors; yields a list filled at the end with each one's numbers. One
+    still running when the block ends is interrupted (SIGINT, by its PID: ab prints what it
+    did so far)."""
     cap = 2_000_000
     args = ["ab", "-q", "-r", "-s", "30", "-t", str(seconds), "-n", str(cap)]
-    args += ["-c", str(concurrency), f"http://{VIP}/"]
     procs = [
         subprocess.Popen(
-            ["ip", "netns", "exec", NS + "c1", *args],
+            ["ip", "netns", "exec", NS + "c1", *args, "-c", str(c), f"http://{VIP}/"],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
-        for _ in range(clients)
+        for c in concurrency
     ]
     results: list[dict[str, Any]] = []
     try:

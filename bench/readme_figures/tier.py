@@ -95,7 +95,7 @@ def tier_overload(root: Path) -> Slots:
             "name": name,
             "v": v,
             "offered": statistics.median(r["offered_rps"] for r in v["runs"]) if v["runs"] else 0.0,
-            "inflight": v["runs"][0]["concurrency_per_client"] if v["runs"] else 0,
+            "concurrency": v["runs"][0]["concurrency"] if v["runs"] else [],
             "held": sum(r.get("held", 0) for r in v["runs"]),
             "timed_out": sum(r.get("held_timed_out", 0) for r in v["runs"]),
         }

@@ -64,7 +64,7 @@ def test_overload_withdraws_nothing_and_a_dead_switch_is_still_withdrawn(tier: T
     sampler.start()
     try:
         with traffic(1.0, 4) as (held, _load):
-            with overload(CLIENTS, CONCURRENCY, OVERLOAD_S + AFTER_KILL_S) as ab_runs:
+            with overload([CONCURRENCY] * CLIENTS, OVERLOAD_S + AFTER_KILL_S) as ab_runs:
                 started = time.monotonic()
                 while time.monotonic() < started + OVERLOAD_S:
                     time.sleep(0.2)
@@ -135,7 +135,7 @@ def test_drain_and_a_speaker_s_death_under_overload_never_leave_r0_without_a_rou
     sampler = threading.Thread(target=routes.run, daemon=True)
     sampler.start()
     try:
-        with traffic(1.0, 4) as (held, _load), overload(CLIENTS, CONCURRENCY, 120):
+        with traffic(1.0, 4) as (held, _load), overload([CONCURRENCY] * CLIENTS, 120):
             time.sleep(5)  # the overload under way
             asked = time.monotonic()
             r = p4lb_cli("tier", "drain", "lb1")

@@ -271,11 +271,5 @@ class Controller(Session):
 
     def wait_until(self, check: Callable[[], bool], timeout: float) -> bool:
         """Wait (bounded) until `check()` holds; re-evaluated when the loop's state changes."""
-        deadline = time.monotonic() + timeout
         with self.changed:
-            while not check():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.changed.wait(left)
-            return True
+            return bool(self.changed.wait_for(check, timeout))

@@ -114,7 +114,7 @@ def _overload_tier(tmp_path, overload: dict | None):
 def _point(served: list[float], below: float, stall: float, failed: int) -> dict:
     runs = [
         {
-            "concurrency_per_client": 64,
+            "concurrency": [64, 64, 64],
             "offered_rps": 9600.0,
             "seconds": 60.2,
             "held": 120,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -115,3 +116,40 @@ def test_a_bench_without_a_quick_profile_takes_no_profile_option(
     )
     with pytest.raises(SystemExit):
         runner.command_line("bench-none", "doc", "sub", ["--profile", "quick"], options, ["n"])
+
+
+def test_each_measurement_knows_its_repetition(tmp_path: Path, no_machine: None) -> None:
+    seen: list[tuple[int, str]] = []
+    base = spec([])
+
+    def measure(t: runner.Trial, name: str) -> list[int]:
+        seen.append((t.rep, name))
+        return [t.rep]
+
+    argv = ["--build", f"x={tmp_path}", "--order-seed", "2", "--out", str(tmp_path)]
+    assert runner.main(dataclasses.replace(base, measure=measure), argv) == 0
+    orders = json.loads((tmp_path / "t.json").read_text())["order"]["x"]
+    assert seen == [(rep, n) for rep, order in enumerate(orders) for n in order]
+
+
+def test_a_bench_of_another_subject_measures_it_and_takes_no_build(
+    tmp_path: Path, no_machine: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    binaries: list[str] = []
+
+    def measure(t: runner.Trial, name: str) -> list[int]:
+        binaries.append(t.binary)
+        return [1]
+
+    subject = dataclasses.replace(
+        spec([]), measure=measure, subject=lambda: {"haproxy": "/usr/sbin/haproxy"}
+    )
+    assert runner.main(subject, ["--out", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert list(doc["builds"]) == ["haproxy"] and set(binaries) == {"/usr/sbin/haproxy"}
+    assert len(binaries) == 9
+    with pytest.raises(SystemExit):
+        runner.main(subject, ["--build", f"x={tmp_path}", "--out", str(tmp_path)])
+    lacking = dataclasses.replace(subject, tools=("no-such-tool-p4lb",))
+    assert runner.main(lacking, ["--out", str(tmp_path)]) == 2
+    assert "bench-choices: needs no-such-tool-p4lb" in capsys.readouterr().err
