@@ -146,7 +146,7 @@ class Spec:
     # writes them (it may add fields, or take some out to files of their own); an exit status.
     write: Callable[[argparse.Namespace, dict[str, Any]], int | None] | None = None
     # What a bench that measures no switch measures instead ({name: executable}, say
-    # HAProxy's): no --build, no switch; the first of `tools`.
+    # HAProxy's): no --build and no switch; the machine needs root and `tools`.
     subject: Callable[[], dict[str, str]] | None = None
 
 

@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             doc["overload"], doc["order"]["overload"] = overload_points(trial)
     finally:
         t.down()
-    # The tier's own facts (FRR, GoBGP, the load) beside the common provenance.
+    # The tier's own facts (FRR, GoBGP, the traffic) beside the common provenance.
     order = "`order`: each part's points of each repetition, in the order they ran"
     finish = run.finish(a.reps, order=order, order_seed=a.order_seed)
     doc["provenance"] = doc["provenance"] | finish
