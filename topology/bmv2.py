@@ -22,14 +22,15 @@ GRPC_PORT = 9559
 THRIFT_PORT = 9090
 
 
+def listening(port: int) -> bool:
+    """Whether something accepts TCP connections on 127.0.0.1:port."""
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def wait_listening(port: int, timeout_s: float, what: str = "simple_switch_grpc") -> None:
     """Bounded wait until something accepts TCP connections on 127.0.0.1:port."""
-
-    def accepts() -> bool:
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", port)) == 0
-
-    if not poll_until(accepts, timeout_s, every=0.05):
+    if not poll_until(lambda: listening(port), timeout_s, every=0.05):
         raise TimeoutError(f"{what} did not listen on 127.0.0.1:{port} within {timeout_s:.0f} s")
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from topology import ab as abtool
 from topology import tier_plan as plan
-from topology.procs import poll_until
+from topology.procs import alive, poll_until
 from topology.tier_plan import (
     NS,
     ROOT,
@@ -136,7 +136,8 @@ def start_tier(
 
 def routing_report(t: Tier) -> str:
     """What a wait for next hops that timed out needs to be read: each router's BGP and BFD
-    sessions, each speaker's routes, the controller's log's end."""
+    sessions, each speaker's routes, each balancer's process that is not running (and the
+    end of its output), the controller's log's end."""
     parts = []
     for router in ("r0", "r0b") if t.pair else ("r0",):
         state = str(plan.RUN / router)
@@ -156,6 +157,12 @@ def routing_report(t: Tier) -> str:
         for fam in ("ipv4", "ipv6"):
             r = in_ns(NS + f"lb{i}", "gobgp", "global", "rib", "-a", fam, check=False)
             parts.append(f"lb{i}'s speaker, {fam}: {(r.stdout + r.stderr).strip()}")
+        for name, out in (("switch", "switch.out"), ("gobgpd", "gobgpd.log"), ("bond", "bond.out")):
+            pid = t.pids.get(f"{name}-lb{i}")
+            if pid is None or not alive(pid):
+                path = plan.RUN / f"lb{i}" / out
+                tail = path.read_text(errors="replace")[-600:] if path.exists() else ""
+                parts.append(f"lb{i}'s {name} (pid {pid}) is not running; {path} ends:\n{tail}")
     parts.append("controller log:\n" + controller_log()[-2000:])
     return "\n".join(parts)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from p4lb.intent.running import clear_pointer
 from topology import thrift_guard
 from topology import tier_plan as plan
-from topology.bmv2 import command, grpc_tls_args, switch_binary, wait_listening
+from topology.bmv2 import command, grpc_tls_args, listening, switch_binary, wait_listening
 from topology.pki import make_pki
 from topology.procs import alive, gone_by, set_group_nice, stop_pids
 from topology.tier_plan import (
@@ -535,8 +535,12 @@ class Tier:
         with self.edit():
             if THRIFT_BASE + i not in self.thrift_ports:
                 self.thrift_ports.append(THRIFT_BASE + i)
+        if listening(GRPC_BASE + i):
+            raise RuntimeError(f"127.0.0.1:{GRPC_BASE + i}, lb{i}'s P4Runtime port, is taken")
         pid = self.start(f"switch-lb{i}", args, None, out, nice=SWITCH_NICE)
         wait_listening(GRPC_BASE + i, 20.0)
+        if not alive(pid):
+            raise RuntimeError(f"lb{i}'s switch (pid {pid}) exited at start: {out.read_text()}")
         return pid
 
     def start_bond(self, i: int) -> int:

@@ -85,13 +85,14 @@ def test_wrr_equal_weights_spreads_within_one_request(lab_factory: list[Lab]) ->
     r = ab.run(lab.clients[0], URL, n, 10)
     assert (r.complete, r.failed, r.non_2xx) == (n, 0, 0)
     counts = served(lab)
-    assert all(abs(c - n / 3) <= 1 for c in counts.values()), counts
-    assert jain(list(counts.values())) >= 0.9999
-    # The switch counts connections (ab opens a few that never send a request); round robin
-    # over connections is exact, and the servers saw the very same connections.
+    # The switch counts connections (ab opens a few at its end that never send a request);
+    # round robin over connections is exact, and the servers saw the very same connections;
+    # over requests it is exact within those few.
     conns = served(lab, connections=True)
     assert max(conns.values()) - min(conns.values()) <= 1, conns
     assert switch_counts(lab) == conns
+    unused = sum(conns.values()) - n
+    assert all(abs(c - n / 3) <= 1 + unused for c in counts.values()), (counts, conns)
 
 
 def test_wrr_weighted_follows_the_weights_per_cycle(lab_factory: list[Lab]) -> None:
