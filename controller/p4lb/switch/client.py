@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,19 @@ RPC_TIMEOUT_S = 10.0
 _OK = 0
 # A full read of the slot tables (65,536 entries) is over gRPC's default 4 MiB message.
 _CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 64 << 20)]
+
+# BMv2's P4Runtime server can crash (a segfault in PI's p4info library) when it is read
+# while its pipeline is being set. Within this process, reads and pipeline pushes of one
+# switch take turns: the tier's members read each other's switches, the metrics sampler
+# reads every switch, while a session may be pushing a pipeline.
+_TURNS: dict[str, threading.Lock] = {}
+_TURNS_LOCK = threading.Lock()
+
+
+def _turn(address: str) -> threading.Lock:
+    """The lock reads and pipeline pushes of the switch at `address` take turns on."""
+    with _TURNS_LOCK:
+        return _TURNS.setdefault(address, threading.Lock())
 
 
 @dataclass
@@ -246,7 +260,8 @@ class Switch:
             json.loads(device_config_path.read_bytes()), separators=(",", ":")
         ).encode()
         try:
-            self.stub.SetForwardingPipelineConfig(req, timeout=RPC_TIMEOUT_S)
+            with _turn(self.address):
+                self.stub.SetForwardingPipelineConfig(req, timeout=RPC_TIMEOUT_S)
         except grpc.RpcError as e:
             raise SwitchError(
                 f"switch at {self.address} refused the pipeline: {e.code().name} {e.details()}"
@@ -266,8 +281,9 @@ class Switch:
         req.device_id = self.device_id
         out: list[p4r.Entity] = []
         try:
-            for rep in self.stub.Read(req, timeout=RPC_TIMEOUT_S):
-                out.extend(rep.entities)
+            with _turn(self.address):
+                for rep in self.stub.Read(req, timeout=RPC_TIMEOUT_S):
+                    out.extend(rep.entities)
         except grpc.RpcError as e:
             raise SwitchError(f"read from {self.address} failed: {e.details()}") from None
         return out

@@ -5,6 +5,7 @@ restarts empty gets the intent and every live copy back; a collision is pinned o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -13,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -479,4 +481,63 @@ def test_a_drain_acts_at_once_and_a_balancer_taken_out_of_the_file_is_withdrawn(
     finally:
         ctl.stop()
         t.join(15)
+    assert not t.is_alive()
+
+
+class SlowPushSwitch(FakeSwitch):
+    """A fake whose pipeline push takes a while without holding its state (as BMv2's
+    does), counting the reads that arrive meanwhile: BMv2's P4Runtime server can crash on
+    one. A read that finds no pipeline first waits (bounded) for a push to begin, so that a
+    reader that would race one meets it however the threads are scheduled."""
+
+    def __init__(self, device_id: int) -> None:
+        super().__init__(device_id)
+        self.push_began = threading.Event()
+        self.pushing = threading.Event()
+        self.read_in_push = threading.Event()
+        self.reads_during_push = 0
+
+    def SetForwardingPipelineConfig(self, request: Any, context: Any) -> Any:
+        self.pushing.set()
+        self.push_began.set()
+        try:
+            self.read_in_push.wait(0.5)  # bounded: a read that should not come
+            return super().SetForwardingPipelineConfig(request, context)
+        finally:
+            self.pushing.clear()
+
+    def Read(self, request: Any, context: Any) -> Any:
+        if self.p4info is None:
+            self.push_began.wait(1.0)
+        if self.pushing.is_set():
+            self.reads_during_push += 1
+            self.read_in_push.set()
+        return super().Read(request, context)
+
+
+def test_no_balancer_is_read_while_its_pipeline_is_pushed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tier's first start: each member, once joined, learns the copies the others hold,
+    never from one whose pipeline is being pushed at that moment. (Members wait for their
+    turn to reconcile here, so that the second one's push starts as the first one joins.)"""
+
+    @contextlib.contextmanager
+    def waiting_turn(ctl: TierController) -> Iterator[bool]:
+        with ctl.reconcile_lock:
+            yield True
+
+    monkeypatch.setattr(TierController, "exclusive", waiting_turn)
+    a, b = SlowPushSwitch(1).start(), SlowPushSwitch(2).start()
+    ctl = TierController(lambda: tier_config(a, b), check_s=0.2, retry_s=0.1)
+    t = threading.Thread(target=ctl.run, kwargs={"duration_s": 60}, daemon=True)
+    t.start()
+    try:
+        assert poll_until(
+            lambda: len(ctl.members) == 2 and all(m.ready.is_set() for m in ctl.members.values())
+        )
+        assert (a.reads_during_push, b.reads_during_push) == (0, 0)
+    finally:
+        ctl.stop()
+        t.join(15)
+        a.stop()
+        b.stop()
     assert not t.is_alive()
