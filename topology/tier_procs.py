@@ -24,7 +24,7 @@ from topology import thrift_guard
 from topology import tier_plan as plan
 from topology.bmv2 import command, grpc_tls_args, listening, switch_binary, wait_listening
 from topology.pki import make_pki
-from topology.procs import alive, gone_by, set_group_nice, stop_pids
+from topology.procs import alive, gone_by, poll_until, set_group_nice, stop_pids
 from topology.tier_plan import (
     CONTROL_NICE,
     ECMP_SEED,
@@ -535,7 +535,8 @@ class Tier:
         with self.edit():
             if THRIFT_BASE + i not in self.thrift_ports:
                 self.thrift_ports.append(THRIFT_BASE + i)
-        if listening(GRPC_BASE + i):
+        # A switch stopped a moment ago may hold its port a little longer (bounded).
+        if not poll_until(lambda: not listening(GRPC_BASE + i), 5.0, every=0.05):
             raise RuntimeError(f"127.0.0.1:{GRPC_BASE + i}, lb{i}'s P4Runtime port, is taken")
         pid = self.start(f"switch-lb{i}", args, None, out, nice=SWITCH_NICE)
         wait_listening(GRPC_BASE + i, 20.0)
