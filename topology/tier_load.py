@@ -18,7 +18,7 @@ from typing import Any
 
 from topology import ab as abtool
 from topology import tier_plan as plan
-from topology.procs import alive, poll_until
+from topology.procs import gone, poll_until
 from topology.tier_plan import (
     NS,
     ROOT,
@@ -159,7 +159,7 @@ def routing_report(t: Tier) -> str:
             parts.append(f"lb{i}'s speaker, {fam}: {(r.stdout + r.stderr).strip()}")
         for name, out in (("switch", "switch.out"), ("gobgpd", "gobgpd.log"), ("bond", "bond.out")):
             pid = t.pids.get(f"{name}-lb{i}")
-            if pid is None or not alive(pid):
+            if pid is None or gone(pid):
                 path = plan.RUN / f"lb{i}" / out
                 tail = path.read_text(errors="replace")[-600:] if path.exists() else ""
                 parts.append(f"lb{i}'s {name} (pid {pid}) is not running; {path} ends:\n{tail}")

@@ -24,7 +24,7 @@ from topology import thrift_guard
 from topology import tier_plan as plan
 from topology.bmv2 import command, grpc_tls_args, listening, switch_binary, wait_listening
 from topology.pki import make_pki
-from topology.procs import alive, gone_by, poll_until, set_group_nice, stop_pids
+from topology.procs import alive, gone, gone_by, poll_until, set_group_nice, stop_pids
 from topology.tier_plan import (
     CONTROL_NICE,
     ECMP_SEED,
@@ -540,7 +540,7 @@ class Tier:
             raise RuntimeError(f"127.0.0.1:{GRPC_BASE + i}, lb{i}'s P4Runtime port, is taken")
         pid = self.start(f"switch-lb{i}", args, None, out, nice=SWITCH_NICE)
         wait_listening(GRPC_BASE + i, 20.0)
-        if not alive(pid):
+        if gone(pid):
             raise RuntimeError(f"lb{i}'s switch (pid {pid}) exited at start: {out.read_text()}")
         return pid
 
